@@ -1,0 +1,105 @@
+// dlock/client.hpp — a thread-safe connection to one Redis server.
+//
+// One Client per process is the normal case. It owns one I/O thread. Commands
+// from all threads are pipelined over a single connection: each caller's
+// bytes are appended to one buffer, written together, and replies are matched
+// to callers in order. No lock is held across a round trip, and many threads
+// do not cost many sockets. Pub/sub uses one more, dedicated connection, made
+// on the first subscribe(), however many channels are in use.
+//
+// Time: every timeout is measured on std::chrono::steady_clock. A blocking
+// call never waits longer than ClientOptions::command_timeout (plus the
+// connect_timeout if it had to wait for a connection attempt already under
+// way).
+//
+// Failure: a command in flight when the connection drops fails with
+// errc::connection_lost and is never resent — lock scripts are not
+// idempotent, so the caller decides. The client then reconnects by itself
+// with capped exponential backoff; while the last attempt has failed, new
+// commands fail at once with that attempt's error (connection_refused,
+// auth_failed, tls_error, connect_timeout, ...).
+//
+// fork(): a Client must not be used in a child process; every call there fails
+// with errc::forked_child and the parent's connections are left untouched.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "dlock/client_options.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/script.hpp"
+#include "dlock/server_address.hpp"
+#include "dlock/subscription.hpp"
+
+namespace dlock {
+
+namespace detail {
+class ClientCore;
+}
+
+class Client {
+public:
+    using Args = std::span<const std::string_view>;
+    // Runs on the I/O thread: it must not block and must not make blocking
+    // calls on this Client. ec is set for transport failures and for error
+    // replies (then reply holds Redis's text).
+    using Callback = std::function<void(std::error_code ec, Reply&& reply)>;
+
+    // Starts connecting in the background; does not wait. Throws Error with
+    // errc::invalid_uri for a malformed URI and errc::invalid_argument for
+    // non-positive timeouts. An unreachable server is reported by the first
+    // command (or wait_connected), not here.
+    explicit Client(std::string_view uri = default_server_uri, ClientOptions options = {});
+    explicit Client(ServerAddress address, ClientOptions options = {});
+    // Fails whatever is still in flight with errc::client_closed, closes the
+    // connections and joins the I/O thread. Must not be called from a Callback.
+    ~Client();
+
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    // Sends one command and waits for its reply. Throws Error on transport
+    // failure and on error replies (what() carries Redis's text).
+    Reply command(std::initializer_list<std::string_view> args);
+    Reply command(Args args);
+    // Never throws. On failure sets ec; for an error reply the returned Reply
+    // is that error (kind error, text from Redis).
+    Reply command(Args args, std::error_code& ec) noexcept;
+
+    // Queues one command; done runs on the I/O thread exactly once.
+    void submit(Args args, Callback done);
+
+    // EVALSHA with EVAL fallback on NOSCRIPT (see script.hpp).
+    Reply eval(const Script& script, Args keys, Args argv);
+    Reply eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept;
+    void eval_async(const Script& script, Args keys, Args argv, Callback done);
+
+    // Adds a listener to channel. The first listener of a channel subscribes
+    // it on the shared subscriber connection; the last one to leave
+    // unsubscribes. After every reconnect the channel is subscribed again and
+    // the listener receives Event::resubscribed: messages may have been missed.
+    Subscription subscribe(std::string channel, Subscription::Listener listener);
+
+    // Waits until the command connection is ready or its attempt failed.
+    // For start-up checks; the other calls do not need it.
+    void wait_connected();
+    void wait_connected(std::error_code& ec) noexcept;
+
+    const ServerAddress& address() const noexcept;
+    const ClientOptions& options() const noexcept;
+
+    // For dlock's own layers (locks, watchdog): the shared internals.
+    const std::shared_ptr<detail::ClientCore>& core() const noexcept { return core_; }
+
+private:
+    std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,40 @@
+// dlock/client_options.hpp — how a Client connects, times out and reconnects.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace dlock {
+
+struct TlsOptions {
+    std::string ca_file;        // default: empty = the system's trusted CAs
+    std::string cert_file;      // default: empty = no client certificate
+    std::string key_file;       // default: empty; required with cert_file
+    bool verify_peer = true;    // default: true; check the server certificate and host name
+};
+
+struct ClientOptions {
+    // How long one connect attempt (TCP/TLS + AUTH/SELECT) may take. Default 2 s.
+    std::chrono::milliseconds connect_timeout{2000};
+    // How long a command may wait for its reply, counted from submission.
+    // On expiry the caller gets errc::command_timeout and, since replies are
+    // matched in order, the connection is reset. Default 5 s.
+    std::chrono::milliseconds command_timeout{5000};
+    // Reconnect backoff after a failed attempt: doubles from min to max, each
+    // delay randomised to 50..100 %. Defaults 20 ms and 2 s.
+    std::chrono::milliseconds reconnect_backoff_min{20};
+    std::chrono::milliseconds reconnect_backoff_max{2000};
+    // Sent with CLIENT SETNAME so operators can see who is connected.
+    // Default "dlock"; empty = none.
+    std::string client_name = "dlock";
+    // TLS settings for rediss:// URIs.
+    TlsOptions tls;
+    // Limits on what the server may send: a single string and one array's
+    // element count. Over the limit: errc::reply_too_large, connection reset.
+    // Defaults 512 MiB and 16 Mi elements. Nesting is limited to 7 levels.
+    std::size_t max_string_bytes = std::size_t{512} << 20;
+    std::size_t max_array_elements = std::size_t{16} << 20;
+};
+
+}  // namespace dlock

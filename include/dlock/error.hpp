@@ -1,0 +1,67 @@
+// dlock/error.hpp — the error codes every dlock call reports.
+//
+// Contention is not an error (try_lock returns false). Everything else that
+// can go wrong has a code in dlock::errc, with its own std::error_category, so
+// callers can compare `ec == dlock::errc::command_timeout`. Throwing calls
+// throw dlock::Error (a std::system_error); each has a std::error_code& twin
+// that never throws.
+#pragma once
+
+#include <string>
+#include <system_error>
+
+namespace dlock {
+
+enum class errc {
+    // Caller mistakes.
+    invalid_argument = 1,   // empty name, bad duration, malformed option
+    invalid_uri,            // the server URI cannot be parsed
+
+    // Reaching the server.
+    connect_timeout,        // no connection (or handshake) within connect_timeout
+    connection_refused,     // nothing listens there (ECONNREFUSED, no socket file)
+    resolve_failed,         // the host name does not resolve
+    tls_error,              // TLS handshake or certificate verification failed
+    auth_failed,            // wrong password or unknown user (WRONGPASS, NOAUTH)
+    not_connected,          // the last connect attempt failed; reconnecting in the background
+
+    // A command on an established connection.
+    command_timeout,        // no reply within command_timeout; the connection is reset
+    connection_lost,        // the connection dropped with the command in flight; NOT resent
+    protocol_error,         // the server sent bytes that are not RESP
+    reply_too_large,        // a reply exceeded ClientOptions' size limits
+    server_error,           // an error reply from Redis; the message carries its text
+    permission_denied,      // NOPERM: the ACL user may not run this command or key
+    wrong_type,             // WRONGTYPE: the key holds another kind of value
+    no_script,              // NOSCRIPT: handled internally by the script cache
+
+    // Client lifecycle.
+    client_closed,          // the Client was destroyed or is shutting down
+    forked_child,           // a Client created before fork() was used in the child
+
+    // Locks.
+    not_owner,              // unlock by a thread/owner that does not hold the lock
+    lease_lost,             // the lease expired or the lock was removed while held
+};
+
+const std::error_category& error_category() noexcept;
+
+inline std::error_code make_error_code(errc e) noexcept {
+    return {static_cast<int>(e), error_category()};
+}
+
+// Thrown by every throwing dlock call. what() carries the detail (for server
+// errors, Redis's own text).
+class Error : public std::system_error {
+public:
+    explicit Error(std::error_code ec) : std::system_error(ec) {}
+    Error(std::error_code ec, const std::string& detail) : std::system_error(ec, detail) {}
+};
+
+// Throws Error(ec, detail) when ec is set.
+void throw_if(const std::error_code& ec, const std::string& detail = {});
+
+}  // namespace dlock
+
+template <>
+struct std::is_error_code_enum<dlock::errc> : std::true_type {};

@@ -1,0 +1,43 @@
+// dlock/server_address.hpp — where a Redis server is and how to log in.
+//
+// Accepted URI forms (the default is redis://127.0.0.1:6379):
+//   redis://[user[:password]@]host[:port][/db]
+//   rediss://[user[:password]@]host[:port][/db]        TLS
+//   unix://[user[:password]@]/absolute/path.sock[?db=N]
+// host may be a name, an IPv4 address or a bracketed IPv6 address ([::1]).
+// user and password may be percent-encoded (%40 for '@'). An empty user with a
+// password (redis://:secret@host) means the default user. Ports are 1..65535,
+// db is 0..2147483647. Anything else is rejected with errc::invalid_uri and a
+// message naming the offending part; parsing never touches the network.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace dlock {
+
+struct ServerAddress {
+    enum class Transport : std::uint8_t { tcp, tls, unix_socket };
+
+    Transport transport = Transport::tcp;
+    std::string host = "127.0.0.1";   // tcp and tls; IPv6 without brackets
+    std::uint16_t port = 6379;        // tcp and tls
+    std::string socket_path;          // unix_socket
+    std::string username;             // empty: the default user
+    std::string password;             // empty: no AUTH
+    long database = 0;                // SELECT after connecting when non-zero
+
+    // Throws dlock::Error(errc::invalid_uri) with the reason.
+    static ServerAddress parse(std::string_view uri);
+    // Never throws; on failure sets ec and leaves message with the reason.
+    static ServerAddress parse(std::string_view uri, std::error_code& ec, std::string* message = nullptr);
+
+    // The URI with the password replaced by "***": safe for logs.
+    std::string to_string() const;
+};
+
+inline constexpr std::string_view default_server_uri = "redis://127.0.0.1:6379";
+
+}  // namespace dlock

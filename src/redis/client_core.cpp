@@ -1,0 +1,194 @@
+#include "client_core.hpp"
+
+#include <pthread.h>
+
+#include <semaphore>
+
+#include "command_format.hpp"
+#include "dlock/error.hpp"
+
+namespace dlock::detail {
+namespace {
+
+std::atomic<unsigned> fork_generation{0};
+
+void on_fork_child() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+const bool fork_handler_installed = [] {
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+    return true;
+}();
+
+// Formatting happens before any lock is taken; one buffer per thread keeps
+// the hot path free of allocations.
+std::string& format_buffer() {
+    thread_local std::string buffer;
+    buffer.clear();
+    return buffer;
+}
+
+struct SyncCall {
+    std::binary_semaphore done{0};
+    std::error_code ec;
+    Reply reply;
+};
+
+void validate(const ClientOptions& options) {
+    using std::chrono::milliseconds;
+    if (options.connect_timeout <= milliseconds::zero() || options.command_timeout <= milliseconds::zero())
+        throw Error(errc::invalid_argument, "connect_timeout and command_timeout must be positive");
+    if (options.reconnect_backoff_min <= milliseconds::zero() ||
+        options.reconnect_backoff_max < options.reconnect_backoff_min)
+        throw Error(errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max");
+    if (options.max_string_bytes == 0 || options.max_array_elements == 0)
+        throw Error(errc::invalid_argument, "reply limits must be positive");
+}
+
+}  // namespace
+
+unsigned current_fork_generation() noexcept {
+    (void)fork_handler_installed;
+    return fork_generation.load(std::memory_order_relaxed);
+}
+
+ClientCore::ClientCore(ServerAddress address, ClientOptions options)
+    : address_(std::move(address)),
+      options_((validate(options), std::move(options))),
+      fork_generation_(current_fork_generation()),
+      work_(asio::make_work_guard(io_)) {
+    commands_ = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply);
+}
+
+ClientCore::~ClientCore() {
+    if (!forked()) stop();
+}
+
+void ClientCore::start() {
+    commands_->start();
+    thread_ = std::thread([this] { io_.run(); });
+    io_thread_id_ = thread_.get_id();
+}
+
+void ClientCore::stop() {
+    if (stopped_.exchange(true)) return;
+    if (!thread_.joinable()) return;
+    asio::post(io_, [this] {
+        commands_->shutdown();
+        if (subscriber_) subscriber_->shutdown();
+        work_.reset();
+        // Handlers still queued for closed sockets and cancelled timers run
+        // and return; then run() ends.
+    });
+    if (std::this_thread::get_id() == io_thread_id_) {
+        thread_.detach();  // a last reference dropped inside a callback; the thread ends by itself
+        return;
+    }
+    thread_.join();
+}
+
+bool ClientCore::forked() const noexcept { return current_fork_generation() != fork_generation_; }
+
+std::error_code ClientCore::usable() const noexcept {
+    if (forked()) return errc::forked_child;
+    if (stopped_.load(std::memory_order_relaxed)) return errc::client_closed;
+    return {};
+}
+
+void ClientCore::submit_formatted(std::string_view formatted, Completion done, Clock::time_point deadline) {
+    std::error_code ec = usable();
+    if (!ec) {
+        ec = commands_->submit(formatted, done, deadline);
+        if (!ec) return;
+    }
+    if (ec == errc::forked_child) return done(ec, Reply{});  // the child has no I/O thread
+    asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+}
+
+void ClientCore::submit(Args args, Completion done) {
+    auto& bytes = format_buffer();
+    append_command(bytes, args);
+    submit_formatted(bytes, std::move(done), deadline());
+}
+
+void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completion done) {
+    eval_async(script, keys, argv, std::move(done), deadline());
+}
+
+void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completion done, Clock::time_point deadline) {
+    auto& bytes = format_buffer();
+    append_eval(bytes, "EVALSHA", script.sha1(), keys, argv);
+    // On NOSCRIPT (SCRIPT FLUSH, restart, failover) the same call goes again
+    // as EVAL, once; EVAL also caches the script for the next EVALSHA.
+    auto self = weak_from_this();
+    submit_formatted(
+        bytes,
+        [self, script, evalsha = std::string(bytes), done = std::move(done), deadline](std::error_code ec,
+                                                                                      Reply&& reply) mutable {
+            auto core = self.lock();
+            if (ec != errc::no_script || !core) return done(ec, std::move(reply));
+            core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done), deadline);
+        },
+        deadline);
+}
+
+template <typename Start>
+Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
+    try {
+        if ((ec = usable())) return {};
+        if (on_io_thread()) {
+            ec = errc::invalid_argument;  // a blocking call here would wait for itself
+            return {};
+        }
+        auto call = std::make_shared<SyncCall>();
+        auto until = deadline();
+        start(
+            [call](std::error_code e, Reply&& r) {
+                call->ec = e;
+                call->reply = std::move(r);
+                call->done.release();
+            },
+            until);
+        if (!call->done.try_acquire_until(until)) {
+            ec = errc::command_timeout;
+            return {};
+        }
+        ec = call->ec;
+        return std::move(call->reply);
+    } catch (const std::bad_alloc&) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+        return {};
+    }
+}
+
+Reply ClientCore::call(Args args, std::error_code& ec) noexcept {
+    return wait_for(
+        [&](Completion done, Clock::time_point until) {
+            auto& bytes = format_buffer();
+            append_command(bytes, args);
+            submit_formatted(bytes, std::move(done), until);
+        },
+        ec);
+}
+
+Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept {
+    return wait_for(
+        [&](Completion done, Clock::time_point until) { eval_async(script, keys, argv, std::move(done), until); }, ec);
+}
+
+Subscription ClientCore::subscribe(std::string channel, Subscription::Listener listener) {
+    throw_if(usable());
+    std::call_once(subscriber_once_, [this] {
+        auto subscriber = std::make_shared<Subscriber>(io_, address_, options_);
+        subscriber->set_io_thread(io_thread_id_);
+        subscriber->start();
+        subscriber_ = std::move(subscriber);
+    });
+    return subscriber_->add(std::move(channel), std::move(listener));
+}
+
+std::error_code ClientCore::wait_connected() {
+    if (auto ec = usable()) return ec;
+    return commands_->wait_connected(Clock::now() + options_.connect_timeout + options_.command_timeout);
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,79 @@
+// What a Client shares with dlock's other layers: the I/O thread, the
+// command connection, the subscriber, and blocking calls built on them.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string_view>
+#include <thread>
+
+#include "asio.hpp"
+#include "connection.hpp"
+#include "dlock/client_options.hpp"
+#include "dlock/script.hpp"
+#include "dlock/server_address.hpp"
+#include "subscriber.hpp"
+
+namespace dlock::detail {
+
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
+public:
+    using Args = std::span<const std::string_view>;
+
+    ClientCore(ServerAddress address, ClientOptions options);
+    ~ClientCore();
+
+    void start();
+    // Fails all in-flight work with client_closed and joins the I/O thread.
+    void stop();
+
+    // forked_child or client_closed when the client cannot be used.
+    std::error_code usable() const noexcept;
+    bool forked() const noexcept;
+
+    // Asynchronous: done runs on the I/O thread exactly once.
+    void submit(Args args, Completion done);
+    void submit_formatted(std::string_view formatted, Completion done, Clock::time_point deadline);
+    void eval_async(const Script& script, Args keys, Args argv, Completion done);
+    void eval_async(const Script& script, Args keys, Args argv, Completion done, Clock::time_point deadline);
+
+    // Blocking, never longer than command_timeout.
+    Reply call(Args args, std::error_code& ec) noexcept;
+    Reply eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept;
+
+    Subscription subscribe(std::string channel, Subscription::Listener listener);
+    std::error_code wait_connected();
+    std::string last_connect_error() const { return commands_->last_error_detail(); }
+
+    asio::io_context& io() noexcept { return io_; }
+    bool on_io_thread() const noexcept { return std::this_thread::get_id() == io_thread_id_; }
+    Clock::time_point deadline() const noexcept { return Clock::now() + options_.command_timeout; }
+
+    const ServerAddress& address() const noexcept { return address_; }
+    const ClientOptions& options() const noexcept { return options_; }
+
+private:
+    template <typename Start>
+    Reply wait_for(Start start, std::error_code& ec) noexcept;
+
+    const ServerAddress address_;
+    const ClientOptions options_;
+    const unsigned fork_generation_;
+
+    asio::io_context io_;
+    asio::executor_work_guard<asio::io_context::executor_type> work_;
+    std::thread thread_;
+    std::thread::id io_thread_id_;
+    std::atomic<bool> stopped_{false};
+
+    std::shared_ptr<Connection> commands_;
+    std::once_flag subscriber_once_;
+    std::shared_ptr<Subscriber> subscriber_;
+};
+
+// Incremented in every child after fork().
+unsigned current_fork_generation() noexcept;
+
+}  // namespace dlock::detail

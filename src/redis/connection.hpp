@@ -1,0 +1,147 @@
+// One pipelined, self-reconnecting connection to a Redis server.
+//
+// Any thread may submit a formatted command; its bytes are appended to a
+// shared buffer and the first thread to find no write in progress becomes
+// the writer: it send()s everything queued, including what other threads
+// appended meanwhile, so many threads' commands leave in few syscalls. Over
+// TLS, or when the socket is full, the I/O thread writes instead. Replies are
+// read on the I/O thread and matched to submissions in order.
+//
+// States: connecting -> ready -> (drop) connecting ... ; a failed attempt
+// goes to backoff, where new commands fail at once with the attempt's error
+// until the next attempt starts. Commands submitted while connecting wait
+// (up to their deadline) and are sent once the handshake is done.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "asio.hpp"
+#include "dlock/client_options.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/server_address.hpp"
+#include "reply_reader.hpp"
+#include "stream.hpp"
+
+namespace dlock::detail {
+
+using Clock = std::chrono::steady_clock;
+using Completion = std::function<void(std::error_code, Reply&&)>;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+public:
+    enum class Mode {
+        request_reply,  // every reply answers the oldest submission
+        subscriber,     // replies are pushed to Hooks::on_push
+    };
+    struct Hooks {
+        std::function<void()> on_ready;              // I/O thread, after every (re)connect
+        std::function<void(Reply&&)> on_push;        // I/O thread, subscriber mode
+    };
+
+    Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks = {});
+    ~Connection();
+
+    // Begins the first connect attempt. Any thread, once.
+    void start();
+    // Fails everything with client_closed and stops reconnecting. I/O thread.
+    void shutdown();
+
+    // Queues one formatted command. Any thread. Takes done (moves from it)
+    // only on success; on an immediate failure (backoff, closed) returns the
+    // error and leaves done to the caller.
+    std::error_code submit(std::string_view formatted, Completion& done, Clock::time_point deadline);
+    // Subscriber mode: sends when ready, drops otherwise (on_ready resends).
+    void send_if_ready(std::string_view formatted);
+
+    // Blocks until ready or the current attempt failed, or deadline. Any thread.
+    std::error_code wait_connected(Clock::time_point deadline);
+
+    bool is_ready() const;
+    // What the last failed attempt said, for error messages.
+    std::string last_error_detail() const;
+
+private:
+    enum class State { idle, connecting, ready, backoff, closed };
+    struct Pending {
+        Completion done;
+        Clock::time_point deadline;
+        std::string bytes;  // only while waiting for a connection
+    };
+    struct HandshakeStep {
+        enum class Kind { auth, select, set_name, ping } kind;
+    };
+
+    void begin_attempt();
+    void start_handshake(std::uint64_t attempt);
+    void fail_attempt(std::error_code ec, const std::string& detail);
+    void become_ready();
+    void drop(std::error_code reason);
+    void schedule_reconnect();
+    void read_loop(std::uint64_t attempt);
+    void process_replies();
+    void handle_handshake_reply(Reply& reply);
+    void deliver(std::vector<Reply>& replies);
+    void flush(std::unique_lock<std::mutex>& lock);
+    void write_from_io_thread();
+    void on_write_error(std::uint64_t generation);
+    void tick();
+    void close_stream() noexcept;
+    static void fail_all(std::deque<Pending>& items, std::error_code ec, Clock::time_point now,
+                         const std::string& detail = {});
+
+    // Sends bytes on the socket of the given generation from any thread.
+    // Returns how many were written and the error that stopped it, if any.
+    std::pair<std::size_t, std::error_code> write_direct(const std::string& bytes, std::uint64_t generation);
+
+    asio::io_context& io_;
+    const ServerAddress address_;
+    const ClientOptions options_;
+    const Mode mode_;
+    Hooks hooks_;
+
+    // I/O-thread state.
+    std::optional<asio::ssl::context> tls_context_;
+    std::string tls_setup_error_;
+    std::shared_ptr<Stream> stream_;
+    std::unique_ptr<ReplyReader> reader_;
+    std::vector<char> read_buffer_;
+    std::vector<Reply> replies_;
+    std::vector<Completion> completions_;
+    std::vector<HandshakeStep> handshake_;
+    std::size_t handshake_done_ = 0;
+    std::uint64_t attempt_ = 0;
+    unsigned failed_attempts_ = 0;
+    asio::steady_timer connect_timer_;
+    asio::steady_timer reconnect_timer_;
+    asio::steady_timer tick_timer_;
+
+    // Shared state, guarded by mutex_.
+    mutable std::mutex mutex_;
+    std::condition_variable state_changed_;
+    State state_ = State::idle;
+    std::error_code last_error_;
+    std::string last_error_detail_;
+    std::uint64_t generation_ = 0;  // changes at every ready and every drop
+    std::string out_;               // bytes not yet handed to a writer
+    bool writer_active_ = false;
+    bool direct_writes_ = false;
+    std::deque<Pending> pending_;   // sent or queued on the ready connection, in order
+    std::deque<Pending> waiting_;   // submitted while connecting
+
+    // Held while any thread writes to the socket; close takes it too, so a
+    // descriptor is never written after it was closed (and maybe reused).
+    std::mutex write_mutex_;
+    int write_fd_ = -1;
+    std::uint64_t write_generation_ = 0;
+};
+
+}  // namespace dlock::detail

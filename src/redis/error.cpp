@@ -1,0 +1,71 @@
+#include "dlock/error.hpp"
+
+#include "dlock/reply.hpp"
+
+namespace dlock {
+namespace {
+
+class Category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "dlock"; }
+
+    std::string message(int code) const override {
+        switch (static_cast<errc>(code)) {
+            case errc::invalid_argument: return "invalid argument";
+            case errc::invalid_uri: return "invalid server URI";
+            case errc::connect_timeout: return "connect timed out";
+            case errc::connection_refused: return "connection refused";
+            case errc::resolve_failed: return "host name does not resolve";
+            case errc::tls_error: return "TLS handshake or certificate verification failed";
+            case errc::auth_failed: return "authentication failed (wrong password or unknown user)";
+            case errc::not_connected: return "not connected; reconnecting";
+            case errc::command_timeout: return "command timed out";
+            case errc::connection_lost: return "connection lost with the command in flight (not resent)";
+            case errc::protocol_error: return "protocol error";
+            case errc::reply_too_large: return "reply exceeds the configured limits";
+            case errc::server_error: return "server error";
+            case errc::permission_denied: return "permission denied by ACL";
+            case errc::wrong_type: return "key holds a value of another type";
+            case errc::no_script: return "script not loaded on the server";
+            case errc::client_closed: return "client closed";
+            case errc::forked_child: return "client used in a forked child process; create a new Client";
+            case errc::not_owner: return "the lock is not held by this owner";
+            case errc::lease_lost: return "the lock's lease was lost";
+        }
+        return "unknown dlock error";
+    }
+};
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+    return text.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+const std::error_category& error_category() noexcept {
+    static const Category category;
+    return category;
+}
+
+void throw_if(const std::error_code& ec, const std::string& detail) {
+    if (!ec) return;
+    if (detail.empty()) throw Error(ec);
+    throw Error(ec, detail);
+}
+
+std::error_code error_code_of_server_error(std::string_view text) noexcept {
+    if (starts_with(text, "WRONGTYPE")) return errc::wrong_type;
+    if (starts_with(text, "NOPERM")) return errc::permission_denied;
+    if (starts_with(text, "WRONGPASS") || starts_with(text, "NOAUTH") ||
+        starts_with(text, "ERR invalid password") || starts_with(text, "ERR AUTH"))
+        return errc::auth_failed;
+    if (starts_with(text, "NOSCRIPT")) return errc::no_script;
+    return errc::server_error;
+}
+
+std::error_code Reply::error_code() const noexcept {
+    if (kind != Kind::error) return {};
+    return error_code_of_server_error(text);
+}
+
+}  // namespace dlock

@@ -1,0 +1,32 @@
+#include "dlock/script.hpp"
+
+#include <openssl/evp.h>
+
+#include <stdexcept>
+
+namespace dlock {
+
+std::string sha1_hex(std::string_view data) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha1(), nullptr) != 1)
+        throw std::runtime_error("SHA1 digest failed");
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(length * 2);
+    for (unsigned int i = 0; i < length; ++i) {
+        out.push_back(hex[digest[i] >> 4]);
+        out.push_back(hex[digest[i] & 0xf]);
+    }
+    return out;
+}
+
+Script::Script(std::string text) {
+    auto sha1 = sha1_hex(text);
+    data_ = std::make_shared<const Data>(Data{std::move(text), std::move(sha1)});
+}
+
+Script::Script(std::string text, std::string sha1)
+    : data_(std::make_shared<const Data>(Data{std::move(text), std::move(sha1)})) {}
+
+}  // namespace dlock

@@ -1,0 +1,203 @@
+#include "dlock/server_address.hpp"
+
+#include <charconv>
+#include <limits>
+
+#include "dlock/error.hpp"
+
+namespace dlock {
+namespace {
+
+struct ParseError {
+    std::string reason;
+};
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+std::string percent_decode(std::string_view in, std::string_view what) {
+    std::string out;
+    out.reserve(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        if (in[i] != '%') {
+            out.push_back(in[i]);
+            continue;
+        }
+        if (i + 2 >= in.size()) throw ParseError{"truncated percent-encoding in " + std::string(what)};
+        int hi = hex_value(in[i + 1]);
+        int lo = hex_value(in[i + 2]);
+        if (hi < 0 || lo < 0) throw ParseError{"bad percent-encoding in " + std::string(what)};
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+    }
+    return out;
+}
+
+template <typename Int>
+Int parse_number(std::string_view text, Int min, Int max, std::string_view what) {
+    Int value{};
+    if (text.empty()) throw ParseError{"empty " + std::string(what)};
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || text[0] == '+' || text[0] == '-')
+        throw ParseError{std::string(what) + " '" + std::string(text) + "' is not a number"};
+    if (value < min || value > max)
+        throw ParseError{std::string(what) + " " + std::string(text) + " is out of range"};
+    return value;
+}
+
+void parse_userinfo(std::string_view userinfo, ServerAddress& out) {
+    auto colon = userinfo.find(':');
+    if (colon == std::string_view::npos)
+        throw ParseError{"credentials need the form user:password@ or :password@"};
+    out.username = percent_decode(userinfo.substr(0, colon), "user name");
+    out.password = percent_decode(userinfo.substr(colon + 1), "password");
+    if (out.password.empty()) throw ParseError{"empty password in credentials"};
+}
+
+bool valid_host_name(std::string_view host) {
+    for (char c : host) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '.' || c == '_';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+void parse_host_port(std::string_view hostport, ServerAddress& out) {
+    std::string_view port_text;
+    bool has_port = false;
+    if (!hostport.empty() && hostport[0] == '[') {
+        auto close = hostport.find(']');
+        if (close == std::string_view::npos) throw ParseError{"unterminated '[' in IPv6 host"};
+        out.host = std::string(hostport.substr(1, close - 1));
+        if (out.host.empty()) throw ParseError{"empty IPv6 host"};
+        for (char c : out.host)
+            if (hex_value(c) < 0 && c != ':' && c != '.') throw ParseError{"bad character in IPv6 host"};
+        auto rest = hostport.substr(close + 1);
+        if (!rest.empty()) {
+            if (rest[0] != ':') throw ParseError{"unexpected text after IPv6 host"};
+            port_text = rest.substr(1);
+            has_port = true;
+        }
+    } else {
+        auto colon = hostport.find(':');
+        if (colon != std::string_view::npos && hostport.find(':', colon + 1) != std::string_view::npos)
+            throw ParseError{"IPv6 hosts must be written in brackets, as [::1]"};
+        out.host = std::string(hostport.substr(0, colon));
+        if (colon != std::string_view::npos) {
+            port_text = hostport.substr(colon + 1);
+            has_port = true;
+        }
+        if (out.host.empty()) throw ParseError{"missing host"};
+        if (!valid_host_name(out.host)) throw ParseError{"bad character in host '" + out.host + "'"};
+    }
+    if (has_port) out.port = parse_number<std::uint16_t>(port_text, 1, 65535, "port");
+}
+
+long parse_database(std::string_view text) {
+    return parse_number<long>(text, 0, std::numeric_limits<int>::max(), "database");
+}
+
+void parse_unix_query(std::string_view query, ServerAddress& out) {
+    while (!query.empty()) {
+        auto amp = query.find('&');
+        auto item = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        auto eq = item.find('=');
+        auto key = item.substr(0, eq);
+        if (eq == std::string_view::npos) throw ParseError{"query item '" + std::string(item) + "' has no value"};
+        if (key != "db") throw ParseError{"unknown query parameter '" + std::string(key) + "'"};
+        out.database = parse_database(item.substr(eq + 1));
+    }
+}
+
+ServerAddress parse_or_throw(std::string_view uri) {
+    ServerAddress out;
+    if (uri.empty()) throw ParseError{"empty URI"};
+    auto sep = uri.find("://");
+    if (sep == std::string_view::npos) throw ParseError{"missing scheme (redis://, rediss:// or unix://)"};
+    auto scheme = uri.substr(0, sep);
+    auto rest = uri.substr(sep + 3);
+    if (scheme == "unix") {
+        out.transport = ServerAddress::Transport::unix_socket;
+        out.host.clear();
+        out.port = 0;
+        auto question = rest.find('?');
+        auto path = rest.substr(0, question);
+        if (!path.empty() && path[0] != '/') {
+            auto at = path.find('@');
+            if (at == std::string_view::npos) throw ParseError{"unix socket path must be absolute"};
+            parse_userinfo(path.substr(0, at), out);
+            path = path.substr(at + 1);
+        }
+        if (path.size() < 2 || path[0] != '/') throw ParseError{"unix socket path must be absolute and non-empty"};
+        out.socket_path = percent_decode(path, "socket path");
+        if (question != std::string_view::npos) parse_unix_query(rest.substr(question + 1), out);
+        return out;
+    }
+    if (scheme == "redis") {
+        out.transport = ServerAddress::Transport::tcp;
+    } else if (scheme == "rediss") {
+        out.transport = ServerAddress::Transport::tls;
+    } else {
+        throw ParseError{"unsupported scheme '" + std::string(scheme) + "'"};
+    }
+    if (rest.find('?') != std::string_view::npos || rest.find('#') != std::string_view::npos)
+        throw ParseError{"query parameters and fragments are not supported in redis:// URIs"};
+    auto slash = rest.find('/');
+    auto authority = rest.substr(0, slash);
+    auto at = authority.rfind('@');
+    if (at != std::string_view::npos) {
+        parse_userinfo(authority.substr(0, at), out);
+        authority = authority.substr(at + 1);
+    }
+    parse_host_port(authority, out);
+    if (slash != std::string_view::npos) {
+        auto db = rest.substr(slash + 1);
+        if (!db.empty()) out.database = parse_database(db);
+    }
+    return out;
+}
+
+}  // namespace
+
+ServerAddress ServerAddress::parse(std::string_view uri, std::error_code& ec, std::string* message) {
+    try {
+        ec.clear();
+        return parse_or_throw(uri);
+    } catch (const ParseError& e) {
+        ec = errc::invalid_uri;
+        if (message) *message = e.reason;
+        return {};
+    }
+}
+
+ServerAddress ServerAddress::parse(std::string_view uri) {
+    std::error_code ec;
+    std::string message;
+    auto address = parse(uri, ec, &message);
+    if (ec) throw Error(ec, message);
+    return address;
+}
+
+std::string ServerAddress::to_string() const {
+    std::string credentials;
+    if (!password.empty()) credentials = username + ":***@";
+    if (transport == Transport::unix_socket) {
+        std::string s = "unix://" + credentials + socket_path;
+        if (database != 0) s += "?db=" + std::to_string(database);
+        return s;
+    }
+    std::string s = transport == Transport::tls ? "rediss://" : "redis://";
+    s += credentials;
+    s += host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    s += ":" + std::to_string(port);
+    if (database != 0) s += "/" + std::to_string(database);
+    return s;
+}
+
+}  // namespace dlock

@@ -1,0 +1,138 @@
+#include "stream.hpp"
+
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "dlock/error.hpp"
+
+namespace dlock::detail {
+
+std::error_code map_connect_error(const std::error_code& ec) {
+    if (!ec) return ec;
+    if (ec.category() == error_category()) return ec;
+    if (ec.category() == asio::error::get_ssl_category() || ec == asio::ssl::error::stream_truncated)
+        return errc::tls_error;
+    if (ec.category() == asio::error::get_netdb_category() || ec.category() == asio::error::get_addrinfo_category())
+        return errc::resolve_failed;
+    // Standalone Asio reports errno values in a category of its own that does
+    // not compare equal to std::errc, so look at the value.
+    if (ec.category() == asio::error::get_system_category() || ec.category() == std::system_category()) {
+        switch (ec.value()) {
+            case ECONNREFUSED:
+            case ENOENT:
+            case EACCES:
+            case ECONNRESET:
+            case ENETUNREACH:
+            case EHOSTUNREACH: return errc::connection_refused;
+            case ETIMEDOUT: return errc::connect_timeout;
+            default: break;
+        }
+    }
+    // The server closed the connection before the handshake finished: it
+    // refused us (a TLS port spoken to in plain text, maxclients, ...).
+    if (ec == asio::error::eof) return errc::connection_refused;
+    return errc::connection_lost;
+}
+
+Stream::Stream(asio::io_context& io, const ServerAddress& address, asio::ssl::context* tls)
+    : io_(io), address_(address), tls_context_(tls), resolver_(io) {}
+
+void Stream::async_connect(ConnectHandler done) {
+    auto self = shared_from_this();
+    switch (address_.transport) {
+        case ServerAddress::Transport::unix_socket: {
+            unix_ = std::make_unique<asio::local::stream_protocol::socket>(io_);
+            unix_->async_connect(asio::local::stream_protocol::endpoint(address_.socket_path),
+                                 [self, done](std::error_code ec) {
+                                     done(map_connect_error(ec), ec ? ec.message() : std::string{});
+                                 });
+            return;
+        }
+        case ServerAddress::Transport::tcp:
+            tcp_ = std::make_unique<asio::ip::tcp::socket>(io_);
+            connect_tcp(*tcp_, [self, done](std::error_code ec) {
+                done(map_connect_error(ec), ec ? ec.message() : std::string{});
+            });
+            return;
+        case ServerAddress::Transport::tls:
+            tls_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket>>(io_, *tls_context_);
+            connect_tcp(tls_->next_layer(), [self, done](std::error_code ec) {
+                if (ec) return done(map_connect_error(ec), ec.message());
+                self->start_tls(done);
+            });
+            return;
+    }
+}
+
+void Stream::connect_tcp(asio::ip::tcp::socket& socket, std::function<void(std::error_code)> done) {
+    auto self = shared_from_this();
+    resolver_.async_resolve(
+        address_.host, std::to_string(address_.port),
+        [self, &socket, done](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+            if (ec) return done(ec);
+            asio::async_connect(socket, results, [self, &socket, done](std::error_code ec, const auto&) {
+                if (!ec) {
+                    std::error_code ignored;
+                    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+                }
+                done(ec);
+            });
+        });
+}
+
+void Stream::start_tls(ConnectHandler done) {
+    SSL* ssl = tls_->native_handle();
+    std::error_code not_an_ip;
+    (void)asio::ip::make_address(address_.host, not_an_ip);
+    if (not_an_ip) {
+        // A name: send SNI and check the certificate against it.
+        SSL_set_tlsext_host_name(ssl, address_.host.c_str());
+        SSL_set1_host(ssl, address_.host.c_str());
+    } else {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), address_.host.c_str());
+    }
+    auto self = shared_from_this();
+    tls_->async_handshake(asio::ssl::stream_base::client, [self, done](std::error_code ec) {
+        if (!ec) return done({}, {});
+        std::string detail = ec.message();
+        long verify = SSL_get_verify_result(self->tls_->native_handle());
+        if (verify != X509_V_OK) detail += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
+        done(errc::tls_error, detail);
+    });
+}
+
+void Stream::async_read_some(asio::mutable_buffer buffer, IoHandler done) {
+    auto self = shared_from_this();
+    auto handler = [self, done = std::move(done)](std::error_code ec, std::size_t n) { done(ec, n); };
+    if (tls_) tls_->async_read_some(buffer, std::move(handler));
+    else if (tcp_) tcp_->async_read_some(buffer, std::move(handler));
+    else unix_->async_read_some(buffer, std::move(handler));
+}
+
+void Stream::async_write(std::shared_ptr<const std::string> bytes, IoHandler done) {
+    auto self = shared_from_this();
+    auto buffer = asio::buffer(*bytes);
+    auto handler = [self, bytes, done = std::move(done)](std::error_code ec, std::size_t n) { done(ec, n); };
+    if (tls_) asio::async_write(*tls_, buffer, std::move(handler));
+    else if (tcp_) asio::async_write(*tcp_, buffer, std::move(handler));
+    else asio::async_write(*unix_, buffer, std::move(handler));
+}
+
+int Stream::direct_write_handle() {
+    if (tcp_ && tcp_->is_open()) return tcp_->native_handle();
+    if (unix_ && unix_->is_open()) return unix_->native_handle();
+    return -1;
+}
+
+void Stream::close() noexcept {
+    std::error_code ignored;
+    resolver_.cancel();
+    if (tcp_) tcp_->close(ignored);
+    if (unix_) unix_->close(ignored);
+    if (tls_) tls_->lowest_layer().close(ignored);
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,48 @@
+// One byte stream to a Redis server: TCP, TLS over TCP, or a unix socket.
+// Connecting includes name resolution and the TLS handshake. All methods run
+// on the I/O thread; handlers keep the stream alive until they have run.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "asio.hpp"
+#include "dlock/server_address.hpp"
+
+namespace dlock::detail {
+
+// Asio/OpenSSL/system error -> dlock::errc, for connect-time failures.
+std::error_code map_connect_error(const std::error_code& ec);
+
+class Stream : public std::enable_shared_from_this<Stream> {
+public:
+    using ConnectHandler = std::function<void(std::error_code ec, std::string detail)>;
+    using IoHandler = std::function<void(std::error_code ec, std::size_t bytes)>;
+
+    Stream(asio::io_context& io, const ServerAddress& address, asio::ssl::context* tls);
+
+    void async_connect(ConnectHandler done);
+    void async_read_some(asio::mutable_buffer buffer, IoHandler done);
+    void async_write(std::shared_ptr<const std::string> bytes, IoHandler done);
+
+    // The descriptor other threads may send() on directly, or -1 where every
+    // write must go through the I/O thread (TLS).
+    int direct_write_handle();
+    void close() noexcept;
+
+private:
+    void connect_tcp(asio::ip::tcp::socket& socket, std::function<void(std::error_code)> done);
+    void start_tls(ConnectHandler done);
+
+    asio::io_context& io_;
+    ServerAddress address_;
+    asio::ssl::context* tls_context_;
+    asio::ip::tcp::resolver resolver_;
+    std::unique_ptr<asio::ip::tcp::socket> tcp_;
+    std::unique_ptr<asio::local::stream_protocol::socket> unix_;
+    std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket>> tls_;
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,189 @@
+#include "subscriber.hpp"
+
+#include <vector>
+
+#include "command_format.hpp"
+
+namespace dlock::detail {
+namespace {
+
+// SUBSCRIBE takes many channels at once; after a reconnect with thousands of
+// waiting locks, send them in commands of this many.
+constexpr std::size_t channels_per_command = 1000;
+
+void append_channel_command(std::string& out, std::string_view verb, const std::vector<std::string_view>& channels) {
+    for (std::size_t i = 0; i < channels.size(); i += channels_per_command) {
+        std::vector<std::string_view> args{verb};
+        auto end = std::min(channels.size(), i + channels_per_command);
+        args.insert(args.end(), channels.begin() + static_cast<long>(i), channels.begin() + static_cast<long>(end));
+        append_command(out, args);
+    }
+}
+
+}  // namespace
+
+Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options) {
+    Connection::Hooks hooks;
+    // The hooks run on the I/O thread while this object is alive: the client
+    // core shuts the connection down before letting go of the subscriber.
+    hooks.on_ready = [this] { on_ready(); };
+    hooks.on_push = [this](Reply&& reply) { on_push(std::move(reply)); };
+    options.client_name = options.client_name.empty() ? std::string() : options.client_name + ":sub";
+    connection_ = std::make_shared<Connection>(io, std::move(address), std::move(options),
+                                               Connection::Mode::subscriber, std::move(hooks));
+}
+
+void Subscriber::start() { connection_->start(); }
+
+void Subscriber::shutdown() { connection_->shutdown(); }
+
+std::size_t Subscriber::channel_count() {
+    std::lock_guard lock(mutex_);
+    return channels_.size();
+}
+
+Subscription Subscriber::add(std::string channel, Subscription::Listener listener) {
+    unsigned long long id;
+    bool first;
+    {
+        std::lock_guard lock(mutex_);
+        id = next_id_++;
+        auto& entry = channels_[channel];
+        first = entry.listeners.empty();
+        entry.listeners.emplace(id, std::make_shared<Subscription::Listener>(std::move(listener)));
+    }
+    if (first) {
+        std::string bytes;
+        append_command(bytes, std::vector<std::string_view>{"SUBSCRIBE", channel});
+        connection_->send_if_ready(bytes);  // not ready: on_ready subscribes it
+    }
+    return Subscription(shared_from_this(), std::move(channel), id);
+}
+
+void Subscriber::remove(const std::string& channel, unsigned long long id) {
+    std::unique_lock<std::recursive_mutex> dispatch(dispatch_mutex_, std::defer_lock);
+    if (std::this_thread::get_id() != io_thread_) dispatch.lock();
+    bool last = false;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = channels_.find(channel);
+        if (it == channels_.end()) return;
+        it->second.listeners.erase(id);
+        if (it->second.listeners.empty()) {
+            channels_.erase(it);
+            last = true;
+        }
+    }
+    if (last) {
+        std::string bytes;
+        append_command(bytes, std::vector<std::string_view>{"UNSUBSCRIBE", channel});
+        connection_->send_if_ready(bytes);
+    }
+}
+
+bool Subscriber::wait_active(const std::string& channel, Clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    return confirmed_.wait_until(lock, deadline, [&] {
+        auto it = channels_.find(channel);
+        return it != channels_.end() && it->second.active;
+    });
+}
+
+bool Subscriber::active(const std::string& channel) {
+    std::lock_guard lock(mutex_);
+    auto it = channels_.find(channel);
+    return it != channels_.end() && it->second.active;
+}
+
+void Subscriber::on_ready() {
+    std::vector<std::string> names;
+    {
+        std::lock_guard lock(mutex_);
+        names.reserve(channels_.size());
+        for (auto& [name, entry] : channels_) {
+            // A channel that was active before this connection may have missed
+            // messages; tell its listeners once the server confirms again.
+            entry.announce_resubscribe = entry.active || entry.announce_resubscribe;
+            entry.active = false;
+            names.push_back(name);
+        }
+    }
+    if (names.empty()) return;
+    std::vector<std::string_view> views(names.begin(), names.end());
+    std::string bytes;
+    append_channel_command(bytes, "SUBSCRIBE", views);
+    connection_->send_if_ready(bytes);
+}
+
+void Subscriber::on_push(Reply&& reply) {
+    if (!reply.is_array() || reply.elements.size() < 3) return;
+    const auto& kind = reply.elements[0].text;
+    const auto& channel = reply.elements[1].text;
+    if (kind == "message") {
+        notify(channel, Subscription::Event::message, reply.elements[2].text, false);
+    } else if (kind == "subscribe") {
+        {
+            std::lock_guard lock(mutex_);
+            auto it = channels_.find(channel);
+            if (it == channels_.end()) return;
+            it->second.active = true;
+        }
+        confirmed_.notify_all();
+        notify(channel, Subscription::Event::resubscribed, {}, true);
+    }
+}
+
+void Subscriber::notify(const std::string& channel, Subscription::Event event, std::string_view payload,
+                        bool only_if_announced) {
+    std::lock_guard dispatch(dispatch_mutex_);
+    std::vector<ListenerPtr> listeners;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = channels_.find(channel);
+        if (it == channels_.end()) return;
+        if (only_if_announced) {
+            if (!it->second.announce_resubscribe) return;
+            it->second.announce_resubscribe = false;
+        }
+        listeners.reserve(it->second.listeners.size());
+        for (auto& [id, listener] : it->second.listeners) listeners.push_back(listener);
+    }
+    for (auto& listener : listeners) (*listener)(event, payload);
+}
+
+}  // namespace dlock::detail
+
+namespace dlock {
+
+Subscription::Subscription(Subscription&& other) noexcept
+    : subscriber_(std::move(other.subscriber_)), channel_(std::move(other.channel_)), id_(other.id_) {}
+
+Subscription& Subscription::operator=(Subscription&& other) noexcept {
+    if (this != &other) {
+        reset();
+        subscriber_ = std::move(other.subscriber_);
+        channel_ = std::move(other.channel_);
+        id_ = other.id_;
+    }
+    return *this;
+}
+
+Subscription::~Subscription() { reset(); }
+
+void Subscription::reset() noexcept {
+    if (!subscriber_) return;
+    try {
+        subscriber_->remove(channel_, id_);
+    } catch (...) {
+        // remove() only allocates; losing an UNSUBSCRIBE costs a stray message, never correctness.
+    }
+    subscriber_.reset();
+}
+
+bool Subscription::wait_active(std::chrono::steady_clock::time_point deadline) const {
+    return subscriber_ && subscriber_->wait_active(channel_, deadline);
+}
+
+bool Subscription::active() const { return subscriber_ && subscriber_->active(channel_); }
+
+}  // namespace dlock

@@ -1,0 +1,198 @@
+// The command connection against a real server: pipelining, many threads,
+// async submission, fork.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+
+TEST(Client, CommandsAndReplyKinds) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
+    EXPECT_EQ(client.command({"SET", "k", "v"}).text, "OK");
+    EXPECT_EQ(client.command({"GET", "k"}).text, "v");
+    EXPECT_TRUE(client.command({"GET", "missing"}).is_nil());
+    EXPECT_EQ(client.command({"INCRBY", "n", "5"}).integer, 5);
+    auto list = client.command({"MGET", "k", "missing"});
+    ASSERT_EQ(list.elements.size(), 2u);
+    EXPECT_EQ(list.elements[0].text, "v");
+    // Checked independently of the client under test.
+    EXPECT_EQ(server.cli({"GET", "k"}), "v");
+}
+
+TEST(Client, ServerErrorsAreTypedAndCarryRedisText) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    client.command({"SET", "s", "x"});
+    std::error_code ec;
+    std::vector<std::string_view> hget{"HGET", "s", "f"};
+    auto reply = client.command(hget, ec);
+    EXPECT_EQ(ec, dlock::errc::wrong_type);
+    EXPECT_NE(reply.text.find("WRONGTYPE"), std::string::npos);
+    try {
+        client.command({"NOSUCHCOMMAND"});
+        FAIL() << "no exception";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::server_error);
+        EXPECT_NE(std::string(e.what()).find("unknown command"), std::string::npos);
+    }
+    // The connection is still in step after errors.
+    EXPECT_EQ(client.command({"ECHO", "after"}).text, "after");
+}
+
+TEST(Client, EmptyCommandIsInvalid) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    std::error_code ec;
+    client.command(dlock::Client::Args{}, ec);
+    EXPECT_EQ(ec, dlock::errc::invalid_argument);
+    EXPECT_THROW(client.submit(dlock::Client::Args{}, [](std::error_code, dlock::Reply&&) {}), dlock::Error);
+}
+
+TEST(Client, InvalidOptionsAreRejected) {
+    dlock::ClientOptions options;
+    options.command_timeout = 0ms;
+    try {
+        dlock::Client client("redis://127.0.0.1:1", options);
+        FAIL() << "no exception";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::invalid_argument);
+    }
+    try {
+        dlock::Client client("redis://127.0.0.1:99999");
+        FAIL() << "no exception";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::invalid_uri);
+    }
+}
+
+TEST(Client, SixtyFourThreadsEachGetTheirOwnReplies) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    constexpr int threads = 64;
+    constexpr int per_thread = 10'000;
+    std::atomic<int> mismatches{0}, failures{0};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&, t] {
+            std::string payload;
+            for (int i = 0; i < per_thread; ++i) {
+                payload = "t" + std::to_string(t) + ":" + std::to_string(i);
+                std::error_code ec;
+                std::string_view args[] = {"ECHO", payload};
+                auto reply = client.command(args, ec);
+                if (ec) ++failures;
+                else if (reply.text != payload) ++mismatches;
+            }
+        });
+    }
+    for (auto& w : workers) w.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(mismatches.load(), 0);
+    // One command connection for all 64 threads (plus redis-cli itself).
+    auto clients = server.cli({"CLIENT", "LIST"});
+    EXPECT_EQ(std::count(clients.begin(), clients.end(), '\n') + 1, 2) << clients;
+}
+
+TEST(Client, AsyncSubmitCompletesInOrderOnTheIoThread) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    constexpr int count = 1000;
+    std::vector<long long> seen;
+    std::promise<void> all_done;
+    std::mutex mutex;
+    for (int i = 0; i < count; ++i) {
+        std::string_view args[] = {"INCR", "counter"};
+        client.submit(args, [&, i](std::error_code ec, dlock::Reply&& reply) {
+            EXPECT_FALSE(ec);
+            std::lock_guard lock(mutex);
+            seen.push_back(reply.integer);
+            if (i == count - 1) all_done.set_value();
+        });
+    }
+    ASSERT_EQ(all_done.get_future().wait_for(10s), std::future_status::ready);
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(seen.size(), static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) EXPECT_EQ(seen[i], i + 1);
+}
+
+TEST(Client, BlockingCallFromACallbackIsRefusedNotDeadlocked) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    std::promise<std::error_code> inner;
+    std::string_view ping[] = {"PING"};
+    client.submit(ping, [&](std::error_code, dlock::Reply&&) {
+        std::error_code ec;
+        std::string_view args[] = {"PING"};
+        client.command(args, ec);
+        inner.set_value(ec);
+    });
+    auto future = inner.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(future.get(), dlock::errc::invalid_argument);
+}
+
+TEST(Client, DestroyedClientFailsWhatIsInFlight) {
+    dlock::test::RedisServer server;
+    std::promise<std::error_code> outcome;
+    {
+        dlock::Client client(server.uri());
+        client.wait_connected();
+        std::string_view sleep[] = {"DEBUG", "SLEEP", "0.5"};
+        client.submit(sleep, [&](std::error_code ec, dlock::Reply&&) { outcome.set_value(ec); });
+    }
+    auto future = outcome.get_future();
+    ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(future.get(), dlock::errc::client_closed);
+}
+
+TEST(Client, UseInAForkedChildFailsClearlyAndLeavesTheParentIntact) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    ASSERT_EQ(client.command({"PING"}).text, "PONG");
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        std::error_code ec;
+        std::string_view args[] = {"SET", "from-child", "1"};
+        client.command(args, ec);
+        _exit(ec == dlock::errc::forked_child ? 0 : 1);
+        // The child's Client is never destroyed; _exit skips it like exec would.
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(client.command({"ECHO", "parent"}).text, "parent");
+    EXPECT_EQ(server.cli({"EXISTS", "from-child"}), "0");
+}
+
+TEST(Client, UnixSocket) {
+    dlock::test::RedisServer server({.unix_socket = true});
+    dlock::Client client(server.unix_uri() + "?db=2");
+    client.command({"SET", "via-unix", "1"});
+    EXPECT_EQ(server.cli({"-n", "2", "GET", "via-unix"}), "1");
+}
+
+TEST(Client, SelectsTheDatabaseFromTheUri) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri() + "/5");
+    client.command({"SET", "in-db-5", "1"});
+    EXPECT_EQ(server.cli({"-n", "5", "GET", "in-db-5"}), "1");
+    EXPECT_EQ(server.cli({"GET", "in-db-5"}), "");
+    dlock::Client bad(server.uri() + "/100000");
+    std::error_code ec;
+    bad.wait_connected(ec);
+    EXPECT_EQ(ec, dlock::errc::server_error);
+}

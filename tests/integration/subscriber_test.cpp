@@ -1,0 +1,138 @@
+// The shared pub/sub connection.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "dlock/client.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using Event = dlock::Subscription::Event;
+
+namespace {
+
+// Collects what a listener sees, for a test thread to wait on.
+struct Inbox {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<std::string> messages;
+    int resubscribed = 0;
+
+    dlock::Subscription::Listener listener() {
+        return [this](Event e, std::string_view payload) {
+            std::lock_guard lock(mutex);
+            if (e == Event::message) messages.emplace_back(payload);
+            else ++resubscribed;
+            changed.notify_all();
+        };
+    }
+    bool wait_messages(std::size_t n, std::chrono::milliseconds timeout = 5s) {
+        std::unique_lock lock(mutex);
+        return changed.wait_for(lock, timeout, [&] { return messages.size() >= n; });
+    }
+    bool wait_resubscribed(int n, std::chrono::milliseconds timeout = 10s) {
+        std::unique_lock lock(mutex);
+        return changed.wait_for(lock, timeout, [&] { return resubscribed >= n; });
+    }
+};
+
+auto soon() { return std::chrono::steady_clock::now() + 5s; }
+
+int pubsub_connections(const dlock::test::RedisServer& server) {
+    auto list = server.cli({"CLIENT", "LIST", "TYPE", "pubsub"});
+    return list.empty() ? 0 : static_cast<int>(std::count(list.begin(), list.end(), '\n') + 1);
+}
+
+}  // namespace
+
+TEST(Subscriber, DeliversMessagesToEveryListenerOfTheChannel) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    Inbox a, b, other;
+    auto sa = client.subscribe("news", a.listener());
+    auto sb = client.subscribe("news", b.listener());
+    auto so = client.subscribe("other", other.listener());
+    ASSERT_TRUE(sa.wait_active(soon()));
+    ASSERT_TRUE(sb.wait_active(soon()));
+    ASSERT_TRUE(so.wait_active(soon()));
+    EXPECT_EQ(client.command({"PUBLISH", "news", "hello"}).integer, 1);  // one connection, one receiver
+    ASSERT_TRUE(a.wait_messages(1));
+    ASSERT_TRUE(b.wait_messages(1));
+    EXPECT_EQ(a.messages[0], "hello");
+    EXPECT_EQ(b.messages[0], "hello");
+    EXPECT_TRUE(other.messages.empty());
+}
+
+TEST(Subscriber, LastListenerLeavingUnsubscribes) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    Inbox a, b;
+    auto sa = client.subscribe("ch", a.listener());
+    auto sb = client.subscribe("ch", b.listener());
+    ASSERT_TRUE(sb.wait_active(soon()));
+    EXPECT_EQ(server.cli({"PUBSUB", "NUMSUB", "ch"}), "ch\n1");
+    sa.reset();
+    EXPECT_EQ(server.cli({"PUBSUB", "NUMSUB", "ch"}), "ch\n1");
+    client.command({"PUBLISH", "ch", "still"});
+    ASSERT_TRUE(b.wait_messages(1));
+    EXPECT_TRUE(a.messages.empty());
+    sb.reset();
+    std::string numsub;
+    for (int i = 0; i < 100 && (numsub = server.cli({"PUBSUB", "NUMSUB", "ch"})) != "ch\n0"; ++i)
+        std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(numsub, "ch\n0");
+}
+
+TEST(Subscriber, ResubscribesAfterServerRestartAndSaysMessagesMayBeLost) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    Inbox inbox;
+    auto sub = client.subscribe("events", inbox.listener());
+    ASSERT_TRUE(sub.wait_active(soon()));
+    server.restart();
+    ASSERT_TRUE(inbox.wait_resubscribed(1)) << "no resubscribed event after restart";
+    ASSERT_TRUE(sub.wait_active(soon()));
+    EXPECT_EQ(server.cli({"PUBLISH", "events", "after-restart"}), "1");
+    ASSERT_TRUE(inbox.wait_messages(1));
+    EXPECT_EQ(inbox.messages.back(), "after-restart");
+}
+
+TEST(Subscriber, TenThousandChannelsShareOneConnection) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    Inbox inbox;
+    std::vector<dlock::Subscription> subs;
+    constexpr int channels = 10'000;
+    for (int i = 0; i < channels; ++i) subs.push_back(client.subscribe("lock:" + std::to_string(i), inbox.listener()));
+    for (auto& s : subs) ASSERT_TRUE(s.wait_active(soon()));
+    EXPECT_EQ(pubsub_connections(server), 1);
+    EXPECT_EQ(server.cli({"PUBSUB", "NUMSUB", "lock:9999"}), "lock:9999\n1");
+    client.command({"PUBLISH", "lock:4242", "x"});
+    ASSERT_TRUE(inbox.wait_messages(1));
+    // After a restart all of them come back, still on one connection.
+    server.restart();
+    ASSERT_TRUE(inbox.wait_resubscribed(channels, 20s));
+    for (auto& s : subs) ASSERT_TRUE(s.wait_active(soon()));
+    EXPECT_EQ(pubsub_connections(server), 1);
+    subs.clear();
+}
+
+TEST(Subscriber, ListenerIsNotCalledAfterItsSubscriptionIsGone) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    std::atomic<bool> gone{false};
+    std::atomic<int> late_calls{0};
+    auto sub = client.subscribe("c", [&](Event, std::string_view) {
+        if (gone) ++late_calls;
+    });
+    ASSERT_TRUE(sub.wait_active(soon()));
+    std::thread publisher([&] {
+        for (int i = 0; i < 2000; ++i) client.command({"PUBLISH", "c", "m"});
+    });
+    std::this_thread::sleep_for(5ms);
+    sub.reset();
+    gone = true;
+    publisher.join();
+    EXPECT_EQ(late_calls.load(), 0);
+}

@@ -1,0 +1,76 @@
+// A throwaway redis-server for tests: started on a free loopback port (and
+// optionally a unix socket, TLS, a password, ACL users), no persistence,
+// killed by pid when the object goes away — also if the test process dies
+// (the child gets SIGKILL through PR_SET_PDEATHSIG).
+//
+// Designed to grow: replicas, sentinels and cluster nodes are more servers
+// started with extra_args.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlock::test {
+
+// Certificates made with openssl once per test process.
+struct TlsFiles {
+    std::string ca_cert;
+    std::string server_cert;
+    std::string server_key;
+    std::string other_ca_cert;  // a CA that did not sign the server certificate
+    static const TlsFiles& get();
+};
+
+struct RedisServerOptions {
+    std::string password;                               // requirepass
+    std::vector<std::vector<std::string>> acl_users;    // each: {"alice", "on", ">pw", "~*", "+@all"}
+    bool tls = false;                                   // serve TLS only
+    bool unix_socket = false;                           // also listen on <dir>/redis.sock
+    std::vector<std::string> extra_args;                // more "--directive value" arguments
+};
+
+class RedisServer {
+public:
+    explicit RedisServer(RedisServerOptions options = {});
+    ~RedisServer();
+    RedisServer(const RedisServer&) = delete;
+    RedisServer& operator=(const RedisServer&) = delete;
+
+    std::uint16_t port() const { return port_; }
+    pid_t pid() const { return pid_; }
+    const std::string& dir() const { return dir_; }
+    std::string socket_path() const { return dir_ + "/redis.sock"; }
+    // redis:// or rediss:// URI with the password (if any).
+    std::string uri() const;
+    std::string unix_uri() const { return "unix://" + socket_path(); }
+
+    void start();    // (re)start on the same port; waits until it accepts connections
+    void stop();     // SIGTERM, wait for exit
+    void kill();     // SIGKILL, wait for exit
+    void restart() { stop(); start(); }
+    void pause();    // SIGSTOP: accepts TCP connections (backlog) but answers nothing
+    void resume();   // SIGCONT
+    bool running() const { return pid_ > 0; }
+
+    // Runs redis-cli against this server and returns its output (trimmed):
+    // a check that does not go through the code under test.
+    std::string cli(const std::vector<std::string>& args) const;
+
+private:
+    std::vector<std::string> arguments() const;
+    void wait_ready();
+
+    RedisServerOptions options_;
+    std::string dir_;
+    std::uint16_t port_ = 0;
+    pid_t pid_ = -1;
+    bool paused_ = false;
+};
+
+std::uint16_t free_port();
+
+}  // namespace dlock::test

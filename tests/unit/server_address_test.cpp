@@ -1,0 +1,90 @@
+#include "dlock/server_address.hpp"
+
+#include <gtest/gtest.h>
+
+#include "dlock/error.hpp"
+
+using dlock::ServerAddress;
+using Transport = dlock::ServerAddress::Transport;
+
+TEST(ServerAddress, DefaultUri) {
+    auto a = ServerAddress::parse(dlock::default_server_uri);
+    EXPECT_EQ(a.transport, Transport::tcp);
+    EXPECT_EQ(a.host, "127.0.0.1");
+    EXPECT_EQ(a.port, 6379);
+    EXPECT_EQ(a.database, 0);
+    EXPECT_TRUE(a.password.empty());
+}
+
+TEST(ServerAddress, FullTcpForm) {
+    auto a = ServerAddress::parse("redis://alice:s3cret@cache.example:6380/4");
+    EXPECT_EQ(a.username, "alice");
+    EXPECT_EQ(a.password, "s3cret");
+    EXPECT_EQ(a.host, "cache.example");
+    EXPECT_EQ(a.port, 6380);
+    EXPECT_EQ(a.database, 4);
+}
+
+TEST(ServerAddress, PasswordOnlyAndPercentEncoding) {
+    auto a = ServerAddress::parse("redis://:p%40ss%3Aword@localhost");
+    EXPECT_TRUE(a.username.empty());
+    EXPECT_EQ(a.password, "p@ss:word");
+    EXPECT_EQ(a.port, 6379);
+    // An unencoded '@' in the password still works: the last '@' ends the credentials.
+    EXPECT_EQ(ServerAddress::parse("redis://:a@b@host").password, "a@b");
+}
+
+TEST(ServerAddress, TlsAndIpv6) {
+    auto a = ServerAddress::parse("rediss://[::1]:7000/");
+    EXPECT_EQ(a.transport, Transport::tls);
+    EXPECT_EQ(a.host, "::1");
+    EXPECT_EQ(a.port, 7000);
+    EXPECT_EQ(a.database, 0);
+    EXPECT_EQ(ServerAddress::parse("redis://[::1]").port, 6379);
+}
+
+TEST(ServerAddress, UnixSocket) {
+    auto a = ServerAddress::parse("unix:///run/redis/redis.sock?db=3");
+    EXPECT_EQ(a.transport, Transport::unix_socket);
+    EXPECT_EQ(a.socket_path, "/run/redis/redis.sock");
+    EXPECT_EQ(a.database, 3);
+    auto b = ServerAddress::parse("unix://bob:pw@/tmp/r.sock");
+    EXPECT_EQ(b.username, "bob");
+    EXPECT_EQ(b.password, "pw");
+    EXPECT_EQ(b.socket_path, "/tmp/r.sock");
+}
+
+TEST(ServerAddress, ToStringHidesPassword) {
+    auto a = ServerAddress::parse("redis://alice:s3cret@h:1/2");
+    EXPECT_EQ(a.to_string(), "redis://alice:***@h:1/2");
+    EXPECT_EQ(ServerAddress::parse("rediss://[::1]:9").to_string(), "rediss://[::1]:9");
+    EXPECT_EQ(ServerAddress::parse("unix:///x.sock?db=1").to_string(), "unix:///x.sock?db=1");
+}
+
+class MalformedUri : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MalformedUri, IsRejectedWithReason) {
+    std::error_code ec;
+    std::string reason;
+    ServerAddress::parse(GetParam(), ec, &reason);
+    EXPECT_EQ(ec, dlock::errc::invalid_uri) << GetParam();
+    EXPECT_FALSE(reason.empty()) << GetParam();
+    try {
+        ServerAddress::parse(GetParam());
+        ADD_FAILURE() << "no exception for " << GetParam();
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::invalid_uri);
+        EXPECT_NE(std::string(e.what()).find(reason), std::string::npos);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ServerAddress, MalformedUri,
+    ::testing::Values("", "localhost:6379", "http://localhost", "redis:/localhost", "redis://", "redis://:6379",
+                      "redis://host:", "redis://host:0", "redis://host:65536", "redis://host:99999999999",
+                      "redis://host:-1", "redis://host:+5", "redis://host:63a9", "redis://host/abc",
+                      "redis://host/-1", "redis://host/1/2", "redis://host/99999999999", "redis://host?db=1",
+                      "redis://host#x", "redis://::1:6379", "redis://[::1", "redis://[]:1", "redis://[::1]x",
+                      "redis://[zz]:1", "redis://ho st", "redis://user@host", "redis://user:@host",
+                      "redis://:p%4@host", "redis://:p%zz@host", "unix://", "unix:///", "unix://relative/path",
+                      "unix:///tmp/s?db=x", "unix:///tmp/s?foo=1", "unix:///tmp/s?db", "REDIS://host"));
