@@ -27,6 +27,14 @@ std::string& format_buffer() {
     return buffer;
 }
 
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
 struct SyncCall {
     std::binary_semaphore done{0};
     std::error_code ec;
@@ -131,6 +139,24 @@ void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completi
         deadline);
 }
 
+// A reply on loopback comes back in tens of microseconds; sleeping on a
+// futex and being woken by the I/O thread adds a cross-CPU wake-up of about
+// as much. One waiter at a time may spin for a reply instead; the others
+// sleep, so many threads never burn the cores the I/O thread needs.
+bool ClientCore::spin_for(std::binary_semaphore& done) noexcept {
+    if (spinning_.exchange(true, std::memory_order_acquire)) return false;
+    const auto until = Clock::now() + std::chrono::microseconds(60);
+    bool acquired = false;
+    do {
+        for (int i = 0; i < 64 && !acquired; ++i) {
+            acquired = done.try_acquire();
+            if (!acquired) cpu_relax();
+        }
+    } while (!acquired && Clock::now() < until);
+    spinning_.store(false, std::memory_order_release);
+    return acquired;
+}
+
 template <typename Start>
 Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
     try {
@@ -148,7 +174,7 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
                 call->done.release();
             },
             until);
-        if (!call->done.try_acquire_until(until)) {
+        if (!spin_for(call->done) && !call->done.try_acquire_until(until)) {
             ec = errc::command_timeout;
             return {};
         }

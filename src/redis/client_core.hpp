@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -57,6 +58,7 @@ public:
 private:
     template <typename Start>
     Reply wait_for(Start start, std::error_code& ec) noexcept;
+    bool spin_for(std::binary_semaphore& done) noexcept;
 
     const ServerAddress address_;
     const ClientOptions options_;
@@ -67,6 +69,7 @@ private:
     std::thread thread_;
     std::thread::id io_thread_id_;
     std::atomic<bool> stopped_{false};
+    std::atomic<bool> spinning_{false};
 
     std::shared_ptr<Connection> commands_;
     std::once_flag subscriber_once_;

@@ -149,7 +149,7 @@ TEST(Client, DestroyedClientFailsWhatIsInFlight) {
     {
         dlock::Client client(server.uri());
         client.wait_connected();
-        std::string_view sleep[] = {"DEBUG", "SLEEP", "0.5"};
+        std::string_view sleep[] = {"BLPOP", "nothing", "2"};  // blocks on the server
         client.submit(sleep, [&](std::error_code ec, dlock::Reply&&) { outcome.set_value(ec); });
     }
     auto future = outcome.get_future();
