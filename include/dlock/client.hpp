@@ -33,6 +33,7 @@
 #include <system_error>
 
 #include "dlock/client_options.hpp"
+#include "dlock/lock.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
 #include "dlock/server_address.hpp"
@@ -86,6 +87,10 @@ public:
     // unsubscribes. After every reconnect the channel is subscribed again and
     // the listener receives Event::resubscribed: messages may have been missed.
     Subscription subscribe(std::string channel, Subscription::Listener listener);
+
+    // A lock on name through this client (see lock.hpp). The Lock may outlive
+    // the Client; its calls then fail with errc::client_closed.
+    Lock lock(std::string name, LockOptions options = {}) { return Lock(*this, std::move(name), std::move(options)); }
 
     // Waits until the command connection is ready or its attempt failed.
     // For start-up checks; the other calls do not need it.

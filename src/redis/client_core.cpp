@@ -78,9 +78,22 @@ void ClientCore::start() {
 }
 
 void ClientCore::stop() {
+    std::vector<std::function<void()>> hooks;
+    {
+        std::lock_guard lock(hooks_mutex_);
+        hooks.swap(before_stop_);
+    }
+    if (!on_io_thread())
+        for (auto& hook : hooks) hook();
     if (stopped_.exchange(true)) return;
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
+        std::vector<std::function<void()>> io_hooks;
+        {
+            std::lock_guard lock(hooks_mutex_);
+            io_hooks.swap(on_io_shutdown_);
+        }
+        for (auto& hook : io_hooks) hook();
         commands_->shutdown();
         if (subscriber_) subscriber_->shutdown();
         work_.reset();
@@ -199,6 +212,46 @@ Reply ClientCore::call(Args args, std::error_code& ec) noexcept {
 Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept {
     return wait_for(
         [&](Completion done, Clock::time_point until) { eval_async(script, keys, argv, std::move(done), until); }, ec);
+}
+
+void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
+    if (calls.empty()) return;
+    const auto until = deadline();
+    std::vector<std::string> formatted(calls.size());
+    std::vector<Completion> dones;
+    dones.reserve(calls.size());
+    auto self = weak_from_this();
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        std::vector<std::string_view> keys(calls[i].keys.begin(), calls[i].keys.end());
+        std::vector<std::string_view> argv(calls[i].argv.begin(), calls[i].argv.end());
+        append_eval(formatted[i], "EVALSHA", script.sha1(), keys, argv);
+        dones.push_back([self, script, evalsha = formatted[i], done = std::move(calls[i].done), until](
+                            std::error_code ec, Reply&& reply) mutable {
+            auto core = self.lock();
+            if (ec != errc::no_script || !core) return done(ec, std::move(reply));
+            core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done), until);
+        });
+    }
+    std::error_code ec = usable();
+    if (!ec) ec = commands_->submit_many(formatted, dones, until);
+    if (!ec) return;
+    for (auto& done : dones)
+        if (done) asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+}
+
+std::shared_ptr<void> ClientCore::attachment(const std::function<std::shared_ptr<void>()>& make) {
+    std::call_once(attachment_once_, [&] { attachment_ = make(); });
+    return attachment_;
+}
+
+void ClientCore::on_io_shutdown(std::function<void()> hook) {
+    std::lock_guard lock(hooks_mutex_);
+    on_io_shutdown_.push_back(std::move(hook));
+}
+
+void ClientCore::before_stop(std::function<void()> hook) {
+    std::lock_guard lock(hooks_mutex_);
+    before_stop_.push_back(std::move(hook));
 }
 
 Subscription ClientCore::subscribe(std::string channel, Subscription::Listener listener) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "asio.hpp"
 #include "connection.hpp"
@@ -44,7 +45,25 @@ public:
     Reply call(Args args, std::error_code& ec) noexcept;
     Reply eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept;
 
+    // Several script calls in one write; each done runs once.
+    struct EvalCall {
+        std::vector<std::string> keys;
+        std::vector<std::string> argv;
+        Completion done;
+    };
+    void eval_many(const Script& script, std::vector<EvalCall>& calls);
+
     Subscription subscribe(std::string channel, Subscription::Listener listener);
+
+    // A slot for a layer above the transport (the lock service): made once,
+    // on first use, and kept as long as the core.
+    std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
+    // Runs, on the stopping thread, before the connections close: the lock
+    // service releases what this client still holds.
+    void before_stop(std::function<void()> hook);
+    // Runs on the I/O thread as the client shuts down: cancel timers there,
+    // or the I/O thread would wait for them.
+    void on_io_shutdown(std::function<void()> hook);
     std::error_code wait_connected();
     std::string last_connect_error() const { return commands_->last_error_detail(); }
 
@@ -74,6 +93,11 @@ private:
     std::shared_ptr<Connection> commands_;
     std::once_flag subscriber_once_;
     std::shared_ptr<Subscriber> subscriber_;
+    std::once_flag attachment_once_;
+    std::shared_ptr<void> attachment_;
+    std::mutex hooks_mutex_;
+    std::vector<std::function<void()>> before_stop_;
+    std::vector<std::function<void()>> on_io_shutdown_;
 };
 
 // Incremented in every child after fork().

@@ -132,6 +132,28 @@ std::error_code Connection::submit(std::string_view formatted, Completion& done,
     return errc::client_closed;
 }
 
+std::error_code Connection::submit_many(std::span<const std::string> formatted, std::vector<Completion>& dones,
+                                        Clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    switch (state_) {
+        case State::ready:
+            for (std::size_t i = 0; i < formatted.size(); ++i) {
+                out_.append(formatted[i]);
+                pending_.push_back(Pending{std::move(dones[i]), deadline, {}});
+            }
+            flush(lock);
+            return {};
+        case State::idle:
+        case State::connecting:
+            for (std::size_t i = 0; i < formatted.size(); ++i)
+                waiting_.push_back(Pending{std::move(dones[i]), deadline, formatted[i]});
+            return {};
+        case State::backoff: return last_error_ ? last_error_ : make_error_code(errc::not_connected);
+        case State::closed: return errc::client_closed;
+    }
+    return errc::client_closed;
+}
+
 void Connection::send_if_ready(std::string_view formatted) {
     std::unique_lock lock(mutex_);
     if (state_ != State::ready) return;

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -59,6 +60,10 @@ public:
     // only on success; on an immediate failure (backoff, closed) returns the
     // error and leaves done to the caller.
     std::error_code submit(std::string_view formatted, Completion& done, Clock::time_point deadline);
+    // Queues several formatted commands to leave in one write (the lease
+    // keeper's renewals). Same contract as submit(), for all of them at once.
+    std::error_code submit_many(std::span<const std::string> formatted, std::vector<Completion>& dones,
+                                Clock::time_point deadline);
     // Subscriber mode: sends when ready, drops otherwise (on_ready resends).
     void send_if_ready(std::string_view formatted);
 

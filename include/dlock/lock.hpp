@@ -1,0 +1,153 @@
+// dlock/lock.hpp — a reentrant, leased, exclusive lock on one Redis server.
+//
+// A Lock names a resource. Its owner is the client's random 128-bit id plus
+// the calling thread (Ownership::thread, the default), or the Lock object
+// itself (Ownership::handle, for async code whose work moves between
+// threads). The same owner may lock again: a hold count goes up, and only the
+// last unlock() releases. Another owner waits.
+//
+// Mutual exclusion holds only while the lease is valid. The lease is set in
+// Redis at acquisition, so a holder that dies frees the lock after at most
+// one lease. While held, the client's lease keeper renews it every lease/3
+// (unless LockOptions::renew is false). When renewal finds the lock gone, or
+// cannot reach Redis before the lease would have run out, the hold is LOST:
+// lost_token() is stop-requested, LockOptions::on_lost is called, is_held()
+// turns false and the final unlock() reports errc::lease_lost. A paused
+// process can still act after its lease ended without knowing it; pass
+// fencing_token() to the resource so it can reject stale holders.
+//
+// Waiting never polls: a waiter sleeps until a release message arrives on the
+// lock's channel (one subscriber connection per client, shared) or until the
+// holder's remaining lease runs out. Threads of one process waiting for the
+// same name queue locally in arrival order, and only the first talks to Redis.
+//
+// Clocks: every deadline and validity is on std::chrono::steady_clock;
+// try_lock_until accepts other clocks and converts once, at the call.
+//
+// Thread-safety: a Lock may be shared by many threads; each thread is its own
+// owner under Ownership::thread. Errors: contention is not an error
+// (try_lock* return false); everything else throws dlock::Error or, in the
+// error_code twins, sets ec. unlock() itself never throws, so std::lock_guard
+// and std::unique_lock are safe; use unlock(ec) or LockOptions::on_unlock_error
+// to hear of a failed release.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace dlock {
+
+class Client;
+
+namespace detail {
+class LockCore;
+}
+
+enum class Ownership {
+    thread,  // the calling thread owns its holds (std::mutex semantics)
+    handle,  // the Lock object owns them: any thread may unlock, e.g. after a co_await
+};
+
+inline constexpr std::size_t max_lock_name_bytes = 512;
+inline constexpr std::chrono::milliseconds max_lease = std::chrono::hours(24);
+
+struct LockOptions {
+    // How long the lock stays valid in Redis without renewal. 1 ms to 24 h.
+    // Default 30 s.
+    std::chrono::milliseconds lease{30'000};
+    // Renew the lease every lease/3 while held. Default true. With false the
+    // lease is fixed: the lock expires lease after acquisition (and the hold
+    // is reported lost then).
+    bool renew = true;
+    // Who owns a hold. Default Ownership::thread.
+    Ownership ownership = Ownership::thread;
+    // Called once when a held lock is lost (lease_lost: gone or expired;
+    // or the transport error that kept renewal from Redis until the lease
+    // ran out). Runs on the client's I/O thread and must not block. Default none.
+    std::function<void(std::string_view name, std::error_code reason)> on_lost;
+    // Called when unlock() (which never throws) fails. Runs on the unlocking
+    // thread. Default none.
+    std::function<void(std::string_view name, std::error_code reason)> on_unlock_error;
+};
+
+class Lock {
+public:
+    // Throws Error(invalid_argument) for an empty name, a name over
+    // max_lock_name_bytes, or a lease outside 1 ms..max_lease. Talks to no server.
+    Lock(Client& client, std::string name, LockOptions options = {});
+    Lock(Lock&&) noexcept;
+    Lock& operator=(Lock&&) noexcept;
+    // Releases every hold still made through this object (best effort, as
+    // unlock() does), so a forgotten lock does not wait out its lease.
+    ~Lock();
+
+    // Blocks until acquired. Throws on failure (unreachable server, timeouts,
+    // wrong_type when the key holds non-lock data, client_closed).
+    void lock();
+    // As lock(), but returns false as soon as stop is requested.
+    [[nodiscard]] bool lock(std::stop_token stop);
+    // One attempt. False when another owner holds it.
+    [[nodiscard]] bool try_lock();
+    [[nodiscard]] bool try_lock(std::error_code& ec) noexcept;
+    // Waits up to timeout; zero or negative means one attempt. Returns within
+    // about one round trip after the deadline.
+    template <typename Rep, typename Period>
+    [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return acquire_until(std::chrono::steady_clock::now() +
+                             std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+    }
+    template <typename Clock, typename Duration>
+    [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+        return acquire_until(std::chrono::steady_clock::now() +
+                             std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now()));
+    }
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept;
+
+    // Releases one hold. Never throws. Failures (not_owner, lease_lost,
+    // transport errors) go to LockOptions::on_unlock_error.
+    void unlock() noexcept;
+    // Releases one hold and reports the outcome: not_owner when the caller
+    // holds nothing here, lease_lost when the hold was lost meanwhile (the
+    // local hold is gone either way).
+    void unlock(std::error_code& ec) noexcept;
+
+    // All of these are about the caller's own hold (thread or handle).
+    bool is_held() const;                                  // held, not lost, lease still valid
+    unsigned hold_count() const;                           // 0 when not held
+    std::uint64_t fencing_token() const;                   // 0 when not held
+    std::stop_token lost_token() const;                    // never requested when not held
+    std::chrono::steady_clock::time_point valid_until() const;  // time_point{} when not held
+
+    const std::string& name() const noexcept;
+
+private:
+    bool acquire_until(std::chrono::steady_clock::time_point deadline);
+    std::shared_ptr<detail::LockCore> core_;
+};
+
+// What `dlock status` shows: one atomic read of a lock's state.
+struct LockInfo {
+    bool held = false;
+    std::string owner;                 // empty when free
+    unsigned hold_count = 0;
+    std::chrono::milliseconds ttl{0};  // remaining lease; 0 when free
+    std::uint64_t fencing_token = 0;   // the holder's token; 0 when free
+    std::uint64_t last_fencing_token = 0;  // the newest token ever issued for this name
+};
+
+// Reads a lock's state. Throws like Client::eval.
+LockInfo inspect_lock(Client& client, std::string_view name);
+
+// An operator's override: removes the lock whoever holds it and wakes its
+// waiters; the holder's lease keeper reports the loss. Returns the previous
+// owner, or nothing when the lock was free.
+std::optional<std::string> force_release(Client& client, std::string_view name);
+
+}  // namespace dlock

@@ -1,0 +1,58 @@
+// One owner's hold on one lock, shared by the Lock that made it and the
+// lease keeper that renews it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <system_error>
+
+#include "dlock/lock.hpp"
+#include "lock_keys.hpp"
+
+namespace dlock::detail {
+
+using LockClock = std::chrono::steady_clock;
+
+// What every hold of one Lock shares; immutable.
+struct LockIdentity {
+    LockIdentity(std::string name_, LockOptions options_)
+        : name(std::move(name_)), keys(name), options(std::move(options_)),
+          lease_ms(std::to_string(options.lease.count())) {}
+
+    std::string name;
+    LockKeys keys;
+    LockOptions options;
+    std::string lease_ms;
+};
+
+struct Hold {
+    Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_)
+        : lock(std::move(lock_)), owner(std::move(owner_)) {}
+
+    const std::shared_ptr<const LockIdentity> lock;
+    const std::string owner;
+
+    mutable std::mutex mutex;
+    unsigned count = 0;
+    std::uint64_t token = 0;
+    LockClock::time_point valid_until{};
+    bool released = false;          // the final release has begun: never renew again
+    bool lost = false;
+    std::error_code lost_reason;
+    std::error_code last_renew_error;
+    std::stop_source lost_source;
+
+    // Under mutex.
+    bool held_locked(LockClock::time_point now) const {
+        return count > 0 && !released && !lost && now < valid_until;
+    }
+};
+
+// Marks a hold lost once: stop_token, callback. Takes the hold's mutex.
+void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason);
+
+}  // namespace dlock::detail

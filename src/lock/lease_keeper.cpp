@@ -1,0 +1,141 @@
+#include "lease_keeper.hpp"
+
+#include "dlock/error.hpp"
+#include "lock_scripts.hpp"
+#include "validity.hpp"
+
+namespace dlock::detail {
+
+void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason) {
+    {
+        std::lock_guard lock(hold->mutex);
+        if (hold->lost || hold->released) return;
+        hold->lost = true;
+        hold->lost_reason = reason;
+    }
+    hold->lost_source.request_stop();
+    if (hold->lock->options.on_lost) hold->lock->options.on_lost(hold->lock->name, reason);
+}
+
+LeaseKeeper::LeaseKeeper(ClientCore& core) : core_(core), timer_(core.io()) {
+    core_.on_io_shutdown([this] { shutdown(); });
+}
+
+void LeaseKeeper::shutdown() {
+    {
+        std::lock_guard lock(mutex_);
+        shut_down_ = true;
+    }
+    timer_.cancel();
+}
+
+void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point due) { schedule(hold, due); }
+
+void LeaseKeeper::schedule(const std::shared_ptr<Hold>& hold, LockClock::time_point due) {
+    bool earlier;
+    {
+        std::lock_guard lock(mutex_);
+        schedule_.emplace(due, hold);
+        earlier = due < armed_for_;
+        if (earlier) armed_for_ = due;
+    }
+    // Most holds fall due after the timer already set: no wake-up needed.
+    if (earlier) asio::post(core_.io(), [this] { rearm(); });
+}
+
+void LeaseKeeper::rearm() {
+    LockClock::time_point next;
+    {
+        std::lock_guard lock(mutex_);
+        if (shut_down_) return;
+        next = schedule_.empty() ? LockClock::time_point::max() : schedule_.begin()->first;
+        armed_for_ = next;
+    }
+    if (next == LockClock::time_point::max()) {
+        timer_.cancel();
+        return;
+    }
+    timer_.expires_at(next);
+    timer_.async_wait([this](std::error_code ec) {
+        if (!ec) on_timer();
+    });
+}
+
+std::vector<std::shared_ptr<Hold>> LeaseKeeper::live_holds() {
+    std::vector<std::shared_ptr<Hold>> out;
+    std::lock_guard lock(mutex_);
+    for (auto& [due, weak] : schedule_)
+        if (auto hold = weak.lock()) out.push_back(std::move(hold));
+    return out;
+}
+
+std::size_t LeaseKeeper::size() {
+    std::lock_guard lock(mutex_);
+    return schedule_.size();
+}
+
+void LeaseKeeper::on_timer() {
+    const auto now = LockClock::now();
+    std::vector<std::shared_ptr<Hold>> due;
+    {
+        std::lock_guard lock(mutex_);
+        while (!schedule_.empty() && schedule_.begin()->first <= now) {
+            if (auto hold = schedule_.begin()->second.lock()) due.push_back(std::move(hold));
+            schedule_.erase(schedule_.begin());
+        }
+    }
+    std::vector<ClientCore::EvalCall> calls;
+    for (auto& hold : due) {
+        std::unique_lock lock(hold->mutex);
+        if (hold->released || hold->lost || hold->count == 0) continue;  // dropped from the schedule
+        if (now >= hold->valid_until) {
+            auto reason = hold->last_renew_error ? hold->last_renew_error : make_error_code(errc::lease_lost);
+            lock.unlock();
+            mark_lost(hold, reason);
+            continue;
+        }
+        if (!hold->lock->options.renew) {
+            auto expiry = hold->valid_until;
+            lock.unlock();
+            schedule(hold, expiry);
+            continue;
+        }
+        std::weak_ptr<Hold> weak = hold;
+        calls.push_back({{hold->lock->keys.lock},
+                         {hold->owner, hold->lock->lease_ms},
+                         [this, weak, now](std::error_code ec, Reply&& reply) { on_renewed(weak, now, ec, reply); }});
+    }
+    core_.eval_many(renew_script(), calls);
+    rearm();
+}
+
+void LeaseKeeper::on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_point sent, std::error_code ec,
+                             const Reply& reply) {
+    auto hold = weak.lock();
+    if (!hold) return;
+    const auto lease = hold->lock->options.lease;
+    std::unique_lock lock(hold->mutex);
+    if (hold->released || hold->lost) return;
+    if (!ec && reply.is_integer() && reply.integer == 1) {
+        hold->valid_until = std::max(hold->valid_until, valid_until(sent, lease));
+        hold->last_renew_error.clear();
+        lock.unlock();
+        schedule(hold, sent + renew_interval(lease));
+        return;
+    }
+    if (!ec) {
+        // The script ran and we are not the owner: gone (expired, deleted,
+        // force-released, or the server lost its data).
+        lock.unlock();
+        mark_lost(hold, errc::lease_lost);
+        return;
+    }
+    if (ec == errc::client_closed) return;
+    // Redis unreachable: keep trying until the lease would have run out.
+    hold->last_renew_error = ec;
+    auto next = std::min(LockClock::now() + renew_retry_interval(lease), hold->valid_until);
+    lock.unlock();
+    schedule(hold, next);
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,386 @@
+#include "dlock/lock.hpp"
+
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "lock_core.hpp"
+#include "lock_scripts.hpp"
+#include "validity.hpp"
+
+namespace dlock {
+namespace detail {
+namespace {
+
+// Failures after which the call may or may not have run on the server.
+bool outcome_unknown(std::error_code ec) {
+    return ec == errc::connection_lost || ec == errc::command_timeout;
+}
+
+// Failures worth another try with the same operation id: the above, and a
+// connection being re-established.
+bool retryable(std::error_code ec) {
+    return outcome_unknown(ec) || ec == errc::connect_timeout || ec == errc::not_connected ||
+           ec == errc::connection_refused;
+}
+
+void validate(const std::string& name, const LockOptions& options) {
+    if (name.empty()) throw Error(errc::invalid_argument, "lock name is empty");
+    if (name.size() > max_lock_name_bytes)
+        throw Error(errc::invalid_argument, "lock name is longer than " + std::to_string(max_lock_name_bytes) + " bytes");
+    if (options.lease <= std::chrono::milliseconds::zero())
+        throw Error(errc::invalid_argument, "lease must be positive");
+    if (options.lease > max_lease) throw Error(errc::invalid_argument, "lease is longer than 24 h");
+}
+
+}  // namespace
+
+LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options)
+    : client(std::move(client_)),
+      service(LockService::of(*client)),
+      identity((validate(name, options), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
+      handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
+
+std::string LockCore::current_owner() const {
+    return identity->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
+}
+
+std::shared_ptr<Hold> LockCore::hold_of(const std::string& owner) const {
+    std::lock_guard lock(mutex_);
+    auto it = holds_.find(owner);
+    return it == holds_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Hold>> LockCore::all_holds() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<Hold>> out;
+    for (auto& [owner, hold] : holds_) out.push_back(hold);
+    return out;
+}
+
+void LockCore::forget(const std::shared_ptr<Hold>& hold) {
+    std::lock_guard lock(mutex_);
+    auto it = holds_.find(hold->owner);
+    if (it != holds_.end() && it->second == hold) holds_.erase(it);
+}
+
+Reply LockCore::eval_retrying(const Script& script, std::vector<std::string_view> keys,
+                              std::vector<std::string_view> argv, std::error_code& ec) {
+    std::optional<LockClock::time_point> give_up;
+    for (;;) {
+        Reply reply = client->eval(script, keys, argv, ec);
+        if (!ec || !retryable(ec)) return reply;
+        auto now = LockClock::now();
+        if (!give_up) give_up = now + client->options().connect_timeout + client->options().command_timeout;
+        if (now >= *give_up) return reply;
+        // The connection is being re-established; give it a moment.
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& ec) {
+    const auto& keys = identity->keys;
+    const auto operation = service->next_operation_id();
+    const auto sent = LockClock::now();
+    Reply reply = eval_retrying(acquire_script(), {keys.lock, keys.fence}, {owner, identity->lease_ms, operation}, ec);
+    if (ec == errc::wrong_type) {
+        ec = errc::wrong_type;
+        throw Error(ec, "key " + keys.lock + " or " + keys.fence + " holds data that is not a dlock lock");
+    }
+    if (ec) {
+        if (outcome_unknown(ec) && !hold_of(owner)) {
+            // It may have been granted after all; don't leave it until its
+            // lease ends. A fresh operation id, so it is not taken for a retry.
+            std::string cleanup_op = service->next_operation_id();
+            std::string_view k[] = {keys.lock, keys.fence, keys.channel};
+            std::string_view a[] = {owner, identity->lease_ms, cleanup_op, "1"};
+            client->eval_async(release_script(), k, a, [](std::error_code, Reply&&) {});
+        }
+        return {Outcome::failed};
+    }
+    if (!reply.is_array() || reply.elements.size() != 3) {
+        ec = errc::protocol_error;
+        return {Outcome::failed};
+    }
+    if (reply.elements[0].integer == 1) {
+        record_acquired(owner, static_cast<std::uint64_t>(reply.elements[1].integer),
+                        static_cast<unsigned>(reply.elements[2].integer), sent);
+        return {Outcome::acquired};
+    }
+    return {Outcome::busy, std::chrono::milliseconds(std::max<long long>(reply.elements[1].integer, 1))};
+}
+
+void LockCore::record_acquired(const std::string& owner, std::uint64_t token, unsigned count,
+                               LockClock::time_point sent) {
+    const auto lease = identity->options.lease;
+    std::shared_ptr<Hold> stale, hold;
+    {
+        std::lock_guard lock(mutex_);
+        auto& slot = holds_[owner];
+        if (slot && count > 1) {
+            hold = slot;
+        } else {
+            // A fresh acquisition: any older local hold of this owner is gone.
+            stale = slot;
+            slot = hold = std::make_shared<Hold>(identity, owner);
+        }
+    }
+    if (stale) mark_lost(stale, errc::lease_lost);
+    bool fresh;
+    {
+        std::lock_guard lock(hold->mutex);
+        fresh = hold->count == 0;
+        hold->count = count;
+        hold->token = token;
+        hold->valid_until = valid_until(sent, lease);
+    }
+    if (fresh) {
+        auto due = identity->options.renew ? sent + renew_interval(lease) : valid_until(sent, lease);
+        service->keeper().track(hold, due);
+    }
+}
+
+bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+    ec.clear();
+    const auto owner = current_owner();
+    if (auto hold = hold_of(owner)) {
+        // Reentry never queues behind waiters: they wait for us.
+        bool held;
+        {
+            std::lock_guard lock(hold->mutex);
+            held = hold->held_locked(LockClock::now());
+        }
+        if (held) {
+            auto result = attempt(owner, ec);
+            if (result.outcome == Outcome::acquired || ec) return result.outcome == Outcome::acquired;
+            mark_lost(hold, errc::lease_lost);  // the server says someone else has it now
+            forget(hold);
+        }
+    }
+    const bool single_attempt = deadline && *deadline <= LockClock::now();
+    // Nobody of ours is waiting: try straight away, without the queue.
+    if (single_attempt || !service->existing_queue(identity->name)) {
+        auto result = attempt(owner, ec);
+        if (result.outcome != Outcome::busy || single_attempt) return result.outcome == Outcome::acquired;
+    }
+    auto queue = service->queue(identity->name);
+    const auto ticket = queue->enqueue();
+    struct Leave {
+        NameQueue& queue;
+        std::uint64_t ticket;
+        ~Leave() { queue.leave(ticket); }
+    } leave{*queue, ticket};
+    if (!queue->wait_turn(ticket, deadline, stop)) return false;
+    bool subscribed = false;
+    for (;;) {
+        const auto seen = queue->generation();
+        auto result = attempt(owner, ec);
+        if (result.outcome != Outcome::busy) return result.outcome == Outcome::acquired;
+        auto now = LockClock::now();
+        if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
+        if (!subscribed) {
+            // Subscribe, then try again at once: a release published before
+            // the subscription was active would otherwise go unseen.
+            auto until = now + client->options().command_timeout;
+            if (deadline) until = std::min(until, *deadline);
+            subscribed = queue->ensure_subscribed(*client, identity->keys.channel, until);
+            continue;
+        }
+        // Sleep until a release, or until the holder's lease must have ended.
+        auto wake_at = now + result.pttl + std::chrono::milliseconds(1);
+        if (deadline) wake_at = std::min(wake_at, *deadline);
+        queue->wait_change(seen, wake_at, stop);
+    }
+}
+
+void LockCore::release(std::error_code& ec) {
+    ec.clear();
+    const auto owner = current_owner();
+    auto hold = hold_of(owner);
+    if (!hold) {
+        ec = errc::not_owner;
+        return;
+    }
+    bool last = false;
+    {
+        std::lock_guard lock(hold->mutex);
+        if (hold->lost || hold->count == 0) {
+            ec = errc::lease_lost;
+        } else {
+            last = hold->count == 1;
+            // No renewal may follow the final release.
+            if (last) hold->released = true;
+        }
+    }
+    if (ec) {
+        forget(hold);
+        release_all_of(hold);  // in case it is still ours on the server after all
+        return;
+    }
+    const auto& keys = identity->keys;
+    const auto operation = service->next_operation_id();
+    Reply reply = eval_retrying(release_script(), {keys.lock, keys.fence, keys.channel},
+                                {owner, identity->lease_ms, operation, "0"}, ec);
+    if (ec) {
+        if (last) forget(hold);  // not renewed any more; the lease ends it
+        return;
+    }
+    if (reply.integer < 0) {
+        mark_lost(hold, errc::lease_lost);
+        {
+            std::lock_guard lock(hold->mutex);
+            hold->count = 0;
+        }
+        forget(hold);
+        ec = errc::lease_lost;
+        return;
+    }
+    bool released;
+    {
+        std::lock_guard lock(hold->mutex);
+        hold->count = static_cast<unsigned>(reply.integer);
+        released = hold->count == 0;
+        if (released) hold->released = true;
+        else hold->valid_until = valid_until(LockClock::now(), identity->options.lease);
+    }
+    if (released) {
+        forget(hold);
+        service->notify_released(identity->name);
+    }
+}
+
+void LockCore::release_all_of(const std::shared_ptr<Hold>& hold) noexcept {
+    try {
+        {
+            std::lock_guard lock(hold->mutex);
+            hold->released = true;
+        }
+        const auto& keys = identity->keys;
+        std::string operation = service->next_operation_id();
+        std::string_view k[] = {keys.lock, keys.fence, keys.channel};
+        std::string_view a[] = {hold->owner, identity->lease_ms, operation, "1"};
+        std::error_code ec;
+        client->eval(release_script(), k, a, ec);
+    } catch (...) {
+        // Best effort: the lease ends the lock anyway.
+    }
+}
+
+}  // namespace detail
+
+Lock::Lock(Client& client, std::string name, LockOptions options)
+    : core_(std::make_shared<detail::LockCore>(client.core(), std::move(name), std::move(options))) {}
+
+Lock::Lock(Lock&&) noexcept = default;
+Lock& Lock::operator=(Lock&&) noexcept = default;
+
+Lock::~Lock() {
+    if (!core_ || core_->client->usable()) return;
+    for (auto& hold : core_->all_holds()) {
+        bool live;
+        {
+            std::lock_guard lock(hold->mutex);
+            live = hold->count > 0 && !hold->released && !hold->lost;
+        }
+        if (live) core_->release_all_of(hold);
+    }
+}
+
+void Lock::lock() {
+    std::error_code ec;
+    core_->acquire(std::nullopt, {}, ec);
+    throw_if(ec, "lock " + name());
+}
+
+bool Lock::lock(std::stop_token stop) {
+    std::error_code ec;
+    bool acquired = core_->acquire(std::nullopt, stop, ec);
+    throw_if(ec, "lock " + name());
+    return acquired;
+}
+
+bool Lock::try_lock() {
+    std::error_code ec;
+    bool acquired = try_lock(ec);
+    throw_if(ec, "try_lock " + name());
+    return acquired;
+}
+
+bool Lock::try_lock(std::error_code& ec) noexcept {
+    return try_lock_until(std::chrono::steady_clock::time_point::min(), ec);
+}
+
+bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    try {
+        return core_->acquire(deadline, {}, ec);
+    } catch (const Error& e) {
+        ec = e.code();
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+    return false;
+}
+
+bool Lock::acquire_until(std::chrono::steady_clock::time_point deadline) {
+    std::error_code ec;
+    bool acquired = core_->acquire(deadline, {}, ec);
+    throw_if(ec, "try_lock " + name());
+    return acquired;
+}
+
+void Lock::unlock() noexcept {
+    std::error_code ec;
+    unlock(ec);
+    if (ec && core_->identity->options.on_unlock_error) {
+        try {
+            core_->identity->options.on_unlock_error(name(), ec);
+        } catch (...) {
+            // A throwing callback must not turn unlock() into a throwing call.
+        }
+    }
+}
+
+void Lock::unlock(std::error_code& ec) noexcept {
+    try {
+        core_->release(ec);
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+}
+
+bool Lock::is_held() const {
+    auto hold = core_->hold_of(core_->current_owner());
+    if (!hold) return false;
+    std::lock_guard lock(hold->mutex);
+    return hold->held_locked(std::chrono::steady_clock::now());
+}
+
+unsigned Lock::hold_count() const {
+    auto hold = core_->hold_of(core_->current_owner());
+    if (!hold) return 0;
+    std::lock_guard lock(hold->mutex);
+    return hold->lost ? 0 : hold->count;
+}
+
+std::uint64_t Lock::fencing_token() const {
+    auto hold = core_->hold_of(core_->current_owner());
+    if (!hold) return 0;
+    std::lock_guard lock(hold->mutex);
+    return hold->count > 0 ? hold->token : 0;
+}
+
+std::stop_token Lock::lost_token() const {
+    auto hold = core_->hold_of(core_->current_owner());
+    return hold ? hold->lost_source.get_token() : std::stop_token{};
+}
+
+std::chrono::steady_clock::time_point Lock::valid_until() const {
+    auto hold = core_->hold_of(core_->current_owner());
+    if (!hold) return {};
+    std::lock_guard lock(hold->mutex);
+    return hold->count > 0 ? hold->valid_until : std::chrono::steady_clock::time_point{};
+}
+
+const std::string& Lock::name() const noexcept { return core_->identity->name; }
+
+}  // namespace dlock

@@ -1,0 +1,55 @@
+// The state behind one dlock::Lock: its identity, and the holds made through
+// it, by owner.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "hold.hpp"
+#include "lock_service.hpp"
+
+namespace dlock::detail {
+
+class LockCore {
+public:
+    LockCore(std::shared_ptr<ClientCore> client, std::string name, LockOptions options);
+
+    std::string current_owner() const;
+    std::shared_ptr<Hold> hold_of(const std::string& owner) const;
+    std::vector<std::shared_ptr<Hold>> all_holds() const;
+
+    // Blocks until held, deadline, stop, or failure (ec set).
+    bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
+    void release(std::error_code& ec);
+    // Drops every hold of hold->owner at once (destructor, lost-hold cleanup).
+    void release_all_of(const std::shared_ptr<Hold>& hold) noexcept;
+
+    const std::shared_ptr<ClientCore> client;
+    const std::shared_ptr<LockService> service;
+    const std::shared_ptr<const LockIdentity> identity;
+
+private:
+    enum class Outcome { acquired, busy, failed };
+    struct Attempt {
+        Outcome outcome;
+        std::chrono::milliseconds pttl{0};
+    };
+
+    Attempt attempt(const std::string& owner, std::error_code& ec);
+    void record_acquired(const std::string& owner, std::uint64_t token, unsigned count, LockClock::time_point sent);
+    void forget(const std::shared_ptr<Hold>& hold);
+    // EVAL with the same operation id until the answer is known: a dropped
+    // connection may have eaten a reply of a call that did run.
+    Reply eval_retrying(const Script& script, std::vector<std::string_view> keys, std::vector<std::string_view> argv,
+                        std::error_code& ec);
+
+    const std::string handle_owner_;  // Ownership::handle only
+
+    mutable std::mutex mutex_;
+    std::unordered_map<std::string, std::shared_ptr<Hold>> holds_;
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,21 @@
+#include "lock_scripts.hpp"
+
+#include "dlock_scripts.hpp"
+
+namespace dlock::detail {
+
+#define DLOCK_SCRIPT(name)                                                         \
+    const Script& name##_script() {                                                \
+        static const Script script(scripts::name##_text, scripts::name##_sha1);    \
+        return script;                                                             \
+    }
+
+DLOCK_SCRIPT(acquire)
+DLOCK_SCRIPT(release)
+DLOCK_SCRIPT(renew)
+DLOCK_SCRIPT(force_release)
+DLOCK_SCRIPT(inspect)
+
+#undef DLOCK_SCRIPT
+
+}  // namespace dlock::detail

@@ -1,0 +1,34 @@
+// Lease arithmetic, in one place: how long a hold may be trusted, and when
+// to renew it. All on the monotonic clock.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+
+namespace dlock::detail {
+
+// Clocks of client and server may run at slightly different rates, and the
+// expiry is enforced by the server: trust a lease 1 % + 2 ms less than asked.
+constexpr std::chrono::milliseconds clock_drift(std::chrono::milliseconds lease) {
+    return lease / 100 + std::chrono::milliseconds(2);
+}
+
+// The latest moment a lease granted by a command sent at `sent` can still be
+// valid: counted from the send, not the reply, since the server may have
+// started the lease at any point in between.
+template <typename TimePoint>
+constexpr TimePoint valid_until(TimePoint sent, std::chrono::milliseconds lease) {
+    return sent + lease - clock_drift(lease);
+}
+
+// Renew a third of the way in, so two renewals can fail before the lease ends.
+constexpr std::chrono::milliseconds renew_interval(std::chrono::milliseconds lease) {
+    return std::max(lease / 3, std::chrono::milliseconds(1));
+}
+
+// After a failed renewal, try again this soon (but never past the validity).
+constexpr std::chrono::milliseconds renew_retry_interval(std::chrono::milliseconds lease) {
+    return std::clamp(lease / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
+}
+
+}  // namespace dlock::detail

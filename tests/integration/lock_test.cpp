@@ -1,0 +1,464 @@
+// The lock against a real server, in one process.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <concepts>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/lock.hpp"
+#include "lock/lock_scripts.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// The standard's Lockable and TimedLockable requirements, as concepts.
+template <typename L>
+concept Lockable = requires(L l) {
+    l.lock();
+    { l.try_lock() } -> std::convertible_to<bool>;
+    l.unlock();
+};
+template <typename L>
+concept TimedLockable = Lockable<L> && requires(L l) {
+    { l.try_lock_for(1ms) } -> std::convertible_to<bool>;
+    { l.try_lock_until(Clock::now()) } -> std::convertible_to<bool>;
+    { l.try_lock_until(std::chrono::system_clock::now()) } -> std::convertible_to<bool>;
+};
+static_assert(Lockable<dlock::Lock>);
+static_assert(TimedLockable<dlock::Lock>);
+static_assert(noexcept(std::declval<dlock::Lock&>().unlock()), "unlock() must not throw out of a lock_guard");
+static_assert(std::is_nothrow_move_constructible_v<dlock::Lock>);
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5s) {
+    auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(5ms);
+    }
+    return condition();
+}
+
+}  // namespace
+
+TEST(LockScripts, EachLoadsIntoARealServerWithItsEmbeddedSha1) {
+    dlock::test::RedisServer server;
+    for (const dlock::Script* s : {&dlock::detail::acquire_script(), &dlock::detail::release_script(),
+                                   &dlock::detail::renew_script(), &dlock::detail::force_release_script(),
+                                   &dlock::detail::inspect_script()}) {
+        dlock::Client client(server.uri());
+        EXPECT_EQ(client.command({"SCRIPT", "LOAD", s->text()}).text, s->sha1());
+        EXPECT_EQ(s->sha1(), dlock::sha1_hex(s->text()));
+    }
+}
+
+TEST(Lock, LockAndUnlockWithAFencingToken) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("orders:42");
+    EXPECT_FALSE(lock.is_held());
+    lock.lock();
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_EQ(lock.hold_count(), 1u);
+    EXPECT_EQ(lock.fencing_token(), 1u);
+    EXPECT_GT(lock.valid_until(), Clock::now() + 29s);
+    EXPECT_EQ(server.cli({"HGET", key_of("orders:42"), "count"}), "1");
+    auto ttl = std::stoll(server.cli({"PTTL", key_of("orders:42")}));
+    EXPECT_GT(ttl, 29'000);
+    EXPECT_LE(ttl, 30'000);
+    lock.unlock();
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_EQ(server.cli({"EXISTS", key_of("orders:42")}), "0");
+    lock.lock();
+    EXPECT_EQ(lock.fencing_token(), 2u);
+    lock.unlock();
+}
+
+TEST(Lock, ReentrantToDepthOneHundred) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("deep");
+    for (int i = 0; i < 100; ++i) lock.lock();
+    EXPECT_EQ(lock.hold_count(), 100u);
+    EXPECT_EQ(lock.fencing_token(), 1u) << "reentry must not issue a token";
+    EXPECT_EQ(dlock::inspect_lock(client, "deep").hold_count, 100u);
+    for (int i = 0; i < 99; ++i) {
+        lock.unlock();
+        ASSERT_EQ(server.cli({"EXISTS", key_of("deep")}), "1") << "freed after " << i + 1 << " unlocks";
+    }
+    EXPECT_EQ(lock.hold_count(), 1u);
+    lock.unlock();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("deep")}), "0");
+}
+
+TEST(Lock, AnotherThreadIsAnotherOwnerAndWaits) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("shared");
+    lock.lock();
+    std::atomic<bool> acquired{false};
+    std::thread other([&] {
+        EXPECT_FALSE(lock.try_lock());
+        lock.lock();
+        acquired = true;
+        EXPECT_EQ(lock.fencing_token(), 2u);
+        lock.unlock();
+    });
+    std::this_thread::sleep_for(100ms);
+    EXPECT_FALSE(acquired);
+    lock.unlock();
+    other.join();
+    EXPECT_TRUE(acquired);
+}
+
+TEST(Lock, UnlockByAThreadThatDoesNotHoldItIsNotOwner) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("mine");
+    lock.lock();
+    std::error_code ec;
+    std::thread([&] { lock.unlock(ec); }).join();
+    EXPECT_EQ(ec, dlock::errc::not_owner);
+    EXPECT_TRUE(lock.is_held());
+    lock.unlock(ec);
+    EXPECT_FALSE(ec);
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::not_owner);
+}
+
+TEST(Lock, HandleOwnershipMovesBetweenThreads) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("async-job", {.ownership = dlock::Ownership::handle});
+    std::thread([&] { lock.lock(); }).join();
+    EXPECT_TRUE(lock.is_held());
+    std::error_code ec;
+    std::thread([&] { lock.unlock(ec); }).join();
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(server.cli({"EXISTS", key_of("async-job")}), "0");
+    // Two handles on one name are two owners, even on one thread.
+    auto first = client.lock("h", {.ownership = dlock::Ownership::handle});
+    auto second = client.lock("h", {.ownership = dlock::Ownership::handle});
+    first.lock();
+    EXPECT_FALSE(second.try_lock());
+    first.unlock();
+    EXPECT_TRUE(second.try_lock());
+    second.unlock();
+}
+
+TEST(Lock, StdScopedLockOverTwoLocks) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto a = client.lock("account:1");
+    auto b = client.lock("account:2");
+    std::atomic<int> inside{0}, max_inside{0};
+    auto transfer = [&](dlock::Lock& x, dlock::Lock& y) {
+        for (int i = 0; i < 20; ++i) {
+            std::scoped_lock both(x, y);
+            int now = ++inside;
+            max_inside = std::max(max_inside.load(), now);
+            --inside;
+        }
+    };
+    std::thread t1([&] { transfer(a, b); });
+    std::thread t2([&] { transfer(b, a); });  // opposite order: scoped_lock avoids the deadlock
+    t1.join();
+    t2.join();
+    EXPECT_EQ(max_inside.load(), 1);
+    EXPECT_EQ(server.cli({"EXISTS", key_of("account:1"), key_of("account:2")}), "0");
+}
+
+TEST(Lock, HandoffThroughPubSubIsFarFasterThanTheLease) {
+    dlock::test::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri());
+    auto held = holder_client.lock("handoff");  // 30 s lease
+    held.lock();
+    auto waiting = waiter_client.lock("handoff");
+    auto waiter = std::async(std::launch::async, [&] {
+        waiting.lock();
+        auto at = Clock::now();
+        waiting.unlock();
+        return at;
+    });
+    std::this_thread::sleep_for(200ms);
+    auto released_at = Clock::now();
+    held.unlock();
+    auto acquired_at = waiter.get();
+    EXPECT_LT(acquired_at - released_at, 1s);
+}
+
+TEST(Lock, TryLockForReturnsNearItsDeadline) {
+    dlock::test::RedisServer server;
+    dlock::Client a(server.uri()), b(server.uri());
+    auto held = a.lock("busy");
+    held.lock();
+    auto contender = b.lock("busy");
+    for (auto timeout : {0ms, -5ms}) {
+        auto start = Clock::now();
+        EXPECT_FALSE(contender.try_lock_for(timeout));
+        EXPECT_LT(Clock::now() - start, 100ms) << "zero or negative is a single attempt";
+    }
+    auto start = Clock::now();
+    EXPECT_FALSE(contender.try_lock_for(300ms));
+    auto elapsed = Clock::now() - start;
+    EXPECT_GE(elapsed, 300ms);
+    EXPECT_LT(elapsed, 300ms + 10ms + 50ms);  // 10 ms + a round trip, with room for a loaded machine
+    EXPECT_FALSE(contender.try_lock_until(std::chrono::system_clock::now() + 50ms));
+    held.unlock();
+    EXPECT_TRUE(contender.try_lock_for(1s));
+    contender.unlock();
+}
+
+TEST(Lock, BlockingLockCanBeCancelled) {
+    dlock::test::RedisServer server;
+    dlock::Client a(server.uri()), b(server.uri());
+    auto held = a.lock("cancel-me");
+    held.lock();
+    auto contender = b.lock("cancel-me");
+    std::stop_source stop;
+    auto result = std::async(std::launch::async, [&] { return contender.lock(stop.get_token()); });
+    std::this_thread::sleep_for(100ms);
+    auto start = Clock::now();
+    stop.request_stop();
+    EXPECT_FALSE(result.get());
+    EXPECT_LT(Clock::now() - start, 200ms);
+    EXPECT_FALSE(contender.is_held());
+}
+
+TEST(Lock, WatchdogKeepsTheLockFivefoldPastItsLease) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("kept", {.lease = 200ms});
+    lock.lock();
+    std::this_thread::sleep_for(1s);
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_EQ(server.cli({"EXISTS", key_of("kept")}), "1");
+    EXPECT_FALSE(lock.lost_token().stop_requested());
+    lock.unlock();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("kept")}), "0");
+}
+
+TEST(Lock, FixedLeaseExpiresAndIsReportedLost) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    std::atomic<int> lost_calls{0};
+    auto lock = client.lock("fixed", {.lease = 200ms, .renew = false,
+                                      .on_lost = [&](std::string_view, std::error_code) { ++lost_calls; }});
+    lock.lock();
+    auto lost = lock.lost_token();
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("fixed")}) == "0"; }, 1s));
+    EXPECT_TRUE(eventually([&] { return lost.stop_requested(); }, 1s));
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_EQ(lost_calls.load(), 1);
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::lease_lost);
+}
+
+TEST(Lock, KeyDeletedBehindTheHolderIsLostWithinAThirdOfTheLease) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    std::promise<std::error_code> reason;
+    auto lock = client.lock("stolen", {.lease = 600ms, .on_lost = [&](std::string_view name, std::error_code ec) {
+                                           EXPECT_EQ(name, "stolen");
+                                           reason.set_value(ec);
+                                       }});
+    lock.lock();
+    auto lost = lock.lost_token();
+    std::atomic<bool> callback_ran{false};
+    std::stop_callback on_stop(lost, [&] { callback_ran = true; });
+    auto deleted_at = Clock::now();
+    server.cli({"DEL", key_of("stolen")});
+    auto f = reason.get_future();
+    ASSERT_EQ(f.wait_for(200ms + 300ms), std::future_status::ready);
+    EXPECT_LT(Clock::now() - deleted_at, 200ms + 300ms);
+    EXPECT_EQ(f.get(), dlock::errc::lease_lost);
+    EXPECT_TRUE(callback_ran);
+    EXPECT_FALSE(lock.is_held());
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::lease_lost);
+}
+
+TEST(Lock, ServerRestartedWithoutPersistenceWhileHeldIsLost) {
+    dlock::test::RedisServer server;
+    dlock::ClientOptions options;
+    options.reconnect_backoff_max = 100ms;
+    dlock::Client client(server.uri(), options);
+    auto lock = client.lock("volatile", {.lease = 900ms});
+    lock.lock();
+    server.restart();
+    auto lost = lock.lost_token();
+    EXPECT_TRUE(eventually([&] { return lost.stop_requested(); }, 2s));
+    EXPECT_FALSE(lock.is_held());
+}
+
+TEST(Lock, ScriptFlushWhileHeldDoesNotBreakRenewOrRelease) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("flushed", {.lease = 300ms});
+    lock.lock();
+    server.cli({"SCRIPT", "FLUSH"});
+    std::this_thread::sleep_for(700ms);  // two renewals at least
+    EXPECT_TRUE(lock.is_held());
+    server.cli({"SCRIPT", "FLUSH"});
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(server.cli({"EXISTS", key_of("flushed")}), "0");
+}
+
+TEST(Lock, AThousandLocksHeldRenewedAndReleased) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    std::vector<dlock::Lock> locks;
+    for (int i = 0; i < 1000; ++i) locks.push_back(client.lock("many:" + std::to_string(i), {.lease = 300ms}));
+    for (auto& l : locks) l.lock();
+    std::this_thread::sleep_for(1s);
+    int held = 0;
+    for (auto& l : locks) held += l.is_held();
+    EXPECT_EQ(held, 1000);
+    EXPECT_EQ(server.cli({"DBSIZE"}), "2000");  // lock + fence hash each
+    for (auto& l : locks) l.unlock();
+    EXPECT_EQ(server.cli({"EVAL", "return #redis.call(\"KEYS\", \"dlock:{many:*}\")", "0"}), "0");
+}
+
+TEST(Lock, DestroyingTheClientReleasesWhatItHolds) {
+    dlock::test::RedisServer server;
+    auto client = std::make_unique<dlock::Client>(server.uri());
+    auto lock = client->lock("until-exit");
+    lock.lock();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("until-exit")}), "1");
+    client.reset();  // the Lock outlives its Client
+    EXPECT_EQ(server.cli({"EXISTS", key_of("until-exit")}), "0");
+    EXPECT_FALSE(lock.is_held());
+    std::error_code ec;
+    EXPECT_FALSE(lock.try_lock(ec));
+    EXPECT_EQ(ec, dlock::errc::client_closed);
+}
+
+TEST(Lock, ForceReleaseWakesWaitersAndTheHolderHearsOfIt) {
+    dlock::test::RedisServer server;
+    dlock::Client a(server.uri()), b(server.uri());
+    auto held = a.lock("broken", {.lease = 600ms});
+    held.lock();
+    auto waiter = b.lock("broken");
+    auto got = std::async(std::launch::async, [&] {
+        waiter.lock();
+        waiter.unlock();
+        return true;
+    });
+    std::this_thread::sleep_for(100ms);
+    auto info = dlock::inspect_lock(b, "broken");
+    EXPECT_TRUE(info.held);
+    EXPECT_EQ(info.hold_count, 1u);
+    EXPECT_EQ(info.fencing_token, 1u);
+    auto previous = dlock::force_release(b, "broken");
+    ASSERT_TRUE(previous.has_value());
+    EXPECT_EQ(*previous, info.owner);
+    EXPECT_EQ(got.wait_for(1s), std::future_status::ready);
+    auto lost = held.lost_token();
+    EXPECT_TRUE(eventually([&] { return lost.stop_requested(); }, 1s));
+    EXPECT_FALSE(dlock::force_release(b, "broken").has_value());
+    auto after = dlock::inspect_lock(b, "broken");
+    EXPECT_FALSE(after.held);
+    EXPECT_EQ(after.last_fencing_token, 2u);
+}
+
+TEST(Lock, FencingTokensStrictlyIncreaseAcrossClients) {
+    dlock::test::RedisServer server;
+    dlock::Client a(server.uri()), b(server.uri());
+    auto la = a.lock("fenced");
+    auto lb = b.lock("fenced");
+    std::uint64_t last = 0;
+    for (int i = 0; i < 20; ++i) {
+        auto& l = i % 2 ? la : lb;
+        l.lock();
+        EXPECT_GT(l.fencing_token(), last);
+        last = l.fencing_token();
+        l.unlock();
+    }
+    // The counter has no expiry.
+    EXPECT_EQ(server.cli({"PTTL", key_of("fenced") + ":fence"}), "-1");
+}
+
+TEST(LockInput, BadNamesAndLeasesAreInvalidArguments) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto expect_invalid = [&](std::string name, dlock::LockOptions options) {
+        try {
+            dlock::Lock lock(client, name, options);
+            ADD_FAILURE() << "accepted name of " << name.size() << " bytes, lease " << options.lease.count();
+        } catch (const dlock::Error& e) {
+            EXPECT_EQ(e.code(), dlock::errc::invalid_argument);
+        }
+    };
+    expect_invalid("", {});
+    expect_invalid(std::string(dlock::max_lock_name_bytes + 1, 'x'), {});
+    expect_invalid("ok", {.lease = 0ms});
+    expect_invalid("ok", {.lease = -1ms});
+    expect_invalid("ok", {.lease = dlock::max_lease + 1ms});
+    EXPECT_NO_THROW(dlock::Lock(client, std::string(dlock::max_lock_name_bytes, 'x')));
+    EXPECT_THROW(dlock::inspect_lock(client, ""), dlock::Error);
+    EXPECT_EQ(server.cli({"DBSIZE"}), "0") << "no key may leak from rejected input";
+}
+
+TEST(LockInput, KeyHoldingOtherDataIsAWrongTypeErrorNamingTheKey) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    server.cli({"SET", key_of("taken"), "not a lock"});
+    auto lock = client.lock("taken");
+    try {
+        lock.lock();
+        FAIL() << "no exception";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::wrong_type);
+        EXPECT_NE(std::string(e.what()).find(key_of("taken")), std::string::npos) << e.what();
+    }
+    std::error_code ec;
+    EXPECT_FALSE(lock.try_lock(ec));
+    EXPECT_EQ(ec, dlock::errc::wrong_type);
+    EXPECT_EQ(server.cli({"GET", key_of("taken")}), "not a lock");
+}
+
+TEST(LockInput, UnreachableServerFailsWithinTheTimeout) {
+    dlock::ClientOptions options;
+    options.connect_timeout = 200ms;
+    options.command_timeout = 300ms;
+    dlock::Client client("redis://127.0.0.1:" + std::to_string(dlock::test::free_port()), options);
+    auto lock = client.lock("nowhere");
+    auto start = Clock::now();
+    try {
+        lock.lock();
+        FAIL() << "no exception";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::connection_refused);
+    }
+    EXPECT_LT(Clock::now() - start, options.connect_timeout + options.command_timeout + 300ms);
+}
+
+TEST(LockInput, UnlockFromALockGuardNeverThrowsButIsReported) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    std::error_code reported;
+    auto lock = client.lock("guarded", {.lease = 300ms, .renew = false,
+                                        .on_unlock_error = [&](std::string_view, std::error_code ec) { reported = ec; }});
+    {
+        std::lock_guard guard(lock);
+        std::this_thread::sleep_for(500ms);  // the fixed lease runs out inside
+    }
+    EXPECT_EQ(reported, dlock::errc::lease_lost);
+    {
+        std::unique_lock guard(lock);
+        server.cli({"DEL", key_of("guarded")});
+    }
+    EXPECT_EQ(reported, dlock::errc::lease_lost);
+}
