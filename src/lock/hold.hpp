@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -45,6 +46,10 @@ struct Hold {
     std::error_code lost_reason;
     std::error_code last_renew_error;
     std::stop_source lost_source;
+
+    // The lease keeper's entry for this hold; guarded by the keeper's mutex.
+    std::multimap<LockClock::time_point, std::weak_ptr<Hold>>::iterator schedule_entry;
+    bool scheduled = false;
 
     // Under mutex.
     bool held_locked(LockClock::time_point now) const {

@@ -5,6 +5,9 @@
 #include "validity.hpp"
 
 namespace dlock::detail {
+namespace {
+constexpr std::chrono::milliseconds coalesce_window{20};
+}  // namespace
 
 void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason) {
     {
@@ -35,7 +38,9 @@ void LeaseKeeper::schedule(const std::shared_ptr<Hold>& hold, LockClock::time_po
     bool earlier;
     {
         std::lock_guard lock(mutex_);
-        schedule_.emplace(due, hold);
+        if (hold->scheduled) schedule_.erase(hold->schedule_entry);
+        hold->schedule_entry = schedule_.emplace(due, hold);
+        hold->scheduled = true;
         earlier = due < armed_for_;
         if (earlier) armed_for_ = due;
     }
@@ -61,6 +66,13 @@ void LeaseKeeper::rearm() {
     });
 }
 
+void LeaseKeeper::forget(const std::shared_ptr<Hold>& hold) {
+    std::lock_guard lock(mutex_);
+    if (!hold->scheduled) return;
+    schedule_.erase(hold->schedule_entry);
+    hold->scheduled = false;
+}
+
 std::vector<std::shared_ptr<Hold>> LeaseKeeper::live_holds() {
     std::vector<std::shared_ptr<Hold>> out;
     std::lock_guard lock(mutex_);
@@ -78,10 +90,22 @@ void LeaseKeeper::on_timer() {
     const auto now = LockClock::now();
     std::vector<std::shared_ptr<Hold>> due;
     {
+        // Holds taken one after another fall due one after another; waking
+        // for each would cost a timer wake-up and a write apiece. Renewals a
+        // little early (at most a tenth of their interval, 20 ms at most)
+        // join this batch instead.
         std::lock_guard lock(mutex_);
-        while (!schedule_.empty() && schedule_.begin()->first <= now) {
-            if (auto hold = schedule_.begin()->second.lock()) due.push_back(std::move(hold));
-            schedule_.erase(schedule_.begin());
+        for (auto it = schedule_.begin(); it != schedule_.end() && it->first <= now + coalesce_window;) {
+            auto hold = it->second.lock();
+            if (hold && it->first > now && it->first - now > renew_interval(hold->lock->options.lease) / 10) {
+                ++it;
+                continue;
+            }
+            if (hold) {
+                hold->scheduled = false;
+                due.push_back(std::move(hold));
+            }
+            it = schedule_.erase(it);
         }
     }
     std::vector<ClientCore::EvalCall> calls;

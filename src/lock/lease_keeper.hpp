@@ -21,6 +21,8 @@ public:
 
     // Starts watching a fresh hold; first due at `due`. Any thread.
     void track(const std::shared_ptr<Hold>& hold, LockClock::time_point due);
+    // Stops watching a hold that was released. Any thread.
+    void forget(const std::shared_ptr<Hold>& hold);
     // Every hold still watched (for release when the client stops).
     std::vector<std::shared_ptr<Hold>> live_holds();
     std::size_t size();

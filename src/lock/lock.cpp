@@ -1,5 +1,6 @@
 #include "dlock/lock.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "dlock/client.hpp"
@@ -45,23 +46,24 @@ std::string LockCore::current_owner() const {
     return identity->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
 }
 
+std::vector<std::shared_ptr<Hold>>::const_iterator LockCore::find_locked(const std::string& owner) const {
+    return std::find_if(holds_.begin(), holds_.end(), [&](const auto& hold) { return hold->owner == owner; });
+}
+
 std::shared_ptr<Hold> LockCore::hold_of(const std::string& owner) const {
     std::lock_guard lock(mutex_);
-    auto it = holds_.find(owner);
-    return it == holds_.end() ? nullptr : it->second;
+    auto it = find_locked(owner);
+    return it == holds_.end() ? nullptr : *it;
 }
 
 std::vector<std::shared_ptr<Hold>> LockCore::all_holds() const {
     std::lock_guard lock(mutex_);
-    std::vector<std::shared_ptr<Hold>> out;
-    for (auto& [owner, hold] : holds_) out.push_back(hold);
-    return out;
+    return holds_;
 }
 
 void LockCore::forget(const std::shared_ptr<Hold>& hold) {
     std::lock_guard lock(mutex_);
-    auto it = holds_.find(hold->owner);
-    if (it != holds_.end() && it->second == hold) holds_.erase(it);
+    std::erase(holds_, hold);
 }
 
 Reply LockCore::eval_retrying(const Script& script, std::vector<std::string_view> keys,
@@ -116,13 +118,18 @@ void LockCore::record_acquired(const std::string& owner, std::uint64_t token, un
     std::shared_ptr<Hold> stale, hold;
     {
         std::lock_guard lock(mutex_);
-        auto& slot = holds_[owner];
-        if (slot && count > 1) {
-            hold = slot;
+        auto it = find_locked(owner);
+        if (it != holds_.end() && count > 1) {
+            hold = *it;
         } else {
             // A fresh acquisition: any older local hold of this owner is gone.
-            stale = slot;
-            slot = hold = std::make_shared<Hold>(identity, owner);
+            hold = std::make_shared<Hold>(identity, owner);
+            if (it != holds_.end()) {
+                stale = *it;
+                holds_[static_cast<std::size_t>(it - holds_.begin())] = hold;
+            } else {
+                holds_.push_back(hold);
+            }
         }
     }
     if (stale) mark_lost(stale, errc::lease_lost);
@@ -222,7 +229,10 @@ void LockCore::release(std::error_code& ec) {
     Reply reply = eval_retrying(release_script(), {keys.lock, keys.fence, keys.channel},
                                 {owner, identity->lease_ms, operation, "0"}, ec);
     if (ec) {
-        if (last) forget(hold);  // not renewed any more; the lease ends it
+        if (last) {
+            forget(hold);  // not renewed any more; the lease ends it
+            service->keeper().forget(hold);
+        }
         return;
     }
     if (reply.integer < 0) {
@@ -245,7 +255,9 @@ void LockCore::release(std::error_code& ec) {
     }
     if (released) {
         forget(hold);
-        service->notify_released(identity->name);
+        service->keeper().forget(hold);
+        // Local waiters are not woken here: they wake on the same pub/sub
+        // message as every other process's, so this process gets no head start.
     }
 }
 

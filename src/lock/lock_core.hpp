@@ -6,7 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "hold.hpp"
 #include "lock_service.hpp"
@@ -48,8 +48,11 @@ private:
 
     const std::string handle_owner_;  // Ownership::handle only
 
+    // Usually one holder at a time: a vector searched by owner is smaller
+    // than a map and keeps the owner string only once, in the Hold.
     mutable std::mutex mutex_;
-    std::unordered_map<std::string, std::shared_ptr<Hold>> holds_;
+    std::vector<std::shared_ptr<Hold>> holds_;
+    std::vector<std::shared_ptr<Hold>>::const_iterator find_locked(const std::string& owner) const;
 };
 
 }  // namespace dlock::detail

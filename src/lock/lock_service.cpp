@@ -60,10 +60,6 @@ std::shared_ptr<NameQueue> LockService::existing_queue(const std::string& name) 
     return it == queues_.end() ? nullptr : it->second.lock();
 }
 
-void LockService::notify_released(const std::string& name) {
-    if (auto queue = existing_queue(name)) queue->bump();
-}
-
 void LockService::release_all_on_stop() {
     auto holds = keeper_.live_holds();
     std::vector<ClientCore::EvalCall> calls;

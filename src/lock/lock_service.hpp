@@ -31,8 +31,6 @@ public:
 
     std::shared_ptr<NameQueue> queue(const std::string& name);
     std::shared_ptr<NameQueue> existing_queue(const std::string& name);
-    // A release by this process: the local head need not wait for pub/sub.
-    void notify_released(const std::string& name);
 
     LeaseKeeper& keeper() noexcept { return keeper_; }
 

@@ -194,9 +194,16 @@ std::string ServerAddress::to_string() const {
     }
     std::string s = transport == Transport::tls ? "rediss://" : "redis://";
     s += credentials;
-    s += host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    s += ":" + std::to_string(port);
-    if (database != 0) s += "/" + std::to_string(database);
+    const bool ipv6 = host.find(':') != std::string::npos;
+    if (ipv6) s += '[';
+    s += host;
+    if (ipv6) s += ']';
+    s += ':';
+    s += std::to_string(port);
+    if (database != 0) {
+        s += '/';
+        s += std::to_string(database);
+    }
     return s;
 }
 

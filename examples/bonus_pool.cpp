@@ -1,0 +1,211 @@
+// The bonus pool: processes x threads race for a pool of bonuses kept in
+// Redis. Each client locks, reads what is left, takes one if any remain,
+// records itself as a winner, and unlocks. Then the same race runs without
+// the lock, to show what the lock prevents.
+//
+//   bonus_pool [--processes 4] [--threads 25] [--bonuses 10] [--url URL] [--json]
+//
+// Without --url (or $DLOCK_URL / $REDIS_URL) it starts its own redis-server
+// on a free loopback port and stops it afterwards.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "redis_server.hpp"
+
+namespace {
+
+struct Settings {
+    int processes = 4;
+    int threads = 25;
+    int bonuses = 10;
+    std::string url;
+    bool json = false;
+};
+
+constexpr const char* pool_key = "bonus-pool:remaining";
+constexpr const char* winners_key = "bonus-pool:winners";
+
+// One client's turn: read, think a moment (so unlocked races really race),
+// take one, record the winner.
+void take_a_bonus(dlock::Client& client, const std::string& who, dlock::Lock* lock) {
+    auto remaining = client.command({"GET", pool_key});
+    long left = remaining.is_nil() ? 0 : std::stol(remaining.text);
+    if (left <= 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    client.command({"SET", pool_key, std::to_string(left - 1)});
+    std::string token = lock ? std::to_string(lock->fencing_token()) : "-";
+    client.command({"RPUSH", winners_key, who + " " + token});
+}
+
+// Runs in a child process: its own Client, `threads` clients racing.
+int race_in_process(const Settings& s, int process, bool locked) {
+    dlock::Client client(s.url);
+    auto lock = client.lock("bonus-pool");
+    std::vector<std::thread> threads;
+    for (int t = 0; t < s.threads; ++t) {
+        threads.emplace_back([&, t] {
+            std::string who = "p" + std::to_string(process) + "-t" + std::to_string(t);
+            if (locked) {
+                std::lock_guard guard(lock);
+                take_a_bonus(client, who, &lock);
+            } else {
+                take_a_bonus(client, who, nullptr);
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    return 0;
+}
+
+struct Outcome {
+    std::vector<std::pair<std::string, std::string>> winners;  // client, fencing token
+    long remaining = 0;
+};
+
+Outcome race(dlock::Client& control, const Settings& s, bool locked) {
+    control.command({"DEL", winners_key});
+    control.command({"SET", pool_key, std::to_string(s.bonuses)});
+    std::vector<pid_t> children;
+    for (int p = 0; p < s.processes; ++p) {
+        pid_t pid = fork();
+        if (pid < 0) throw std::runtime_error("fork failed");
+        if (pid == 0) {
+            int code = 1;
+            try {
+                code = race_in_process(s, p, locked);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "process %d: %s\n", p, e.what());
+            }
+            _exit(code);
+        }
+        children.push_back(pid);
+    }
+    bool failed = false;
+    for (pid_t pid : children) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    if (failed) throw std::runtime_error("a racing process failed");
+    Outcome out;
+    for (auto& entry : control.command({"LRANGE", winners_key, "0", "-1"}).elements) {
+        auto space = entry.text.find(' ');
+        out.winners.emplace_back(entry.text.substr(0, space), entry.text.substr(space + 1));
+    }
+    out.remaining = std::stol(control.command({"GET", pool_key}).text);
+    return out;
+}
+
+bool tokens_increase(const Outcome& o) {
+    unsigned long long last = 0;
+    for (auto& [who, token] : o.winners) {
+        auto t = std::stoull(token);
+        if (t <= last) return false;
+        last = t;
+    }
+    return true;
+}
+
+int parse_count(const char* text, const char* what) {
+    char* end = nullptr;
+    long v = std::strtol(text, &end, 10);
+    if (!text[0] || *end || v < 1 || v > 10'000) throw std::invalid_argument(std::string(what) + " must be 1..10000");
+    return static_cast<int>(v);
+}
+
+Settings parse(int argc, char** argv) {
+    Settings s;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&]() -> const char* {
+            if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--processes") s.processes = parse_count(value(), "--processes");
+        else if (a == "--threads") s.threads = parse_count(value(), "--threads");
+        else if (a == "--bonuses") s.bonuses = parse_count(value(), "--bonuses");
+        else if (a == "--url") s.url = value();
+        else if (a == "--json") s.json = true;
+        else throw std::invalid_argument("unknown option " + a);
+    }
+    if (s.url.empty()) {
+        if (const char* env = std::getenv("DLOCK_URL"); env && *env) s.url = env;
+        else if (const char* env2 = std::getenv("REDIS_URL"); env2 && *env2) s.url = env2;
+    }
+    return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Settings s;
+    try {
+        s = parse(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bonus_pool: %s\n", e.what());
+        return 64;
+    }
+    try {
+        std::unique_ptr<dlock::test::RedisServer> own_server;
+        if (s.url.empty()) {
+            own_server = std::make_unique<dlock::test::RedisServer>();
+            s.url = own_server->uri();
+            if (!s.json) std::printf("started redis-server on %s (pid %d)\n", s.url.c_str(), own_server->pid());
+        }
+        const int clients = s.processes * s.threads;
+        Outcome locked, unlocked;
+        {
+            dlock::Client control(s.url);
+            control.wait_connected();
+            locked = race(control, s, true);
+            unlocked = race(control, s, false);
+            control.command({"DEL", pool_key, winners_key});
+        }
+        const long awarded = static_cast<long>(locked.winners.size());
+        const long unlocked_awarded = static_cast<long>(unlocked.winners.size());
+        const long overdrawn = std::max(0L, awarded - s.bonuses);
+        const long unlocked_overdrawn = std::max(0L, unlocked_awarded - s.bonuses);
+        const bool increasing = tokens_increase(locked);
+        if (s.json) {
+            std::printf("{\"clients\": %d, \"processes\": %d, \"threads\": %d, \"bonuses\": %d, \"awarded\": %ld, "
+                        "\"overdrawn\": %ld, \"fencing_tokens_increasing\": %s, \"unlocked_awarded\": %ld, "
+                        "\"unlocked_overdrawn\": %ld, \"unlocked_remaining\": %ld, \"winners\": [",
+                        clients, s.processes, s.threads, s.bonuses, awarded, overdrawn, increasing ? "true" : "false",
+                        unlocked_awarded, unlocked_overdrawn, unlocked.remaining);
+            for (std::size_t i = 0; i < locked.winners.size(); ++i)
+                std::printf("%s{\"client\": \"%s\", \"fencing_token\": %s}", i ? ", " : "",
+                            locked.winners[i].first.c_str(), locked.winners[i].second.c_str());
+            std::printf("]}\n");
+        } else {
+            std::printf("\n%d clients (%d processes x %d threads) race for %d bonuses.\n\n", clients, s.processes,
+                        s.threads, s.bonuses);
+            std::printf("With dlock:\n  #   client      fencing token\n");
+            for (std::size_t i = 0; i < locked.winners.size(); ++i)
+                std::printf("  %-3zu %-11s %s\n", i + 1, locked.winners[i].first.c_str(),
+                            locked.winners[i].second.c_str());
+            std::printf("  awarded %ld of %d, overdrawn by %ld, fencing tokens %s\n\n", awarded, s.bonuses, overdrawn,
+                        increasing ? "strictly increasing" : "NOT increasing");
+            std::printf("Without a lock (same race, same pool):\n");
+            std::printf("  awarded %ld of %d: overdrawn by %ld; the pool still shows %ld left (lost updates)\n",
+                        unlocked_awarded, s.bonuses, unlocked_overdrawn, unlocked.remaining);
+        }
+        return (awarded == s.bonuses && overdrawn == 0 && increasing) ? 0 : 1;
+    } catch (const dlock::Error& e) {
+        std::fprintf(stderr, "bonus_pool: %s\n", e.what());
+        return 69;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bonus_pool: %s\n", e.what());
+        return 70;
+    }
+}
