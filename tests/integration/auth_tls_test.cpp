@@ -91,6 +91,22 @@ TEST(Tls, WorksWithTheRightCa) {
     EXPECT_TRUE(sub.wait_active(std::chrono::steady_clock::now() + 5s));
 }
 
+TEST(Tls, ClientCertificateWhenTheServerRequiresOne) {
+    dlock::test::RedisServer server({.tls = true, .tls_require_client_cert = true});
+    const auto& files = dlock::test::TlsFiles::get();
+    dlock::ClientOptions with_cert;
+    with_cert.tls.ca_file = files.ca_cert;
+    with_cert.tls.cert_file = files.client_cert;
+    with_cert.tls.key_file = files.client_key;
+    dlock::Client client(server.uri(), with_cert);
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
+    dlock::ClientOptions without_cert;
+    without_cert.tls.ca_file = files.ca_cert;
+    dlock::Client refused(server.uri(), without_cert);
+    auto ec = timed(2s, [&] { return ping(refused); });
+    EXPECT_TRUE(ec == dlock::errc::tls_error || ec == dlock::errc::connection_refused) << ec.message();
+}
+
 TEST(Tls, WrongCaFailsClearly) {
     dlock::test::RedisServer server({.tls = true});
     dlock::ClientOptions options;

@@ -462,3 +462,46 @@ TEST(LockInput, UnlockFromALockGuardNeverThrowsButIsReported) {
     }
     EXPECT_EQ(reported, dlock::errc::lease_lost);
 }
+
+TEST(Lock, UnreachableServerLosesTheLockWhenItsLeaseRunsOut) {
+    dlock::test::RedisServer server;
+    dlock::ClientOptions options;
+    options.connect_timeout = 100ms;
+    options.command_timeout = 100ms;
+    dlock::Client client(server.uri(), options);
+    std::promise<std::error_code> reason;
+    constexpr auto lease = 600ms;
+    auto lock = client.lock("cut-off", {.lease = lease, .on_lost = [&](std::string_view, std::error_code ec) {
+                                            reason.set_value(ec);
+                                        }});
+    lock.lock();
+    auto valid_until = lock.valid_until();
+    server.kill();
+    auto f = reason.get_future();
+    ASSERT_EQ(f.wait_for(lease + 500ms), std::future_status::ready);
+    // Not before the lease could have run out: renewal kept trying until then.
+    EXPECT_GE(Clock::now(), valid_until);
+    auto ec = f.get();
+    EXPECT_TRUE(ec == dlock::errc::connection_refused || ec == dlock::errc::connection_lost ||
+                ec == dlock::errc::command_timeout || ec == dlock::errc::connect_timeout)
+        << ec.message();
+    EXPECT_FALSE(lock.is_held());
+}
+
+TEST(Lock, NoRenewalIsSentAfterRelease) {
+    dlock::test::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("quiet", {.lease = 150ms});
+    lock.lock();
+    std::this_thread::sleep_for(200ms);  // renewals run while held
+    lock.unlock();
+    auto calls = [&] {
+        auto info = server.cli({"INFO", "commandstats"});
+        std::string field = "cmdstat_evalsha:calls=";
+        auto pos = info.find(field);
+        return pos == std::string::npos ? 0L : std::stol(info.substr(pos + field.size()));
+    };
+    auto after_release = calls();
+    std::this_thread::sleep_for(400ms);  // several renewal intervals
+    EXPECT_EQ(calls(), after_release);
+}

@@ -71,7 +71,8 @@ std::uint16_t free_port() {
 const TlsFiles& TlsFiles::get() {
     static const TlsFiles files = [] {
         auto dir = make_temp_dir("dlock-tls-");
-        TlsFiles f{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key", dir + "/other-ca.crt"};
+        TlsFiles f{dir + "/ca.crt", dir + "/server.crt", dir + "/server.key", dir + "/other-ca.crt",
+                   dir + "/client.crt", dir + "/client.key"};
         auto make_ca = [&](const std::string& name) {
             run_or_throw("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + name + " -keyout " + dir +
                          "/" + name + ".key -out " + dir + "/" + name + ".crt");
@@ -83,6 +84,10 @@ const TlsFiles& TlsFiles::get() {
                      dir + "/server.csr");
         run_or_throw("openssl x509 -req -in " + dir + "/server.csr -CA " + f.ca_cert + " -CAkey " + dir +
                      "/ca.key -CAcreateserial -days 2 -extfile " + dir + "/san.ext -out " + f.server_cert);
+        run_or_throw("openssl req -newkey rsa:2048 -nodes -subj /CN=dlock-client -keyout " + f.client_key + " -out " +
+                     dir + "/client.csr");
+        run_or_throw("openssl x509 -req -in " + dir + "/client.csr -CA " + f.ca_cert + " -CAkey " + dir +
+                     "/ca.key -CAcreateserial -days 2 -out " + f.client_cert);
         return f;
     }();
     return files;
@@ -123,7 +128,7 @@ std::vector<std::string> RedisServer::arguments() const {
         const auto& tls = TlsFiles::get();
         args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
                                  tls.server_cert, "--tls-key-file", tls.server_key, "--tls-ca-cert-file",
-                                 tls.ca_cert, "--tls-auth-clients", "no"});
+                                 tls.ca_cert, "--tls-auth-clients", options_.tls_require_client_cert ? "yes" : "no"});
     } else {
         args.insert(args.end(), {"--port", std::to_string(port_)});
     }
@@ -194,7 +199,7 @@ std::string RedisServer::cli(const std::vector<std::string>& args) const {
     std::string command = "redis-cli --no-auth-warning -p " + std::to_string(port_);
     if (options_.tls) {
         const auto& tls = TlsFiles::get();
-        command += " --tls --cacert " + tls.ca_cert;
+        command += " --tls --cacert " + tls.ca_cert + " --cert " + tls.client_cert + " --key " + tls.client_key;
     }
     if (!options_.password.empty()) command += " -a '" + options_.password + "'";
     for (const auto& a : args) command += " '" + a + "'";

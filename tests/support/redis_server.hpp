@@ -22,6 +22,8 @@ struct TlsFiles {
     std::string server_cert;
     std::string server_key;
     std::string other_ca_cert;  // a CA that did not sign the server certificate
+    std::string client_cert;    // signed by ca_cert, for servers that require client certificates
+    std::string client_key;
     static const TlsFiles& get();
 };
 
@@ -29,6 +31,7 @@ struct RedisServerOptions {
     std::string password;                               // requirepass
     std::vector<std::vector<std::string>> acl_users;    // each: {"alice", "on", ">pw", "~*", "+@all"}
     bool tls = false;                                   // serve TLS only
+    bool tls_require_client_cert = false;               // with tls: clients must present a certificate
     bool unix_socket = false;                           // also listen on <dir>/redis.sock
     std::vector<std::string> extra_args;                // more "--directive value" arguments
 };
