@@ -19,8 +19,7 @@ using namespace dlock::bench;
 
 namespace {
 
-Samples measure(dlock::Client& client, long n, const std::function<void()>& op) {
-    (void)client;
+Samples measure(long n, const std::function<void()>& op) {
     Samples s;
     s.us.reserve(static_cast<std::size_t>(n));
     for (long i = 0; i < n; ++i) {
@@ -48,10 +47,10 @@ int main(int argc, char** argv) {
 
     auto do_ping = [&] { client.command(ping); };
     auto do_eval = [&] { client.eval(script, no_keys, script_args); };
-    measure(client, latency_n / 10, do_ping);  // warm-up, loads nothing
-    measure(client, latency_n / 10, do_eval);  // warm-up, loads the script
-    auto ping_lat = measure(client, latency_n, do_ping);
-    auto eval_lat = measure(client, latency_n, do_eval);
+    measure(latency_n / 10, do_ping);  // warm-up, loads nothing
+    measure(latency_n / 10, do_eval);  // warm-up, loads the script
+    auto ping_lat = measure(latency_n, do_ping);
+    auto eval_lat = measure(latency_n, do_eval);
     auto rb_ping = run_redis_benchmark(server.port(), 1, latency_n, 1, {"PING"});
     auto rb_eval = run_redis_benchmark(server.port(), 1, latency_n, 1, {"EVALSHA", script.sha1(), "0", "x"});
 

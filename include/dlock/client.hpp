@@ -8,9 +8,8 @@
 // on the first subscribe(), however many channels are in use.
 //
 // Time: every timeout is measured on std::chrono::steady_clock. A blocking
-// call never waits longer than ClientOptions::command_timeout (plus the
-// connect_timeout if it had to wait for a connection attempt already under
-// way).
+// call never waits longer than ClientOptions::command_timeout, counted from
+// the call, including any wait for a connection attempt under way.
 //
 // Failure: a command in flight when the connection drops fails with
 // errc::connection_lost and is never resent — lock scripts are not

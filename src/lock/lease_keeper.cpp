@@ -81,11 +81,6 @@ std::vector<std::shared_ptr<Hold>> LeaseKeeper::live_holds() {
     return out;
 }
 
-std::size_t LeaseKeeper::size() {
-    std::lock_guard lock(mutex_);
-    return schedule_.size();
-}
-
 void LeaseKeeper::on_timer() {
     const auto now = LockClock::now();
     std::vector<std::shared_ptr<Hold>> due;

@@ -25,7 +25,6 @@ public:
     void forget(const std::shared_ptr<Hold>& hold);
     // Every hold still watched (for release when the client stops).
     std::vector<std::shared_ptr<Hold>> live_holds();
-    std::size_t size();
     // I/O thread, at client shutdown: no timer may outlive the client.
     void shutdown();
 

@@ -89,11 +89,6 @@ void Connection::shutdown() {
     fail_all(failed, errc::client_closed, Clock::now());
 }
 
-bool Connection::is_ready() const {
-    std::lock_guard lock(mutex_);
-    return state_ == State::ready;
-}
-
 std::string Connection::last_error_detail() const {
     std::lock_guard lock(mutex_);
     return last_error_detail_;

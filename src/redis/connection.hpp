@@ -70,7 +70,6 @@ public:
     // Blocks until ready or the current attempt failed, or deadline. Any thread.
     std::error_code wait_connected(Clock::time_point deadline);
 
-    bool is_ready() const;
     // What the last failed attempt said, for error messages.
     std::string last_error_detail() const;
 

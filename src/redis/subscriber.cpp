@@ -37,11 +37,6 @@ void Subscriber::start() { connection_->start(); }
 
 void Subscriber::shutdown() { connection_->shutdown(); }
 
-std::size_t Subscriber::channel_count() {
-    std::lock_guard lock(mutex_);
-    return channels_.size();
-}
-
 Subscription Subscriber::add(std::string channel, Subscription::Listener listener) {
     unsigned long long id;
     bool first;

@@ -31,7 +31,6 @@ public:
     bool active(const std::string& channel);
 
     void set_io_thread(std::thread::id id) { io_thread_ = id; }
-    std::size_t channel_count();
 
 private:
     using ListenerPtr = std::shared_ptr<Subscription::Listener>;
