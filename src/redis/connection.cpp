@@ -293,7 +293,8 @@ void Connection::start_handshake(std::uint64_t attempt) {
         handshake_.push_back({HandshakeStep::Kind::ping});
     }
     stream_->async_write(bytes, [self = shared_from_this(), attempt](std::error_code ec, std::size_t) {
-        if (ec && attempt == self->attempt_) self->fail_attempt(errc::connection_lost, "handshake write failed: " + ec.message());
+        if (ec && attempt == self->attempt_)
+            self->fail_attempt(map_connect_error(ec), "handshake write failed: " + ec.message());
     });
     read_loop(attempt);
 }

@@ -25,6 +25,7 @@ std::error_code map_connect_error(const std::error_code& ec) {
             case ENOENT:
             case EACCES:
             case ECONNRESET:
+            case EPIPE:  // closed on us before we logged in (a TLS 1.3 server rejecting our certificate)
             case ENETUNREACH:
             case EHOSTUNREACH: return errc::connection_refused;
             case ETIMEDOUT: return errc::connect_timeout;
