@@ -39,7 +39,7 @@ struct Shared {
     long samples[64];
 };
 
-long server_calls(const dlock::test::RedisServer& server, const std::string& command) {
+long server_calls(const dlock::support::RedisServer& server, const std::string& command) {
     auto info = server.cli({"INFO", "commandstats"});
     std::string field = "cmdstat_" + command + ":calls=";
     auto pos = info.find(field);
@@ -61,7 +61,7 @@ int thread_count() {
     return -1;
 }
 
-void contended(Report& report, const dlock::test::RedisServer& server, int processes, int threads,
+void contended(Report& report, const dlock::support::RedisServer& server, int processes, int threads,
                std::chrono::milliseconds duration, std::chrono::microseconds critical) {
     auto* shared = static_cast<Shared*>(
         mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
@@ -139,7 +139,7 @@ void contended(Report& report, const dlock::test::RedisServer& server, int proce
 int main(int argc, char** argv) {
     const bool quick = has_flag(argc, argv, "--quick");
     const std::string json_path = flag_value(argc, argv, "--json", "");
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     Report report;
     report.set_text("meta", "machine", machine_description());
     report.set_text("meta", "mode", quick ? "quick" : "full");

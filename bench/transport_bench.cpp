@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     const int threads = 64;
     const long per_thread = quick ? 300 : 5'000;
 
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     const dlock::Script script("return ARGV[1]");
     std::string_view ping[] = {"PING"};

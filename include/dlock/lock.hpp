@@ -109,6 +109,8 @@ public:
                              std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now()));
     }
     bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept;
+    // Waits until deadline or until stop is requested, whichever is first.
+    [[nodiscard]] bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
 
     // Releases one hold. Never throws. Failures (not_owner, lease_lost,
     // transport errors) go to LockOptions::on_unlock_error.

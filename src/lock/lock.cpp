@@ -333,6 +333,13 @@ bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::e
     return false;
 }
 
+bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+    std::error_code ec;
+    bool acquired = core_->acquire(deadline, stop, ec);
+    throw_if(ec, "try_lock " + name());
+    return acquired;
+}
+
 bool Lock::acquire_until(std::chrono::steady_clock::time_point deadline) {
     std::error_code ec;
     bool acquired = core_->acquire(deadline, {}, ec);

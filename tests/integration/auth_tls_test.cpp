@@ -28,13 +28,13 @@ std::error_code ping(dlock::Client& client) {
 }  // namespace
 
 TEST(Auth, PasswordWorks) {
-    dlock::test::RedisServer server({.password = "hunter2"});
+    dlock::support::RedisServer server({.password = "hunter2"});
     dlock::Client client(server.uri());
     EXPECT_EQ(client.command({"PING"}).text, "PONG");
 }
 
 TEST(Auth, WrongPasswordIsAuthFailedAtOnce) {
-    dlock::test::RedisServer server({.password = "hunter2"});
+    dlock::support::RedisServer server({.password = "hunter2"});
     dlock::Client client("redis://:wrong@127.0.0.1:" + std::to_string(server.port()));
     EXPECT_EQ(timed(1s, [&] { return ping(client); }), dlock::errc::auth_failed);
     try {
@@ -47,20 +47,20 @@ TEST(Auth, WrongPasswordIsAuthFailedAtOnce) {
 }
 
 TEST(Auth, MissingPasswordIsAuthFailed) {
-    dlock::test::RedisServer server({.password = "hunter2"});
+    dlock::support::RedisServer server({.password = "hunter2"});
     dlock::Client client("redis://127.0.0.1:" + std::to_string(server.port()));
     EXPECT_EQ(timed(1s, [&] { return ping(client); }), dlock::errc::auth_failed);
 }
 
 TEST(Auth, UnknownAclUserIsAuthFailed) {
-    dlock::test::RedisServer server({.acl_users = {{"alice", "on", ">pw", "~*", "+@all"}}});
+    dlock::support::RedisServer server({.acl_users = {{"alice", "on", ">pw", "~*", "+@all"}}});
     dlock::Client client("redis://mallory:pw@127.0.0.1:" + std::to_string(server.port()));
     EXPECT_EQ(timed(1s, [&] { return ping(client); }), dlock::errc::auth_failed);
 }
 
 TEST(Auth, AclUserWithOnlyTheNeededPermissionsWorks) {
     // What dlock's locks use: scripts, publish/subscribe, on dlock keys and channels only.
-    dlock::test::RedisServer server({.acl_users = {{"default", "off"},
+    dlock::support::RedisServer server({.acl_users = {{"default", "off"},
                                                    {"locker", "on", ">pw", "~dlock:*", "&dlock:*", "+evalsha",
                                                     "+eval", "+set", "+get", "+subscribe", "+unsubscribe",
                                                     "+publish"}}});
@@ -82,9 +82,9 @@ TEST(Auth, AclUserWithOnlyTheNeededPermissionsWorks) {
 }
 
 TEST(Tls, WorksWithTheRightCa) {
-    dlock::test::RedisServer server({.tls = true});
+    dlock::support::RedisServer server({.tls = true});
     dlock::ClientOptions options;
-    options.tls.ca_file = dlock::test::TlsFiles::get().ca_cert;
+    options.tls.ca_file = dlock::support::TlsFiles::get().ca_cert;
     dlock::Client client(server.uri(), options);
     EXPECT_EQ(client.command({"PING"}).text, "PONG");
     auto sub = client.subscribe("tls-ch", [](auto, auto) {});
@@ -92,8 +92,8 @@ TEST(Tls, WorksWithTheRightCa) {
 }
 
 TEST(Tls, ClientCertificateWhenTheServerRequiresOne) {
-    dlock::test::RedisServer server({.tls = true, .tls_require_client_cert = true});
-    const auto& files = dlock::test::TlsFiles::get();
+    dlock::support::RedisServer server({.tls = true, .tls_require_client_cert = true});
+    const auto& files = dlock::support::TlsFiles::get();
     dlock::ClientOptions with_cert;
     with_cert.tls.ca_file = files.ca_cert;
     with_cert.tls.cert_file = files.client_cert;
@@ -108,15 +108,15 @@ TEST(Tls, ClientCertificateWhenTheServerRequiresOne) {
 }
 
 TEST(Tls, WrongCaFailsClearly) {
-    dlock::test::RedisServer server({.tls = true});
+    dlock::support::RedisServer server({.tls = true});
     dlock::ClientOptions options;
-    options.tls.ca_file = dlock::test::TlsFiles::get().other_ca_cert;
+    options.tls.ca_file = dlock::support::TlsFiles::get().other_ca_cert;
     dlock::Client client(server.uri(), options);
     EXPECT_EQ(timed(2s, [&] { return ping(client); }), dlock::errc::tls_error);
 }
 
 TEST(Tls, MissingCaFileFailsClearly) {
-    dlock::test::RedisServer server({.tls = true});
+    dlock::support::RedisServer server({.tls = true});
     dlock::ClientOptions options;
     options.tls.ca_file = "/nonexistent/ca.crt";
     dlock::Client client(server.uri(), options);
@@ -124,7 +124,7 @@ TEST(Tls, MissingCaFileFailsClearly) {
 }
 
 TEST(Tls, PlainClientAgainstTlsServerIsRefusedOrTimesOut) {
-    dlock::test::RedisServer server({.tls = true});
+    dlock::support::RedisServer server({.tls = true});
     dlock::ClientOptions options;
     options.connect_timeout = 500ms;
     dlock::Client client("redis://127.0.0.1:" + std::to_string(server.port()), options);

@@ -17,7 +17,7 @@
 using namespace std::chrono_literals;
 
 TEST(Client, CommandsAndReplyKinds) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     EXPECT_EQ(client.command({"PING"}).text, "PONG");
     EXPECT_EQ(client.command({"SET", "k", "v"}).text, "OK");
@@ -32,7 +32,7 @@ TEST(Client, CommandsAndReplyKinds) {
 }
 
 TEST(Client, ServerErrorsAreTypedAndCarryRedisText) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     client.command({"SET", "s", "x"});
     std::error_code ec;
@@ -52,7 +52,7 @@ TEST(Client, ServerErrorsAreTypedAndCarryRedisText) {
 }
 
 TEST(Client, EmptyCommandIsInvalid) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     std::error_code ec;
     client.command(dlock::Client::Args{}, ec);
@@ -78,7 +78,7 @@ TEST(Client, InvalidOptionsAreRejected) {
 }
 
 TEST(Client, SixtyFourThreadsEachGetTheirOwnReplies) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     constexpr int threads = 64;
     constexpr int per_thread = 10'000;
@@ -106,7 +106,7 @@ TEST(Client, SixtyFourThreadsEachGetTheirOwnReplies) {
 }
 
 TEST(Client, AsyncSubmitCompletesInOrderOnTheIoThread) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     constexpr int count = 1000;
     std::vector<long long> seen;
@@ -128,7 +128,7 @@ TEST(Client, AsyncSubmitCompletesInOrderOnTheIoThread) {
 }
 
 TEST(Client, BlockingCallFromACallbackIsRefusedNotDeadlocked) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     std::promise<std::error_code> inner;
     std::string_view ping[] = {"PING"};
@@ -144,7 +144,7 @@ TEST(Client, BlockingCallFromACallbackIsRefusedNotDeadlocked) {
 }
 
 TEST(Client, DestroyedClientFailsWhatIsInFlight) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     std::promise<std::error_code> outcome;
     {
         dlock::Client client(server.uri());
@@ -158,7 +158,7 @@ TEST(Client, DestroyedClientFailsWhatIsInFlight) {
 }
 
 TEST(Client, UseInAForkedChildFailsClearlyAndLeavesTheParentIntact) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     ASSERT_EQ(client.command({"PING"}).text, "PONG");
     pid_t child = fork();
@@ -179,14 +179,14 @@ TEST(Client, UseInAForkedChildFailsClearlyAndLeavesTheParentIntact) {
 }
 
 TEST(Client, UnixSocket) {
-    dlock::test::RedisServer server({.unix_socket = true});
+    dlock::support::RedisServer server({.unix_socket = true});
     dlock::Client client(server.unix_uri() + "?db=2");
     client.command({"SET", "via-unix", "1"});
     EXPECT_EQ(server.cli({"-n", "2", "GET", "via-unix"}), "1");
 }
 
 TEST(Client, SelectsTheDatabaseFromTheUri) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri() + "/5");
     client.command({"SET", "in-db-5", "1"});
     EXPECT_EQ(server.cli({"-n", "5", "GET", "in-db-5"}), "1");

@@ -41,7 +41,7 @@ bool recovers_within(dlock::Client& client, std::chrono::milliseconds limit) {
 }  // namespace
 
 TEST(Faults, ServerKilledMidCommandFailsWithinTheCommandTimeoutAndIsNotResent) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     auto options = short_timeouts();
     options.command_timeout = 3s;
     dlock::Client client(server.uri(), options);
@@ -66,7 +66,7 @@ TEST(Faults, ServerKilledMidCommandFailsWithinTheCommandTimeoutAndIsNotResent) {
 }
 
 TEST(Faults, ServerDownAtConnectFailsWithinTheConnectTimeout) {
-    auto port = dlock::test::free_port();
+    auto port = dlock::support::free_port();
     auto options = short_timeouts();
     dlock::Client client("redis://127.0.0.1:" + std::to_string(port), options);
     auto start = Clock::now();
@@ -80,7 +80,7 @@ TEST(Faults, ServerDownAtConnectFailsWithinTheConnectTimeout) {
 
 TEST(Faults, UnreachableHostFailsWithinTheConnectTimeout) {
     // A paused server accepts TCP (kernel backlog) but never answers the handshake.
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     server.pause();
     auto options = short_timeouts();
     options.command_timeout = 2s;
@@ -100,7 +100,7 @@ TEST(Faults, UnresolvableHostIsResolveFailed) {
 }
 
 TEST(Faults, RecoversByItselfWhenTheServerComesBack) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri(), short_timeouts());
     ASSERT_FALSE(ping(client));
     server.stop();
@@ -112,7 +112,7 @@ TEST(Faults, RecoversByItselfWhenTheServerComesBack) {
 }
 
 TEST(Faults, PausedServerTimesOutThenRecoversAfterResume) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     auto options = short_timeouts();
     dlock::Client client(server.uri(), options);
     ASSERT_FALSE(ping(client));
@@ -138,7 +138,7 @@ TEST(Faults, PausedServerTimesOutThenRecoversAfterResume) {
 }
 
 TEST(Faults, ManyThreadsThroughARestartAllGetAnAnswer) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri(), short_timeouts());
     std::atomic<bool> stop{false};
     std::atomic<long> ok{0}, failed{0}, wrong{0};

@@ -17,7 +17,7 @@ namespace {
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
-long evalsha_calls(const dlock::test::RedisServer& server) {
+long evalsha_calls(const dlock::support::RedisServer& server) {
     auto info = server.cli({"INFO", "commandstats"});
     std::string field = "cmdstat_evalsha:calls=";
     auto pos = info.find(field);
@@ -39,7 +39,7 @@ dlock::ClientOptions cut_options() {
 // and retries after the server resumes — by which time the first copy has run
 // but its reply went to a closed connection.
 template <typename Action>
-auto with_reply_lost(dlock::test::RedisServer& server, Action action) {
+auto with_reply_lost(dlock::support::RedisServer& server, Action action) {
     server.pause();
     auto result = std::async(std::launch::async, action);
     std::this_thread::sleep_for(600ms);
@@ -50,7 +50,7 @@ auto with_reply_lost(dlock::test::RedisServer& server, Action action) {
 }  // namespace
 
 TEST(LockFaults, AcquireWhoseReplyWasLostIsNotCountedTwice) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri(), cut_options());
     auto warm = client.lock("warm-up");
     warm.lock();  // loads the scripts, so the paused call is an EVALSHA that runs
@@ -69,7 +69,7 @@ TEST(LockFaults, AcquireWhoseReplyWasLostIsNotCountedTwice) {
 }
 
 TEST(LockFaults, ReleaseWhoseReplyWasLostIsNotAppliedTwice) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri(), cut_options());
     auto lock = client.lock("twice", {.ownership = dlock::Ownership::handle});
     lock.lock();
@@ -96,11 +96,11 @@ TEST(LockFaults, ReleaseWhoseReplyWasLostIsNotAppliedTwice) {
 }
 
 TEST(LockFaults, HolderKilledByProcessSignalFreesTheLockWithinLeasePlus100ms) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     constexpr auto lease = 500ms;
     int ready[2];
     ASSERT_EQ(pipe(ready), 0);
-    pid_t holder = dlock::test::run_in_child([&] {
+    pid_t holder = dlock::support::run_in_child([&] {
         dlock::Client client(server.uri());
         auto lock = client.lock("victim", {.lease = lease});
         lock.lock();
@@ -121,7 +121,7 @@ TEST(LockFaults, HolderKilledByProcessSignalFreesTheLockWithinLeasePlus100ms) {
     std::this_thread::sleep_for(300ms);  // the holder renews meanwhile
     auto killed_at = Clock::now();
     kill(holder, SIGKILL);
-    EXPECT_EQ(dlock::test::wait_child(holder), -SIGKILL);
+    EXPECT_EQ(dlock::support::wait_child(holder), -SIGKILL);
     EXPECT_LE(acquired_at.get() - killed_at, lease + 100ms);
     close(ready[0]);
     close(ready[1]);

@@ -10,11 +10,11 @@
 #include "redis_server.hpp"
 
 TEST(LockProcesses, FourProcessesTimesEightThreadsCountExactly) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     constexpr int processes = 4, threads = 8, total = 2000;
     std::vector<pid_t> children;
     for (int p = 0; p < processes; ++p) {
-        children.push_back(dlock::test::run_in_child([&, p] {
+        children.push_back(dlock::support::run_in_child([&, p] {
             dlock::Client client(server.uri());
             auto lock = client.lock("counter");
             std::vector<std::thread> workers;
@@ -36,7 +36,7 @@ TEST(LockProcesses, FourProcessesTimesEightThreadsCountExactly) {
             return failures.load() == 0 ? 0 : 1;
         }));
     }
-    for (auto pid : children) EXPECT_EQ(dlock::test::wait_child(pid), 0);
+    for (auto pid : children) EXPECT_EQ(dlock::support::wait_child(pid), 0);
     EXPECT_EQ(server.cli({"GET", "counter"}), std::to_string(total));
     EXPECT_EQ(server.cli({"EXISTS", "dlock:{counter}"}), "0");
 }

@@ -50,7 +50,7 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 }  // namespace
 
 TEST(LockScripts, EachLoadsIntoARealServerWithItsEmbeddedSha1) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     for (const dlock::Script* s : {&dlock::detail::acquire_script(), &dlock::detail::release_script(),
                                    &dlock::detail::renew_script(), &dlock::detail::force_release_script(),
                                    &dlock::detail::inspect_script()}) {
@@ -61,7 +61,7 @@ TEST(LockScripts, EachLoadsIntoARealServerWithItsEmbeddedSha1) {
 }
 
 TEST(Lock, LockAndUnlockWithAFencingToken) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("orders:42");
     EXPECT_FALSE(lock.is_held());
@@ -83,7 +83,7 @@ TEST(Lock, LockAndUnlockWithAFencingToken) {
 }
 
 TEST(Lock, ReentrantToDepthOneHundred) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("deep");
     for (int i = 0; i < 100; ++i) lock.lock();
@@ -100,7 +100,7 @@ TEST(Lock, ReentrantToDepthOneHundred) {
 }
 
 TEST(Lock, AnotherThreadIsAnotherOwnerAndWaits) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("shared");
     lock.lock();
@@ -120,7 +120,7 @@ TEST(Lock, AnotherThreadIsAnotherOwnerAndWaits) {
 }
 
 TEST(Lock, UnlockByAThreadThatDoesNotHoldItIsNotOwner) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("mine");
     lock.lock();
@@ -135,7 +135,7 @@ TEST(Lock, UnlockByAThreadThatDoesNotHoldItIsNotOwner) {
 }
 
 TEST(Lock, HandleOwnershipMovesBetweenThreads) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("async-job", {.ownership = dlock::Ownership::handle});
     std::thread([&] { lock.lock(); }).join();
@@ -155,7 +155,7 @@ TEST(Lock, HandleOwnershipMovesBetweenThreads) {
 }
 
 TEST(Lock, StdScopedLockOverTwoLocks) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto a = client.lock("account:1");
     auto b = client.lock("account:2");
@@ -177,7 +177,7 @@ TEST(Lock, StdScopedLockOverTwoLocks) {
 }
 
 TEST(Lock, HandoffThroughPubSubIsFarFasterThanTheLease) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client holder_client(server.uri()), waiter_client(server.uri());
     auto held = holder_client.lock("handoff");  // 30 s lease
     held.lock();
@@ -196,7 +196,7 @@ TEST(Lock, HandoffThroughPubSubIsFarFasterThanTheLease) {
 }
 
 TEST(Lock, TryLockForReturnsNearItsDeadline) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client a(server.uri()), b(server.uri());
     auto held = a.lock("busy");
     held.lock();
@@ -218,7 +218,7 @@ TEST(Lock, TryLockForReturnsNearItsDeadline) {
 }
 
 TEST(Lock, BlockingLockCanBeCancelled) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client a(server.uri()), b(server.uri());
     auto held = a.lock("cancel-me");
     held.lock();
@@ -234,7 +234,7 @@ TEST(Lock, BlockingLockCanBeCancelled) {
 }
 
 TEST(Lock, WatchdogKeepsTheLockFivefoldPastItsLease) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("kept", {.lease = 200ms});
     lock.lock();
@@ -247,7 +247,7 @@ TEST(Lock, WatchdogKeepsTheLockFivefoldPastItsLease) {
 }
 
 TEST(Lock, FixedLeaseExpiresAndIsReportedLost) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     std::atomic<int> lost_calls{0};
     auto lock = client.lock("fixed", {.lease = 200ms, .renew = false,
@@ -264,7 +264,7 @@ TEST(Lock, FixedLeaseExpiresAndIsReportedLost) {
 }
 
 TEST(Lock, KeyDeletedBehindTheHolderIsLostWithinAThirdOfTheLease) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     std::promise<std::error_code> reason;
     auto lock = client.lock("stolen", {.lease = 600ms, .on_lost = [&](std::string_view name, std::error_code ec) {
@@ -289,7 +289,7 @@ TEST(Lock, KeyDeletedBehindTheHolderIsLostWithinAThirdOfTheLease) {
 }
 
 TEST(Lock, ServerRestartedWithoutPersistenceWhileHeldIsLost) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::ClientOptions options;
     options.reconnect_backoff_max = 100ms;
     dlock::Client client(server.uri(), options);
@@ -302,7 +302,7 @@ TEST(Lock, ServerRestartedWithoutPersistenceWhileHeldIsLost) {
 }
 
 TEST(Lock, ScriptFlushWhileHeldDoesNotBreakRenewOrRelease) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("flushed", {.lease = 300ms});
     lock.lock();
@@ -317,7 +317,7 @@ TEST(Lock, ScriptFlushWhileHeldDoesNotBreakRenewOrRelease) {
 }
 
 TEST(Lock, AThousandLocksHeldRenewedAndReleased) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     std::vector<dlock::Lock> locks;
     for (int i = 0; i < 1000; ++i) locks.push_back(client.lock("many:" + std::to_string(i), {.lease = 300ms}));
@@ -332,7 +332,7 @@ TEST(Lock, AThousandLocksHeldRenewedAndReleased) {
 }
 
 TEST(Lock, DestroyingTheClientReleasesWhatItHolds) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     auto client = std::make_unique<dlock::Client>(server.uri());
     auto lock = client->lock("until-exit");
     lock.lock();
@@ -346,7 +346,7 @@ TEST(Lock, DestroyingTheClientReleasesWhatItHolds) {
 }
 
 TEST(Lock, ForceReleaseWakesWaitersAndTheHolderHearsOfIt) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client a(server.uri()), b(server.uri());
     auto held = a.lock("broken", {.lease = 600ms});
     held.lock();
@@ -374,7 +374,7 @@ TEST(Lock, ForceReleaseWakesWaitersAndTheHolderHearsOfIt) {
 }
 
 TEST(Lock, FencingTokensStrictlyIncreaseAcrossClients) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client a(server.uri()), b(server.uri());
     auto la = a.lock("fenced");
     auto lb = b.lock("fenced");
@@ -391,7 +391,7 @@ TEST(Lock, FencingTokensStrictlyIncreaseAcrossClients) {
 }
 
 TEST(LockInput, BadNamesAndLeasesAreInvalidArguments) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto expect_invalid = [&](std::string name, dlock::LockOptions options) {
         try {
@@ -412,7 +412,7 @@ TEST(LockInput, BadNamesAndLeasesAreInvalidArguments) {
 }
 
 TEST(LockInput, KeyHoldingOtherDataIsAWrongTypeErrorNamingTheKey) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     server.cli({"SET", key_of("taken"), "not a lock"});
     auto lock = client.lock("taken");
@@ -433,7 +433,7 @@ TEST(LockInput, UnreachableServerFailsWithinTheTimeout) {
     dlock::ClientOptions options;
     options.connect_timeout = 200ms;
     options.command_timeout = 300ms;
-    dlock::Client client("redis://127.0.0.1:" + std::to_string(dlock::test::free_port()), options);
+    dlock::Client client("redis://127.0.0.1:" + std::to_string(dlock::support::free_port()), options);
     auto lock = client.lock("nowhere");
     auto start = Clock::now();
     try {
@@ -446,7 +446,7 @@ TEST(LockInput, UnreachableServerFailsWithinTheTimeout) {
 }
 
 TEST(LockInput, UnlockFromALockGuardNeverThrowsButIsReported) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     std::error_code reported;
     auto lock = client.lock("guarded", {.lease = 300ms, .renew = false,
@@ -464,7 +464,7 @@ TEST(LockInput, UnlockFromALockGuardNeverThrowsButIsReported) {
 }
 
 TEST(Lock, UnreachableServerLosesTheLockWhenItsLeaseRunsOut) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::ClientOptions options;
     options.connect_timeout = 100ms;
     options.command_timeout = 100ms;
@@ -489,7 +489,7 @@ TEST(Lock, UnreachableServerLosesTheLockWhenItsLeaseRunsOut) {
 }
 
 TEST(Lock, NoRenewalIsSentAfterRelease) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.lock("quiet", {.lease = 150ms});
     lock.lock();

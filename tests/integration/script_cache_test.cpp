@@ -19,7 +19,7 @@ void expect_echo(const dlock::Reply& r) {
 }  // namespace
 
 TEST(ScriptCache, FirstCallLoadsThenEvalshaIsUsed) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     EXPECT_EQ(server.cli({"SCRIPT", "EXISTS", echo_script.sha1()}), "0");
     expect_echo(client.eval(echo_script, keys, args));
@@ -37,7 +37,7 @@ TEST(ScriptCache, FirstCallLoadsThenEvalshaIsUsed) {
 }
 
 TEST(ScriptCache, SurvivesScriptFlush) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     expect_echo(client.eval(echo_script, keys, args));
     server.cli({"SCRIPT", "FLUSH"});
@@ -46,7 +46,7 @@ TEST(ScriptCache, SurvivesScriptFlush) {
 }
 
 TEST(ScriptCache, SurvivesServerRestart) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     expect_echo(client.eval(echo_script, keys, args));
     server.restart();
@@ -66,7 +66,7 @@ TEST(ScriptCache, SurvivesServerRestart) {
 }
 
 TEST(ScriptCache, ScriptErrorsAreServerErrors) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     dlock::Script broken("return redis.call('NOSUCHCOMMAND')");
     std::error_code ec;

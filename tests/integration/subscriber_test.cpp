@@ -39,7 +39,7 @@ struct Inbox {
 
 auto soon() { return std::chrono::steady_clock::now() + 5s; }
 
-int pubsub_connections(const dlock::test::RedisServer& server) {
+int pubsub_connections(const dlock::support::RedisServer& server) {
     auto list = server.cli({"CLIENT", "LIST", "TYPE", "pubsub"});
     return list.empty() ? 0 : static_cast<int>(std::count(list.begin(), list.end(), '\n') + 1);
 }
@@ -47,7 +47,7 @@ int pubsub_connections(const dlock::test::RedisServer& server) {
 }  // namespace
 
 TEST(Subscriber, DeliversMessagesToEveryListenerOfTheChannel) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     Inbox a, b, other;
     auto sa = client.subscribe("news", a.listener());
@@ -65,7 +65,7 @@ TEST(Subscriber, DeliversMessagesToEveryListenerOfTheChannel) {
 }
 
 TEST(Subscriber, LastListenerLeavingUnsubscribes) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     Inbox a, b;
     auto sa = client.subscribe("ch", a.listener());
@@ -85,7 +85,7 @@ TEST(Subscriber, LastListenerLeavingUnsubscribes) {
 }
 
 TEST(Subscriber, ResubscribesAfterServerRestartAndSaysMessagesMayBeLost) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     Inbox inbox;
     auto sub = client.subscribe("events", inbox.listener());
@@ -99,7 +99,7 @@ TEST(Subscriber, ResubscribesAfterServerRestartAndSaysMessagesMayBeLost) {
 }
 
 TEST(Subscriber, TenThousandChannelsShareOneConnection) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     Inbox inbox;
     std::vector<dlock::Subscription> subs;
@@ -119,7 +119,7 @@ TEST(Subscriber, TenThousandChannelsShareOneConnection) {
 }
 
 TEST(Subscriber, ListenerIsNotCalledAfterItsSubscriptionIsGone) {
-    dlock::test::RedisServer server;
+    dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     std::atomic<bool> gone{false};
     std::atomic<int> late_calls{0};

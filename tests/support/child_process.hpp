@@ -9,7 +9,7 @@
 
 #include <functional>
 
-namespace dlock::test {
+namespace dlock::support {
 
 // The child exits with f's return value, skipping the test framework's
 // teardown; it is killed if this process dies.
@@ -36,4 +36,4 @@ inline int wait_child(pid_t pid) {
     return WIFSIGNALED(status) ? -WTERMSIG(status) : -1000;
 }
 
-}  // namespace dlock::test
+}  // namespace dlock::support

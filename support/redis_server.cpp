@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace dlock::test {
+namespace dlock::support {
 namespace {
 
 std::string make_temp_dir(const char* prefix) {
@@ -213,4 +213,4 @@ std::string RedisServer::cli(const std::vector<std::string>& args) const {
     return out;
 }
 
-}  // namespace dlock::test
+}  // namespace dlock::support

@@ -1,4 +1,5 @@
-// A throwaway redis-server for tests: started on a free loopback port (and
+// A private, throwaway redis-server, for the tests, the benchmarks and
+// `dlock demo`: started on a free loopback port (and
 // optionally a unix socket, TLS, a password, ACL users), no persistence,
 // killed by pid when the object goes away — also if the test process dies
 // (the child gets SIGKILL through PR_SET_PDEATHSIG).
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace dlock::test {
+namespace dlock::support {
 
 // Certificates made with openssl once per test process.
 struct TlsFiles {
@@ -76,4 +77,4 @@ private:
 
 std::uint16_t free_port();
 
-}  // namespace dlock::test
+}  // namespace dlock::support

@@ -1,12 +1,10 @@
-// The bonus pool: processes x threads race for a pool of bonuses kept in
-// Redis. Each client locks, reads what is left, takes one if any remain,
-// records itself as a winner, and unlocks. Then the same race runs without
-// the lock, to show what the lock prevents.
+// dlock demo — the bonus pool: processes x threads race for a pool of
+// bonuses kept in Redis. Each client locks, reads what is left, takes one if
+// any remain, records itself as a winner, and unlocks. Then the same race
+// runs without the lock, to show what the lock prevents.
 //
-//   bonus_pool [--processes 4] [--threads 25] [--bonuses 10] [--url URL] [--json]
-//
-// Without --url (or $DLOCK_URL / $REDIS_URL) it starts its own redis-server
-// on a free loopback port and stops it afterwards.
+// Without a URL (option or environment) it starts its own redis-server on a
+// free loopback port and stops it afterwards.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,17 +19,12 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "demo.hpp"
 #include "redis_server.hpp"
 
 namespace {
 
-struct Settings {
-    int processes = 4;
-    int threads = 25;
-    int bonuses = 10;
-    std::string url;
-    bool json = false;
-};
+using Settings = dlock::cli::DemoOptions;
 
 constexpr const char* pool_key = "bonus-pool:remaining";
 constexpr const char* winners_key = "bonus-pool:winners";
@@ -117,49 +110,15 @@ bool tokens_increase(const Outcome& o) {
     return true;
 }
 
-int parse_count(const char* text, const char* what) {
-    char* end = nullptr;
-    long v = std::strtol(text, &end, 10);
-    if (!text[0] || *end || v < 1 || v > 10'000) throw std::invalid_argument(std::string(what) + " must be 1..10000");
-    return static_cast<int>(v);
-}
-
-Settings parse(int argc, char** argv) {
-    Settings s;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto value = [&]() -> const char* {
-            if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--processes") s.processes = parse_count(value(), "--processes");
-        else if (a == "--threads") s.threads = parse_count(value(), "--threads");
-        else if (a == "--bonuses") s.bonuses = parse_count(value(), "--bonuses");
-        else if (a == "--url") s.url = value();
-        else if (a == "--json") s.json = true;
-        else throw std::invalid_argument("unknown option " + a);
-    }
-    if (s.url.empty()) {
-        if (const char* env = std::getenv("DLOCK_URL"); env && *env) s.url = env;
-        else if (const char* env2 = std::getenv("REDIS_URL"); env2 && *env2) s.url = env2;
-    }
-    return s;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
-    Settings s;
+namespace dlock::cli {
+
+int run_demo(DemoOptions s) {
     try {
-        s = parse(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "bonus_pool: %s\n", e.what());
-        return 64;
-    }
-    try {
-        std::unique_ptr<dlock::test::RedisServer> own_server;
+        std::unique_ptr<dlock::support::RedisServer> own_server;
         if (s.url.empty()) {
-            own_server = std::make_unique<dlock::test::RedisServer>();
+            own_server = std::make_unique<dlock::support::RedisServer>();
             s.url = own_server->uri();
             if (!s.json) std::printf("started redis-server on %s (pid %d)\n", s.url.c_str(), own_server->pid());
         }
@@ -200,12 +159,14 @@ int main(int argc, char** argv) {
             std::printf("  awarded %ld of %d: overdrawn by %ld; the pool still shows %ld left (lost updates)\n",
                         unlocked_awarded, s.bonuses, unlocked_overdrawn, unlocked.remaining);
         }
-        return (awarded == s.bonuses && overdrawn == 0 && increasing) ? 0 : 1;
+        return (awarded == s.bonuses && overdrawn == 0 && increasing) ? exit_ok : exit_internal;
     } catch (const dlock::Error& e) {
-        std::fprintf(stderr, "bonus_pool: %s\n", e.what());
-        return 69;
+        complain(e.what());
+        return exit_code_for(e.code());
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "bonus_pool: %s\n", e.what());
-        return 70;
+        complain(e.what());
+        return exit_internal;
     }
 }
+
+}  // namespace dlock::cli

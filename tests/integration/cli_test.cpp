@@ -1,0 +1,301 @@
+// The dlock command-line tool, end to end: the real binary against real servers.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+struct Running {
+    pid_t pid;
+    std::string out_path, err_path;
+    Clock::time_point started;
+};
+
+struct Finished {
+    int code;
+    std::string out, err;
+    Clock::duration took;
+};
+
+std::string temp_path(const std::string& name) {
+    static const std::string dir = [] {
+        std::string pattern = "/tmp/dlock-cli-XXXXXX";
+        return std::string(mkdtemp(pattern.data()));
+    }();
+    static int counter = 0;
+    return dir + "/" + std::to_string(++counter) + "-" + name;
+}
+
+Running start(const std::vector<std::string>& args) {
+    Running r{0, temp_path("out"), temp_path("err"), Clock::now()};
+    pid_t pid = fork();
+    if (pid == 0) {
+        int out = open(r.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int err = open(r.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(out, 1);
+        dup2(err, 2);
+        std::vector<char*> argv{const_cast<char*>(DLOCK_CLI)};
+        for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        unsetenv("DLOCK_URL");
+        unsetenv("REDIS_URL");
+        execv(DLOCK_CLI, argv.data());
+        _exit(126);
+    }
+    r.pid = pid;
+    return r;
+}
+
+Finished finish(const Running& r) {
+    int status = 0;
+    waitpid(r.pid, &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return {code, read_file(r.out_path), read_file(r.err_path), Clock::now() - r.started};
+}
+
+Finished dlock_cli(const std::vector<std::string>& args) { return finish(start(args)); }
+
+bool held(const dlock::support::RedisServer& server, const std::string& key) {
+    return server.cli({"EXISTS", "dlock:{" + key + "}"}) == "1";
+}
+
+bool eventually(const std::function<bool()>& f, std::chrono::milliseconds limit = 5s) {
+    auto until = Clock::now() + limit;
+    while (Clock::now() < until) {
+        if (f()) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return f();
+}
+
+}  // namespace
+
+TEST(Cli, SixteenConcurrentRunsLoseNoUpdateAndTokensIncreaseInWriteOrder) {
+    dlock::support::RedisServer server;
+    auto counter = temp_path("counter"), tokens = temp_path("tokens");
+    std::ofstream(counter) << "0\n";
+    std::string script = "n=$(cat " + counter + "); sleep 0.05; echo $((n+1)) > " + counter +
+                         "; echo \"$DLOCK_FENCING_TOKEN\" >> " + tokens;
+    std::vector<Running> runs;
+    for (int i = 0; i < 16; ++i)
+        runs.push_back(start({"--url", server.uri(), "run", "shared-file", "--", "sh", "-c", script}));
+    for (auto& r : runs) {
+        auto f = finish(r);
+        EXPECT_EQ(f.code, 0) << f.err;
+    }
+    EXPECT_EQ(read_file(counter), "16\n");
+    std::istringstream lines(read_file(tokens));
+    long last = 0, count = 0;
+    for (long token; lines >> token; ++count) {
+        EXPECT_GT(token, last) << "fencing tokens out of write order";
+        last = token;
+    }
+    EXPECT_EQ(count, 16);
+}
+
+TEST(Cli, ExitsWithTheCommandsStatusAndPassesKeyAndToken) {
+    dlock::support::RedisServer server;
+    auto f = dlock_cli({"--url", server.uri(), "run", "job", "--", "sh", "-c",
+                        "echo \"$DLOCK_KEY $DLOCK_FENCING_TOKEN\"; exit 3"});
+    EXPECT_EQ(f.code, 3);
+    EXPECT_EQ(f.out, "job 1\n");
+    EXPECT_FALSE(held(server, "job")) << "released after the command";
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "run", "job", "--", "true"}).code, 0);
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "run", "job", "--", "sh", "-c", "kill -TERM $$"}).code, 128 + SIGTERM);
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "run", "job", "--", "/no/such/command"}).code, 127);
+}
+
+TEST(Cli, NotAcquiredInTimeIsTheConflictExitCode) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("busy");
+    lock.lock();
+    auto f = dlock_cli({"--url", server.uri(), "run", "--no-wait", "busy", "--", "true"});
+    EXPECT_EQ(f.code, 75);
+    EXPECT_NE(f.err.find("busy is held"), std::string::npos) << f.err;
+    EXPECT_LT(f.took, 1s);
+    f = dlock_cli({"--url", server.uri(), "run", "--wait", "300ms", "--conflict-exit-code", "5", "busy", "--", "true"});
+    EXPECT_EQ(f.code, 5);
+    EXPECT_GE(f.took, 300ms);
+    EXPECT_LT(f.took, 2s);
+    // A lock freed while waiting is taken.
+    auto waiting = start({"--url", server.uri(), "run", "--wait", "5s", "busy", "--", "true"});
+    std::this_thread::sleep_for(200ms);
+    lock.unlock();
+    EXPECT_EQ(finish(waiting).code, 0);
+}
+
+TEST(Cli, UsageErrorsExit64WithOneLine) {
+    dlock::support::RedisServer server;
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"run", "--ttl", "5x", "k", "--", "true"},
+             {"run", "--ttl", "0", "k", "--", "true"},
+             {"run", "--wait", "-1s", "k", "--", "true"},
+             {"run", "", "--", "true"},
+             {"run", "k"},
+             {"run", "k", "--"},
+             {"--bogus", "status", "k"},
+             {"run", "--on-lost", "maybe", "k", "--", "true"},
+             {"release", "k"},
+             {"status"},
+             {"--url", "http://nope", "status", "k"},
+             {}}) {
+        args.insert(args.begin(), {"--url", server.uri()});
+        auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 64) << args[2] << " " << f.err;
+        EXPECT_EQ(std::count(f.err.begin(), f.err.end(), '\n'), 1) << f.err;
+    }
+}
+
+TEST(Cli, RedisDownExits69WithinTheConnectTimeout) {
+    auto url = "redis://127.0.0.1:" + std::to_string(dlock::support::free_port());
+    auto f = dlock_cli({"--url", url, "--connect-timeout", "500ms", "run", "k", "--", "true"});
+    EXPECT_EQ(f.code, 69);
+    EXPECT_LT(f.took, 1500ms);
+    // A server that accepts but never answers.
+    dlock::support::RedisServer server;
+    server.pause();
+    f = dlock_cli({"--url", server.uri(), "--connect-timeout", "500ms", "run", "k", "--", "true"});
+    EXPECT_EQ(f.code, 69);
+    EXPECT_LT(f.took, 1500ms);
+    f = dlock_cli({"--url", server.uri(), "--connect-timeout", "500ms", "status", "k"});
+    EXPECT_EQ(f.code, 69);
+    server.resume();
+    dlock::support::RedisServer secured({.password = "right"});
+    f = dlock_cli({"--url", "redis://:wrong@127.0.0.1:" + std::to_string(secured.port()), "run", "k", "--", "true"});
+    EXPECT_EQ(f.code, 69);
+    EXPECT_NE(f.err.find("authentication"), std::string::npos) << f.err;
+}
+
+TEST(Cli, ForceReleaseWhileRunningTerminatesTheCommandAndExits79) {
+    dlock::support::RedisServer server;
+    auto run = start({"--url", server.uri(), "run", "--ttl", "3s", "victim", "--", "sleep", "30"});
+    ASSERT_TRUE(eventually([&] { return held(server, "victim"); }));
+    auto release = dlock_cli({"--url", server.uri(), "release", "--force", "victim"});
+    EXPECT_EQ(release.code, 0);
+    EXPECT_NE(release.out.find("released victim"), std::string::npos) << release.out;
+    auto f = finish(run);
+    EXPECT_EQ(f.code, 79);
+    EXPECT_NE(f.err.find("lost the lock on victim"), std::string::npos) << f.err;
+    EXPECT_LT(f.took, 10s) << "the watchdog notices within ttl/3 and the child ends at SIGTERM";
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "victim"}).code, 1);
+}
+
+TEST(Cli, LostLeaseWithIgnoreLetsTheCommandFinishStillExits79) {
+    dlock::support::RedisServer server;
+    auto marker = temp_path("finished");
+    auto run = start({"--url", server.uri(), "run", "--ttl", "600ms", "--on-lost", "ignore", "victim", "--", "sh",
+                      "-c", "sleep 1; echo done > " + marker});
+    ASSERT_TRUE(eventually([&] { return held(server, "victim"); }));
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "victim"}).code, 0);
+    auto f = finish(run);
+    EXPECT_EQ(f.code, 79);
+    EXPECT_EQ(read_file(marker), "done\n");
+}
+
+TEST(Cli, LostLeaseWithAStubbornCommandIsKilledAfterTheGrace) {
+    dlock::support::RedisServer server;
+    auto run = start({"--url", server.uri(), "run", "--ttl", "600ms", "--grace", "300ms", "victim", "--", "sh", "-c",
+                      "trap '' TERM; sleep 30"});
+    ASSERT_TRUE(eventually([&] { return held(server, "victim"); }));
+    auto released_at = Clock::now();
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "victim"}).code, 0);
+    auto f = finish(run);
+    EXPECT_EQ(f.code, 79);
+    EXPECT_LT(Clock::now() - released_at, 200ms + 300ms + 1s);
+    // --on-lost kill does not wait at all.
+    run = start({"--url", server.uri(), "run", "--ttl", "600ms", "--on-lost", "kill", "victim", "--", "sleep", "30"});
+    ASSERT_TRUE(eventually([&] { return held(server, "victim"); }));
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "victim"}).code, 0);
+    EXPECT_EQ(finish(run).code, 79);
+}
+
+TEST(Cli, SignalsSentToDlockReachTheCommand) {
+    dlock::support::RedisServer server;
+    auto marker = temp_path("signal");
+    auto run = start({"--url", server.uri(), "run", "job", "--", "sh", "-c",
+                      "trap 'echo got > " + marker + "; exit 7' TERM; while true; do sleep 0.05; done"});
+    ASSERT_TRUE(eventually([&] { return held(server, "job"); }));
+    std::this_thread::sleep_for(200ms);  // the shell has set its trap
+    kill(run.pid, SIGTERM);
+    auto f = finish(run);
+    EXPECT_EQ(f.code, 7);
+    EXPECT_EQ(read_file(marker), "got\n");
+    EXPECT_FALSE(held(server, "job"));
+}
+
+TEST(Cli, InterruptWhileWaitingForTheLockEndsTheWait) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("busy");
+    lock.lock();
+    auto marker = temp_path("never");
+    auto run = start({"--url", server.uri(), "run", "busy", "--", "sh", "-c", "echo ran > " + marker});
+    std::this_thread::sleep_for(300ms);
+    kill(run.pid, SIGINT);
+    auto f = finish(run);
+    EXPECT_EQ(f.code, 128 + SIGINT);
+    EXPECT_EQ(read_file(marker), "") << "the command must not run";
+    EXPECT_TRUE(lock.is_held());
+}
+
+TEST(Cli, StatusJsonBeforeDuringAndAfterARun) {
+    dlock::support::RedisServer server;
+    auto status = [&] { return dlock_cli({"--url", server.uri(), "status", "--json", "report"}); };
+    auto before = status();
+    EXPECT_EQ(before.code, 0);
+    EXPECT_EQ(before.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"hold_count\": null, "
+                          "\"ttl_ms\": null, \"fencing_token\": null}\n");
+    auto run = start({"--url", server.uri(), "run", "report", "--", "sleep", "1"});
+    ASSERT_TRUE(eventually([&] { return held(server, "report"); }));
+    auto during = status();
+    EXPECT_EQ(during.code, 0);
+    EXPECT_NE(during.out.find("\"held\": true"), std::string::npos) << during.out;
+    EXPECT_NE(during.out.find("\"hold_count\": 1"), std::string::npos) << during.out;
+    EXPECT_NE(during.out.find("\"fencing_token\": 1}"), std::string::npos) << during.out;
+    EXPECT_NE(during.out.find("\"owner\": \""), std::string::npos) << during.out;
+    EXPECT_EQ(finish(run).code, 0);
+    auto after = status();
+    EXPECT_EQ(after.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"hold_count\": null, "
+                         "\"ttl_ms\": null, \"fencing_token\": 1}\n");
+}
+
+TEST(Cli, DemoStartsItsOwnServerAndAwardsExactlyTheBonuses) {
+    auto f = dlock_cli({"demo", "--processes", "3", "--threads", "8", "--json"});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_NE(f.out.find("\"clients\": 24, \"processes\": 3, \"threads\": 8, \"bonuses\": 10, \"awarded\": 10, "
+                         "\"overdrawn\": 0, \"fencing_tokens_increasing\": true"),
+              std::string::npos)
+        << f.out;
+    EXPECT_NE(f.out.find("\"unlocked_awarded\": "), std::string::npos);
+}
+
+TEST(Cli, HelpAndVersion) {
+    auto help = dlock_cli({"--help"});
+    EXPECT_EQ(help.code, 0);
+    EXPECT_NE(help.out.find("run"), std::string::npos);
+    EXPECT_NE(help.out.find("crontab"), std::string::npos);
+    auto version = dlock_cli({"--version"});
+    EXPECT_EQ(version.code, 0);
+    EXPECT_EQ(version.out.rfind("dlock ", 0), 0u);
+}

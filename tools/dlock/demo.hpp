@@ -1,0 +1,22 @@
+// dlock demo: the bonus-pool race.
+#pragma once
+
+#include <string>
+
+#include "cli.hpp"
+
+namespace dlock::cli {
+
+struct DemoOptions {
+    int processes = 4;
+    int threads = 25;
+    int bonuses = 10;
+    std::string url;  // empty: start a private redis-server
+    bool json = false;
+};
+
+// Exit 0 when exactly `bonuses` were awarded under the lock with strictly
+// increasing fencing tokens.
+int run_demo(DemoOptions options);
+
+}  // namespace dlock::cli

@@ -1,0 +1,246 @@
+#include "run_command.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "dlock/error.hpp"
+
+extern char** environ;
+
+namespace dlock::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A file descriptor that closes itself.
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f) : fd(f) {}
+    ~Fd() {
+        if (fd >= 0) close(fd);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+};
+
+void signal_event(int fd) {
+    std::uint64_t one = 1;
+    (void)!write(fd, &one, sizeof one);
+}
+
+void drain_event(int fd) {
+    std::uint64_t value;
+    (void)!read(fd, &value, sizeof value);
+}
+
+// The signals dlock handles itself. They are blocked in every thread
+// (the client's I/O thread inherits the mask) and read from a signalfd, so
+// no handler runs at an awkward moment.
+sigset_t handled_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set, s);
+    return set;
+}
+
+std::vector<std::string> child_environment(const RunOptions& options, std::uint64_t token) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+        std::string_view entry(*e);
+        if (entry.rfind("DLOCK_KEY=", 0) == 0 || entry.rfind("DLOCK_FENCING_TOKEN=", 0) == 0) continue;
+        env.emplace_back(entry);
+    }
+    env.push_back("DLOCK_KEY=" + options.key);
+    env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(token));
+    return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (auto& s : strings) out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+}
+
+int status_to_exit_code(int status) {
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return exit_internal;
+}
+
+std::string describe(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
+    const sigset_t handled = handled_signals();
+    sigset_t original;
+    pthread_sigmask(SIG_BLOCK, &handled, &original);
+    Fd signals(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    Fd lost_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    Fd acquired_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (signals.fd < 0 || lost_event.fd < 0 || acquired_event.fd < 0) {
+        complain(std::string("cannot set up signal handling: ") + std::strerror(errno));
+        return exit_internal;
+    }
+
+    Client client(global.url, client_options(global));
+    std::error_code ec;
+    client.wait_connected(ec);
+    if (ec) {
+        complain("cannot use " + client.address().to_string() + ": " + ec.message());
+        return exit_unavailable;
+    }
+
+    std::mutex lost_mutex;
+    std::error_code lost_reason;
+    LockOptions lock_options;
+    lock_options.lease = options.ttl;
+    // The acquiring thread and the unlocking thread differ: the Lock object owns the hold.
+    lock_options.ownership = Ownership::handle;
+    lock_options.on_lost = [&](std::string_view, std::error_code reason) {
+        {
+            std::lock_guard lock(lost_mutex);
+            lost_reason = reason;
+        }
+        signal_event(lost_event.fd);
+    };
+    Lock lock(client, options.key, lock_options);
+
+    // Acquire on a helper thread, so this one can keep watching signals:
+    // Ctrl-C while waiting for a busy lock must end the wait.
+    std::stop_source stop;
+    bool acquired = false;
+    std::error_code acquire_error;
+    std::string acquire_detail;
+    std::thread acquirer([&] {
+        try {
+            if (options.no_wait) acquired = lock.try_lock();
+            else if (options.wait) acquired = lock.try_lock_until(Clock::now() + *options.wait, stop.get_token());
+            else acquired = lock.lock(stop.get_token());
+        } catch (const Error& e) {
+            acquire_error = e.code();
+            acquire_detail = e.what();
+        }
+        signal_event(acquired_event.fd);
+    });
+    int interrupted_by = 0;
+    for (bool done = false; !done;) {
+        pollfd fds[] = {{signals.fd, POLLIN, 0}, {acquired_event.fd, POLLIN, 0}};
+        if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+        if (fds[0].revents & POLLIN) {
+            signalfd_siginfo info;
+            while (read(signals.fd, &info, sizeof info) == sizeof info) {
+                if (info.ssi_signo == SIGCHLD) continue;
+                interrupted_by = static_cast<int>(info.ssi_signo);
+                stop.request_stop();
+            }
+        }
+        if (fds[1].revents & POLLIN) done = true;
+    }
+    acquirer.join();
+    if (acquire_error) {
+        complain(acquire_detail);
+        return exit_code_for(acquire_error);
+    }
+    if (interrupted_by) {
+        if (acquired) lock.unlock();
+        return 128 + interrupted_by;
+    }
+    if (!acquired) {
+        if (!global.quiet) {
+            std::string waited = options.no_wait ? "without waiting" : "within " + describe(*options.wait);
+            complain(options.key + " is held by another owner; not acquired " + waited);
+        }
+        return options.conflict_exit_code;
+    }
+    const auto token = lock.fencing_token();
+    if (global.verbose) complain("acquired " + options.key + " (fencing token " + std::to_string(token) + ")");
+
+    auto env = child_environment(options, token);
+    auto env_pointers = pointers(env);
+    auto argv = options.command;
+    auto argv_pointers = pointers(argv);
+    pid_t child = fork();
+    if (child < 0) {
+        complain(std::string("fork failed: ") + std::strerror(errno));
+        lock.unlock();
+        return exit_internal;
+    }
+    if (child == 0) {
+        pthread_sigmask(SIG_SETMASK, &original, nullptr);
+        execvpe(argv_pointers[0], argv_pointers.data(), env_pointers.data());
+        int code = errno == ENOENT ? 127 : 126;  // as shells do
+        std::fprintf(stderr, "dlock: %s: %s\n", argv_pointers[0], std::strerror(errno));
+        _exit(code);
+    }
+
+    bool lost = false;
+    int status = 0;
+    std::optional<Clock::time_point> kill_at;
+    for (bool exited = false; !exited;) {
+        int timeout = -1;
+        if (kill_at) {
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
+            timeout = static_cast<int>(std::max<long long>(left, 0));
+        }
+        pollfd fds[] = {{signals.fd, POLLIN, 0}, {lost_event.fd, POLLIN, 0}};
+        int ready = poll(fds, 2, timeout);
+        if (ready < 0 && errno != EINTR) break;
+        if (kill_at && Clock::now() >= *kill_at) {
+            kill(child, SIGKILL);  // the grace period is over
+            kill_at.reset();
+        }
+        if (fds[1].revents & POLLIN) {
+            drain_event(lost_event.fd);
+            if (!lost) {
+                lost = true;
+                std::error_code reason;
+                {
+                    std::lock_guard guard(lost_mutex);
+                    reason = lost_reason;
+                }
+                const char* action = options.on_lost == OnLost::term   ? "sending SIGTERM to the command"
+                                     : options.on_lost == OnLost::kill ? "killing the command"
+                                                                       : "letting the command finish";
+                complain("lost the lock on " + options.key + " (" + reason.message() + "); " + action);
+                if (options.on_lost == OnLost::term) {
+                    kill(child, SIGTERM);
+                    kill_at = Clock::now() + options.grace;
+                } else if (options.on_lost == OnLost::kill) {
+                    kill(child, SIGKILL);
+                }
+            }
+        }
+        if (fds[0].revents & POLLIN) {
+            signalfd_siginfo info;
+            while (read(signals.fd, &info, sizeof info) == sizeof info) {
+                if (info.ssi_signo != SIGCHLD) kill(child, static_cast<int>(info.ssi_signo));  // forward
+            }
+            // SIGCHLDs may coalesce: ask for this child by pid every time.
+            if (waitpid(child, &status, WNOHANG) == child) exited = true;
+        }
+    }
+    std::error_code unlock_error;
+    lock.unlock(unlock_error);
+    if (!lost && unlock_error == errc::lease_lost) {
+        lost = true;
+        complain("the lock on " + options.key + " was lost before the command ended");
+    } else if (unlock_error && !lost) {
+        complain("releasing " + options.key + ": " + unlock_error.message() + " (its lease will end it)");
+    }
+    return lost ? exit_lost : status_to_exit_code(status);
+}
+
+}  // namespace dlock::cli

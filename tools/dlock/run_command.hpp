@@ -1,0 +1,31 @@
+// dlock run: hold a lock while a command runs, like flock(1) across hosts.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace dlock::cli {
+
+enum class OnLost { term, kill, ignore };
+
+struct RunOptions {
+    std::string key;
+    std::vector<std::string> command;
+    std::chrono::milliseconds ttl{30'000};
+    std::optional<std::chrono::milliseconds> wait;  // empty: as long as it takes
+    bool no_wait = false;
+    OnLost on_lost = OnLost::term;
+    std::chrono::milliseconds grace{10'000};
+    int conflict_exit_code = exit_conflict;
+};
+
+// Returns dlock's exit status: the command's (128 + signal if it died of
+// one), conflict_exit_code when not acquired in time, exit_lost when the
+// lease was lost while it ran, exit_usage / exit_unavailable on errors.
+int run_under_lock(const GlobalOptions& global, const RunOptions& options);
+
+}  // namespace dlock::cli
