@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dlock/client.hpp"
+#include "eventually.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -79,14 +80,7 @@ bool held(const dlock::support::RedisServer& server, const std::string& key) {
     return server.cli({"EXISTS", "dlock:{" + key + "}"}) == "1";
 }
 
-bool eventually(const std::function<bool()>& f, std::chrono::milliseconds limit = 5s) {
-    auto until = Clock::now() + limit;
-    while (Clock::now() < until) {
-        if (f()) return true;
-        std::this_thread::sleep_for(10ms);
-    }
-    return f();
-}
+using dlock::support::eventually;
 
 }  // namespace
 
@@ -288,6 +282,10 @@ TEST(Cli, DemoStartsItsOwnServerAndAwardsExactlyTheBonuses) {
               std::string::npos)
         << f.out;
     EXPECT_NE(f.out.find("\"unlocked_awarded\": "), std::string::npos);
+    // Fewer clients than bonuses: every client wins one, and that is a success.
+    f = dlock_cli({"demo", "--processes", "2", "--threads", "3", "--bonuses", "10", "--json"});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_NE(f.out.find("\"awarded\": 6, \"overdrawn\": 0"), std::string::npos) << f.out;
 }
 
 TEST(Cli, HelpAndVersion) {

@@ -11,6 +11,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "lock/lock_scripts.hpp"
+#include "eventually.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -38,14 +39,7 @@ namespace {
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5s) {
-    auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-        if (condition()) return true;
-        std::this_thread::sleep_for(5ms);
-    }
-    return condition();
-}
+using dlock::support::eventually;
 
 }  // namespace
 

@@ -15,8 +15,8 @@ struct DemoOptions {
     bool json = false;
 };
 
-// Exit 0 when exactly `bonuses` were awarded under the lock with strictly
-// increasing fencing tokens.
+// Exit 0 when the locked race awarded exactly min(bonuses, clients) with
+// strictly increasing fencing tokens.
 int run_demo(DemoOptions options);
 
 }  // namespace dlock::cli
