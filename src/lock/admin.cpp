@@ -18,7 +18,8 @@ void validate_name(std::string_view name) {
 LockInfo inspect_lock(Client& client, std::string_view name) {
     validate_name(name);
     detail::LockKeys keys(name);
-    std::string_view k[] = {keys.lock, keys.fence};
+    const auto fence = keys.fence();
+    std::string_view k[] = {keys.lock, fence};
     Reply reply = client.eval(detail::inspect_script(), k, {});
     if (!reply.is_array() || reply.elements.size() != 5) throw Error(errc::protocol_error, "unexpected inspect reply");
     LockInfo info;
@@ -36,7 +37,8 @@ LockInfo inspect_lock(Client& client, std::string_view name) {
 std::optional<std::string> force_release(Client& client, std::string_view name) {
     validate_name(name);
     detail::LockKeys keys(name);
-    std::string_view k[] = {keys.lock, keys.channel};
+    const auto channel = keys.channel();
+    std::string_view k[] = {keys.lock, channel};
     Reply reply = client.eval(detail::force_release_script(), k, {});
     if (reply.is_nil()) return std::nullopt;
     if (!reply.is_array() || reply.elements.empty()) throw Error(errc::protocol_error, "unexpected force-release reply");

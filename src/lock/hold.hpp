@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <system_error>
@@ -45,7 +46,23 @@ struct Hold {
     bool lost = false;
     std::error_code lost_reason;
     std::error_code last_renew_error;
-    std::stop_source lost_source;
+    // Made on the first lost_token(): most holders never ask, and its state
+    // is an allocation per hold. Guarded by mutex.
+    std::optional<std::stop_source> lost_source;
+
+    // A token that is stop-requested once this hold is lost (at once if it
+    // already is). Takes mutex.
+    std::stop_token lost_token() {
+        std::lock_guard lock(mutex);
+        if (!lost_source) {
+            lost_source.emplace();
+            if (lost) lost_source->request_stop();
+        }
+        return lost_source->get_token();
+    }
+
+    // The renewal, formatted on first use: it never changes. I/O thread only.
+    std::string renew_command;
 
     // The lease keeper's entry for this hold; guarded by the keeper's mutex.
     std::multimap<LockClock::time_point, std::weak_ptr<Hold>>::iterator schedule_entry;

@@ -2,6 +2,7 @@
 
 #include "dlock/error.hpp"
 #include "lock_scripts.hpp"
+#include "redis/command_format.hpp"
 #include "validity.hpp"
 
 namespace dlock::detail {
@@ -10,13 +11,16 @@ constexpr std::chrono::milliseconds coalesce_window{20};
 }  // namespace
 
 void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason) {
+    std::optional<std::stop_source> source;
     {
         std::lock_guard lock(hold->mutex);
         if (hold->lost || hold->released) return;
         hold->lost = true;
         hold->lost_reason = reason;
+        source = hold->lost_source;  // a token made after this sees `lost` and starts stopped
     }
-    hold->lost_source.request_stop();
+    // Outside the mutex: stop callbacks are the holder's code.
+    if (source) source->request_stop();
     if (hold->lock->options.on_lost) hold->lock->options.on_lost(hold->lock->name, reason);
 }
 
@@ -103,7 +107,8 @@ void LeaseKeeper::on_timer() {
             it = schedule_.erase(it);
         }
     }
-    std::vector<ClientCore::EvalCall> calls;
+    std::vector<std::string_view> commands;
+    std::vector<Completion> dones;
     for (auto& hold : due) {
         std::unique_lock lock(hold->mutex);
         if (hold->released || hold->lost || hold->count == 0) continue;  // dropped from the schedule
@@ -119,12 +124,18 @@ void LeaseKeeper::on_timer() {
             schedule(hold, expiry);
             continue;
         }
+        // Formatting is most of a renewal's client-side cost, and the
+        // command never changes: format it once per hold.
+        if (hold->renew_command.empty()) {
+            std::string_view keys[] = {hold->lock->keys.lock};
+            std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
+            append_eval(hold->renew_command, "EVALSHA", renew_script().sha1(), keys, argv);
+        }
+        commands.emplace_back(hold->renew_command);  // `due` keeps the hold alive through the submit
         std::weak_ptr<Hold> weak = hold;
-        calls.push_back({{hold->lock->keys.lock},
-                         {hold->owner, hold->lock->lease_ms},
-                         [this, weak, now](std::error_code ec, Reply&& reply) { on_renewed(weak, now, ec, reply); }});
+        dones.push_back([this, weak, now](std::error_code ec, Reply&& reply) { on_renewed(weak, now, ec, reply); });
     }
-    core_.eval_many(renew_script(), calls);
+    core_.submit_many(commands, dones);
     rearm();
 }
 
@@ -132,6 +143,15 @@ void LeaseKeeper::on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_po
                              const Reply& reply) {
     auto hold = weak.lock();
     if (!hold) return;
+    if (ec == errc::no_script) {
+        // The server forgot the script (SCRIPT FLUSH, restart): the same
+        // renewal again through the path that falls back to EVAL.
+        std::string_view keys[] = {hold->lock->keys.lock};
+        std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
+        core_.eval_async(renew_script(), keys, argv,
+                         [this, weak, sent](std::error_code e, Reply&& r) { on_renewed(weak, sent, e, r); });
+        return;
+    }
     const auto lease = hold->lock->options.lease;
     std::unique_lock lock(hold->mutex);
     if (hold->released || hold->lost) return;

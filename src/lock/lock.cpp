@@ -82,19 +82,19 @@ Reply LockCore::eval_retrying(const Script& script, std::vector<std::string_view
 
 LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& ec) {
     const auto& keys = identity->keys;
+    const auto fence = keys.fence();
     const auto operation = service->next_operation_id();
     const auto sent = LockClock::now();
-    Reply reply = eval_retrying(acquire_script(), {keys.lock, keys.fence}, {owner, identity->lease_ms, operation}, ec);
-    if (ec == errc::wrong_type) {
-        ec = errc::wrong_type;
-        throw Error(ec, "key " + keys.lock + " or " + keys.fence + " holds data that is not a dlock lock");
-    }
+    Reply reply = eval_retrying(acquire_script(), {keys.lock, fence}, {owner, identity->lease_ms, operation}, ec);
+    if (ec == errc::wrong_type)
+        throw Error(ec, "key " + keys.lock + " or " + fence + " holds data that is not a dlock lock");
     if (ec) {
         if (outcome_unknown(ec) && !hold_of(owner)) {
             // It may have been granted after all; don't leave it until its
             // lease ends. A fresh operation id, so it is not taken for a retry.
             std::string cleanup_op = service->next_operation_id();
-            std::string_view k[] = {keys.lock, keys.fence, keys.channel};
+            const auto channel = keys.channel();
+            std::string_view k[] = {keys.lock, fence, channel};
             std::string_view a[] = {owner, identity->lease_ms, cleanup_op, "1"};
             client->eval_async(release_script(), k, a, [](std::error_code, Reply&&) {});
         }
@@ -190,7 +190,7 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
             // the subscription was active would otherwise go unseen.
             auto until = now + client->options().command_timeout;
             if (deadline) until = std::min(until, *deadline);
-            subscribed = queue->ensure_subscribed(*client, identity->keys.channel, until);
+            subscribed = queue->ensure_subscribed(*client, identity->keys.channel(), until);
             continue;
         }
         // Sleep until a release, or until the holder's lease must have ended.
@@ -225,8 +225,9 @@ void LockCore::release(std::error_code& ec) {
         return;
     }
     const auto& keys = identity->keys;
+    const auto fence = keys.fence(), channel = keys.channel();
     const auto operation = service->next_operation_id();
-    Reply reply = eval_retrying(release_script(), {keys.lock, keys.fence, keys.channel},
+    Reply reply = eval_retrying(release_script(), {keys.lock, fence, channel},
                                 {owner, identity->lease_ms, operation, "0"}, ec);
     if (ec) {
         if (last) {
@@ -269,7 +270,8 @@ void LockCore::release_all_of(const std::shared_ptr<Hold>& hold) noexcept {
         }
         const auto& keys = identity->keys;
         std::string operation = service->next_operation_id();
-        std::string_view k[] = {keys.lock, keys.fence, keys.channel};
+        const auto fence = keys.fence(), channel = keys.channel();
+        std::string_view k[] = {keys.lock, fence, channel};
         std::string_view a[] = {hold->owner, identity->lease_ms, operation, "1"};
         std::error_code ec;
         client->eval(release_script(), k, a, ec);
@@ -390,7 +392,7 @@ std::uint64_t Lock::fencing_token() const {
 
 std::stop_token Lock::lost_token() const {
     auto hold = core_->hold_of(core_->current_owner());
-    return hold ? hold->lost_source.get_token() : std::stop_token{};
+    return hold ? hold->lost_token() : std::stop_token{};
 }
 
 std::chrono::steady_clock::time_point Lock::valid_until() const {

@@ -8,12 +8,15 @@
 namespace dlock::detail {
 
 struct LockKeys {
-    explicit LockKeys(std::string_view name)
-        : lock("dlock:{" + std::string(name) + "}"), fence(lock + ":fence"), channel(lock + ":ch") {}
+    explicit LockKeys(std::string_view name) : lock("dlock:{" + std::string(name) + "}") {}
 
-    std::string lock;     // hash {owner, count, seq, token}, PEXPIRE = lease
-    std::string fence;    // hash {token: last fencing token, released: last final release}; never expires
-    std::string channel;  // a message on every full release
+    // hash {owner, count, seq, token}, PEXPIRE = lease
+    std::string lock;
+    // hash {token: last fencing token, released: last final release}; never expires.
+    // Made when needed: a held lock keeps only one key name in memory.
+    std::string fence() const { return lock + ":fence"; }
+    // a message on every full release
+    std::string channel() const { return lock + ":ch"; }
 };
 
 }  // namespace dlock::detail

@@ -72,7 +72,7 @@ void LockService::release_all_on_stop() {
         }
         auto promise = std::make_shared<std::promise<void>>();
         done.push_back(promise->get_future());
-        calls.push_back({{hold->lock->keys.lock, hold->lock->keys.fence, hold->lock->keys.channel},
+        calls.push_back({{hold->lock->keys.lock, hold->lock->keys.fence(), hold->lock->keys.channel()},
                          {hold->owner, hold->lock->lease_ms, next_operation_id(), "1"},
                          [promise](std::error_code, Reply&&) { promise->set_value(); }});
     }

@@ -229,11 +229,18 @@ void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
                             std::error_code ec, Reply&& reply) mutable {
             auto core = self.lock();
             if (ec != errc::no_script || !core) return done(ec, std::move(reply));
-            core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done), until);
+            core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done),
+                                   until);
         });
     }
+    std::vector<std::string_view> views(formatted.begin(), formatted.end());
+    submit_many(views, dones);
+}
+
+void ClientCore::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones) {
+    if (dones.empty()) return;
     std::error_code ec = usable();
-    if (!ec) ec = commands_->submit_many(formatted, dones, until);
+    if (!ec) ec = commands_->submit_many(formatted, dones, deadline());
     if (!ec) return;
     for (auto& done : dones)
         if (done) asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });

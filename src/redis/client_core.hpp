@@ -52,6 +52,9 @@ public:
         Completion done;
     };
     void eval_many(const Script& script, std::vector<EvalCall>& calls);
+    // Formatted commands that leave in one write; each done runs once. No
+    // NOSCRIPT fallback: a caller sending EVALSHA this way handles it.
+    void submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones);
 
     Subscription subscribe(std::string channel, Subscription::Listener listener);
 

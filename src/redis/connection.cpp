@@ -127,7 +127,7 @@ std::error_code Connection::submit(std::string_view formatted, Completion& done,
     return errc::client_closed;
 }
 
-std::error_code Connection::submit_many(std::span<const std::string> formatted, std::vector<Completion>& dones,
+std::error_code Connection::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
                                         Clock::time_point deadline) {
     std::unique_lock lock(mutex_);
     switch (state_) {
@@ -141,7 +141,7 @@ std::error_code Connection::submit_many(std::span<const std::string> formatted, 
         case State::idle:
         case State::connecting:
             for (std::size_t i = 0; i < formatted.size(); ++i)
-                waiting_.push_back(Pending{std::move(dones[i]), deadline, formatted[i]});
+                waiting_.push_back(Pending{std::move(dones[i]), deadline, std::string(formatted[i])});
             return {};
         case State::backoff: return last_error_ ? last_error_ : make_error_code(errc::not_connected);
         case State::closed: return errc::client_closed;

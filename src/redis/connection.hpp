@@ -62,7 +62,7 @@ public:
     std::error_code submit(std::string_view formatted, Completion& done, Clock::time_point deadline);
     // Queues several formatted commands to leave in one write (the lease
     // keeper's renewals). Same contract as submit(), for all of them at once.
-    std::error_code submit_many(std::span<const std::string> formatted, std::vector<Completion>& dones,
+    std::error_code submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
                                 Clock::time_point deadline);
     // Subscriber mode: sends when ready, drops otherwise (on_ready resends).
     void send_if_ready(std::string_view formatted);

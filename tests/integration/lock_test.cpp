@@ -251,6 +251,7 @@ TEST(Lock, FixedLeaseExpiresAndIsReportedLost) {
     EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("fixed")}) == "0"; }, 1s));
     EXPECT_TRUE(eventually([&] { return lost.stop_requested(); }, 1s));
     EXPECT_FALSE(lock.is_held());
+    EXPECT_TRUE(lock.lost_token().stop_requested()) << "a token asked for after the loss starts stopped";
     EXPECT_EQ(lost_calls.load(), 1);
     std::error_code ec;
     lock.unlock(ec);
