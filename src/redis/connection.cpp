@@ -149,11 +149,12 @@ std::error_code Connection::submit_many(std::span<const std::string_view> format
     return errc::client_closed;
 }
 
-void Connection::send_if_ready(std::string_view formatted) {
+bool Connection::send_if_ready(std::string_view formatted) {
     std::unique_lock lock(mutex_);
-    if (state_ != State::ready) return;
+    if (state_ != State::ready) return false;
     out_.append(formatted);
     flush(lock);
+    return true;
 }
 
 void Connection::flush(std::unique_lock<std::mutex>& lock) {

@@ -64,8 +64,9 @@ public:
     // keeper's renewals). Same contract as submit(), for all of them at once.
     std::error_code submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
                                 Clock::time_point deadline);
-    // Subscriber mode: sends when ready, drops otherwise (on_ready resends).
-    void send_if_ready(std::string_view formatted);
+    // Subscriber mode: sends when ready and returns true; drops otherwise
+    // (on_ready resends).
+    bool send_if_ready(std::string_view formatted);
 
     // Blocks until ready or the current attempt failed, or deadline. Any thread.
     std::error_code wait_connected(Clock::time_point deadline);

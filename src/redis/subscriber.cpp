@@ -37,20 +37,23 @@ void Subscriber::start() { connection_->start(); }
 
 void Subscriber::shutdown() { connection_->shutdown(); }
 
+void Subscriber::send_counted(std::string_view verb, const std::vector<std::string_view>& channels) {
+    std::string bytes;
+    append_channel_command(bytes, verb, channels);
+    // Not ready: nothing is sent, and on_ready subscribes every channel.
+    if (!connection_->send_if_ready(bytes)) return;
+    for (auto channel : channels) ++outstanding_acks_[std::string(channel)];
+}
+
 Subscription Subscriber::add(std::string channel, Subscription::Listener listener) {
     unsigned long long id;
-    bool first;
     {
         std::lock_guard lock(mutex_);
         id = next_id_++;
         auto& entry = channels_[channel];
-        first = entry.listeners.empty();
+        bool first = entry.listeners.empty();
         entry.listeners.emplace(id, std::make_shared<Subscription::Listener>(std::move(listener)));
-    }
-    if (first) {
-        std::string bytes;
-        append_command(bytes, std::vector<std::string_view>{"SUBSCRIBE", channel});
-        connection_->send_if_ready(bytes);  // not ready: on_ready subscribes it
+        if (first) send_counted("SUBSCRIBE", {channel});
     }
     return Subscription(shared_from_this(), std::move(channel), id);
 }
@@ -58,21 +61,13 @@ Subscription Subscriber::add(std::string channel, Subscription::Listener listene
 void Subscriber::remove(const std::string& channel, unsigned long long id) {
     std::unique_lock<std::recursive_mutex> dispatch(dispatch_mutex_, std::defer_lock);
     if (std::this_thread::get_id() != io_thread_) dispatch.lock();
-    bool last = false;
-    {
-        std::lock_guard lock(mutex_);
-        auto it = channels_.find(channel);
-        if (it == channels_.end()) return;
-        it->second.listeners.erase(id);
-        if (it->second.listeners.empty()) {
-            channels_.erase(it);
-            last = true;
-        }
-    }
-    if (last) {
-        std::string bytes;
-        append_command(bytes, std::vector<std::string_view>{"UNSUBSCRIBE", channel});
-        connection_->send_if_ready(bytes);
+    std::lock_guard lock(mutex_);
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return;
+    it->second.listeners.erase(id);
+    if (it->second.listeners.empty()) {
+        channels_.erase(it);
+        send_counted("UNSUBSCRIBE", {channel});
     }
 }
 
@@ -91,23 +86,18 @@ bool Subscriber::active(const std::string& channel) {
 }
 
 void Subscriber::on_ready() {
-    std::vector<std::string> names;
-    {
-        std::lock_guard lock(mutex_);
-        names.reserve(channels_.size());
-        for (auto& [name, entry] : channels_) {
-            // A channel that was active before this connection may have missed
-            // messages; tell its listeners once the server confirms again.
-            entry.announce_resubscribe = entry.active || entry.announce_resubscribe;
-            entry.active = false;
-            names.push_back(name);
-        }
+    std::lock_guard lock(mutex_);
+    outstanding_acks_.clear();  // acks of the old connection never come
+    std::vector<std::string_view> names;
+    names.reserve(channels_.size());
+    for (auto& [name, entry] : channels_) {
+        // A channel that was active before this connection may have missed
+        // messages; tell its listeners once the server confirms again.
+        entry.announce_resubscribe = entry.active || entry.announce_resubscribe;
+        entry.active = false;
+        names.push_back(name);
     }
-    if (names.empty()) return;
-    std::vector<std::string_view> views(names.begin(), names.end());
-    std::string bytes;
-    append_channel_command(bytes, "SUBSCRIBE", views);
-    connection_->send_if_ready(bytes);
+    if (!names.empty()) send_counted("SUBSCRIBE", names);
 }
 
 void Subscriber::on_push(Reply&& reply) {
@@ -116,9 +106,12 @@ void Subscriber::on_push(Reply&& reply) {
     const auto& channel = reply.elements[1].text;
     if (kind == "message") {
         notify(channel, Subscription::Event::message, reply.elements[2].text, false);
-    } else if (kind == "subscribe") {
+    } else if (kind == "subscribe" || kind == "unsubscribe") {
         {
             std::lock_guard lock(mutex_);
+            auto ack = outstanding_acks_.find(channel);
+            if (ack != outstanding_acks_.end() && --ack->second == 0) outstanding_acks_.erase(ack);
+            if (outstanding_acks_.count(channel)) return;  // a later (UN)SUBSCRIBE is still on its way
             auto it = channels_.find(channel);
             if (it == channels_.end()) return;
             it->second.active = true;

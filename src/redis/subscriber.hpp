@@ -41,6 +41,8 @@ private:
     };
 
     void on_ready();
+    // Sends a SUBSCRIBE or UNSUBSCRIBE and counts its acks. Under mutex_.
+    void send_counted(std::string_view verb, const std::vector<std::string_view>& channels);
     void on_push(Reply&& reply);
     void notify(const std::string& channel, Subscription::Event event, std::string_view payload, bool only_if_announced);
 
@@ -50,6 +52,12 @@ private:
     std::mutex mutex_;
     std::condition_variable confirmed_;
     std::unordered_map<std::string, Channel> channels_;
+    // SUBSCRIBE/UNSUBSCRIBE commands sent on the current connection whose
+    // acknowledgement has not come yet, by channel. Redis acknowledges each
+    // once per channel, in order, so a channel is subscribed on the server
+    // only when none are outstanding; an ack left over from an earlier
+    // unsubscribe-and-subscribe does not count. Reset on reconnect.
+    std::unordered_map<std::string, unsigned> outstanding_acks_;
     unsigned long long next_id_ = 1;
 
     // Held while listeners run, so remove() can promise that its listener is

@@ -118,6 +118,27 @@ TEST(Subscriber, TenThousandChannelsShareOneConnection) {
     subs.clear();
 }
 
+TEST(Subscriber, QuickUnsubscribeAndResubscribeStillDelivers) {
+    // Unsubscribe and subscribe again at once, 200 times: once active, the
+    // second subscription receives what is published. (The subscriber counts
+    // acknowledgements so the first SUBSCRIBE's cannot mark the second active
+    // early; the interleaving that would expose that needs the server to
+    // serve another connection in between, which a test cannot force.)
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client publisher(server.uri());
+    for (int round = 0; round < 200; ++round) {
+        std::string channel = "flip:" + std::to_string(round);
+        Inbox first, second;
+        auto a = client.subscribe(channel, first.listener());
+        a.reset();
+        auto b = client.subscribe(channel, second.listener());
+        ASSERT_TRUE(b.wait_active(soon()));
+        publisher.command({"PUBLISH", channel, "now"});
+        ASSERT_TRUE(second.wait_messages(1, 2s)) << "message lost in round " << round;
+    }
+}
+
 TEST(Subscriber, ListenerIsNotCalledAfterItsSubscriptionIsGone) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
