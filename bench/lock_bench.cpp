@@ -39,13 +39,6 @@ struct Shared {
     long samples[64];
 };
 
-long server_calls(const dlock::support::RedisServer& server, const std::string& command) {
-    auto info = server.cli({"INFO", "commandstats"});
-    std::string field = "cmdstat_" + command + ":calls=";
-    auto pos = info.find(field);
-    return pos == std::string::npos ? 0 : std::stol(info.substr(pos + field.size()));
-}
-
 double cpu_seconds() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -201,12 +194,12 @@ int main(int argc, char** argv) {
         auto heap_objects = mallinfo2().uordblks;
         for (auto& l : locks) l.lock();
         std::this_thread::sleep_for(1500ms);  // settle into the renewal rhythm
-        long calls_before = server_calls(server, "evalsha");
+        long calls_before = server.command_calls("evalsha");
         double cpu_before = cpu_seconds();
         auto t0 = Clock::now();
         std::this_thread::sleep_for(window);
         double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        long renewals = server_calls(server, "evalsha") - calls_before;
+        long renewals = server.command_calls("evalsha") - calls_before;
         double cpu = cpu_seconds() - cpu_before;
         auto heap_after = mallinfo2().uordblks;  // everything a held, renewed lock costs
         int threads = thread_count();

@@ -195,6 +195,13 @@ void RedisServer::resume() {
     }
 }
 
+long RedisServer::command_calls(const std::string& command) const {
+    auto info = cli({"INFO", "commandstats"});
+    std::string field = "cmdstat_" + command + ":calls=";
+    auto pos = info.find(field);
+    return pos == std::string::npos ? 0 : std::stol(info.substr(pos + field.size()));
+}
+
 std::string RedisServer::cli(const std::vector<std::string>& args) const {
     std::string command = "redis-cli --no-auth-warning -p " + std::to_string(port_);
     if (options_.tls) {

@@ -63,6 +63,9 @@ public:
     // Runs redis-cli against this server and returns its output (trimmed):
     // a check that does not go through the code under test.
     std::string cli(const std::vector<std::string>& args) const;
+    // How many times the server has run `command` (lower case, e.g.
+    // "evalsha"), from INFO commandstats; 0 before the first.
+    long command_calls(const std::string& command) const;
 
 private:
     std::vector<std::string> arguments() const;

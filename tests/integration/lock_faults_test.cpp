@@ -17,12 +17,7 @@ namespace {
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
-long evalsha_calls(const dlock::support::RedisServer& server) {
-    auto info = server.cli({"INFO", "commandstats"});
-    std::string field = "cmdstat_evalsha:calls=";
-    auto pos = info.find(field);
-    return pos == std::string::npos ? 0 : std::stol(info.substr(pos + field.size()));
-}
+long evalsha_calls(const dlock::support::RedisServer& server) { return server.command_calls("evalsha"); }
 
 // Short command timeout, long enough connect timeout that the retry window
 // outlasts the pause below.

@@ -490,13 +490,7 @@ TEST(Lock, NoRenewalIsSentAfterRelease) {
     lock.lock();
     std::this_thread::sleep_for(200ms);  // renewals run while held
     lock.unlock();
-    auto calls = [&] {
-        auto info = server.cli({"INFO", "commandstats"});
-        std::string field = "cmdstat_evalsha:calls=";
-        auto pos = info.find(field);
-        return pos == std::string::npos ? 0L : std::stol(info.substr(pos + field.size()));
-    };
-    auto after_release = calls();
+    auto after_release = server.command_calls("evalsha");
     std::this_thread::sleep_for(400ms);  // several renewal intervals
-    EXPECT_EQ(calls(), after_release);
+    EXPECT_EQ(server.command_calls("evalsha"), after_release);
 }
