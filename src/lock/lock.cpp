@@ -73,7 +73,12 @@ Reply LockCore::eval_retrying(const Script& script, std::vector<std::string_view
         Reply reply = client->eval(script, keys, argv, ec);
         if (!ec || !retryable(ec)) return reply;
         auto now = LockClock::now();
-        if (!give_up) give_up = now + client->options().connect_timeout + client->options().command_timeout;
+        if (!give_up) {
+            // Nothing was sent (refused, not connected): there is no outcome
+            // to learn, so fail now rather than wait out a retry window.
+            if (!outcome_unknown(ec)) return reply;
+            give_up = now + client->options().connect_timeout + client->options().command_timeout;
+        }
         if (now >= *give_up) return reply;
         // The connection is being re-established; give it a moment.
         std::this_thread::sleep_for(std::chrono::milliseconds(10));

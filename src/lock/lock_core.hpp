@@ -42,7 +42,8 @@ private:
     void record_acquired(const std::string& owner, std::uint64_t token, unsigned count, LockClock::time_point sent);
     void forget(const std::shared_ptr<Hold>& hold);
     // EVAL with the same operation id until the answer is known: a dropped
-    // connection may have eaten a reply of a call that did run.
+    // connection may have eaten a reply of a call that did run. A call that
+    // was never sent fails at once.
     Reply eval_retrying(const Script& script, std::vector<std::string_view> keys, std::vector<std::string_view> argv,
                         std::error_code& ec);
 

@@ -1,0 +1,36 @@
+// The examples run, not only build: each against a private server.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "redis_server.hpp"
+
+namespace {
+
+// Runs a command and returns its exit status and standard output.
+std::pair<int, std::string> run(const std::string& command) {
+    FILE* pipe = popen(command.c_str(), "r");
+    std::string out;
+    char buffer[4096];
+    while (std::size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+    int status = pclose(pipe);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST(Examples, QuickstartHoldsTheLockWithATokenAndReleasesIt) {
+    dlock::support::RedisServer server;
+    auto [code, out] = run(std::string(DLOCK_QUICKSTART) + " " + server.uri());
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("holding orders:42 with fencing token 1"), std::string::npos) << out;
+    EXPECT_NE(out.find("again, token 2"), std::string::npos) << out;
+    EXPECT_EQ(server.cli({"EXISTS", "dlock:{orders:42}", "dlock:{report}"}), "0");
+}
+
+TEST(Examples, QuickstartReportsAnUnreachableServer) {
+    auto [code, out] = run(std::string(DLOCK_QUICKSTART) + " redis://127.0.0.1:" +
+                           std::to_string(dlock::support::free_port()) + " 2>/dev/null");
+    EXPECT_EQ(code, 1);
+}
