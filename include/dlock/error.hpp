@@ -42,6 +42,8 @@ enum class errc {
     // Locks.
     not_owner,              // unlock by a thread/owner that does not hold the lock
     lease_lost,             // the lease expired or the lock was removed while held
+    no_quorum,              // Redlock: fewer than a majority of masters answered in time
+    replicas_not_acknowledged,  // WAIT: fewer replicas than required confirmed the write in time
 };
 
 const std::error_category& error_category() noexcept;

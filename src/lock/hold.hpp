@@ -21,14 +21,15 @@ using LockClock = std::chrono::steady_clock;
 
 // What every hold of one Lock shares; immutable.
 struct LockIdentity {
-    LockIdentity(std::string name_, LockOptions options_)
+    LockIdentity(std::string name_, LockOptions options_, std::chrono::milliseconds node_timeout_ = {})
         : name(std::move(name_)), keys(name), options(std::move(options_)),
-          lease_ms(std::to_string(options.lease.count())) {}
+          lease_ms(std::to_string(options.lease.count())), node_timeout(node_timeout_) {}
 
     std::string name;
     LockKeys keys;
     LockOptions options;
     std::string lease_ms;
+    std::chrono::milliseconds node_timeout;  // Redlock: how long one master may take
 };
 
 struct Hold {
@@ -67,6 +68,12 @@ struct Hold {
     // The lease keeper's entry for this hold; guarded by the keeper's mutex.
     std::multimap<LockClock::time_point, std::weak_ptr<Hold>>::iterator schedule_entry;
     bool scheduled = false;
+
+    // After the final release. Takes mutex.
+    void mark_count_zero() {
+        std::lock_guard lock(mutex);
+        count = 0;
+    }
 
     // Under mutex.
     bool held_locked(LockClock::time_point now) const {

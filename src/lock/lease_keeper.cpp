@@ -1,8 +1,6 @@
 #include "lease_keeper.hpp"
 
 #include "dlock/error.hpp"
-#include "lock_scripts.hpp"
-#include "redis/command_format.hpp"
 #include "validity.hpp"
 
 namespace dlock::detail {
@@ -24,8 +22,9 @@ void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason) {
     if (hold->lock->options.on_lost) hold->lock->options.on_lost(hold->lock->name, reason);
 }
 
-LeaseKeeper::LeaseKeeper(ClientCore& core) : core_(core), timer_(core.io()) {
-    core_.on_io_shutdown([this] { shutdown(); });
+LeaseKeeper::LeaseKeeper(ClientCore& timer_home, SendRenewals send)
+    : home_(timer_home), send_(std::move(send)), timer_(timer_home.io()) {
+    home_.on_io_shutdown([this] { shutdown(); });
 }
 
 void LeaseKeeper::shutdown() {
@@ -49,7 +48,7 @@ void LeaseKeeper::schedule(const std::shared_ptr<Hold>& hold, LockClock::time_po
         if (earlier) armed_for_ = due;
     }
     // Most holds fall due after the timer already set: no wake-up needed.
-    if (earlier) asio::post(core_.io(), [this] { rearm(); });
+    if (earlier) asio::post(home_.io(), [this] { rearm(); });
 }
 
 void LeaseKeeper::rearm() {
@@ -107,8 +106,7 @@ void LeaseKeeper::on_timer() {
             it = schedule_.erase(it);
         }
     }
-    std::vector<std::string_view> commands;
-    std::vector<Completion> dones;
+    std::vector<std::shared_ptr<Hold>> renewable;
     for (auto& hold : due) {
         std::unique_lock lock(hold->mutex);
         if (hold->released || hold->lost || hold->count == 0) continue;  // dropped from the schedule
@@ -124,56 +122,39 @@ void LeaseKeeper::on_timer() {
             schedule(hold, expiry);
             continue;
         }
-        // Formatting is most of a renewal's client-side cost, and the
-        // command never changes: format it once per hold.
-        if (hold->renew_command.empty()) {
-            std::string_view keys[] = {hold->lock->keys.lock};
-            std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
-            append_eval(hold->renew_command, "EVALSHA", renew_script().sha1(), keys, argv);
-        }
-        commands.emplace_back(hold->renew_command);  // `due` keeps the hold alive through the submit
-        std::weak_ptr<Hold> weak = hold;
-        dones.push_back([this, weak, now](std::error_code ec, Reply&& reply) { on_renewed(weak, now, ec, reply); });
+        renewable.push_back(std::move(hold));
     }
-    core_.submit_many(commands, dones);
+    if (!renewable.empty()) send_(renewable, now);
     rearm();
 }
 
-void LeaseKeeper::on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_point sent, std::error_code ec,
-                             const Reply& reply) {
-    auto hold = weak.lock();
-    if (!hold) return;
-    if (ec == errc::no_script) {
-        // The server forgot the script (SCRIPT FLUSH, restart): the same
-        // renewal again through the path that falls back to EVAL.
-        std::string_view keys[] = {hold->lock->keys.lock};
-        std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
-        core_.eval_async(renew_script(), keys, argv,
-                         [this, weak, sent](std::error_code e, Reply&& r) { on_renewed(weak, sent, e, r); });
-        return;
-    }
+void LeaseKeeper::renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
     const auto lease = hold->lock->options.lease;
-    std::unique_lock lock(hold->mutex);
-    if (hold->released || hold->lost) return;
-    if (!ec && reply.is_integer() && reply.integer == 1) {
+    {
+        std::lock_guard lock(hold->mutex);
+        if (hold->released || hold->lost) return;
         hold->valid_until = std::max(hold->valid_until, valid_until(sent, lease));
         hold->last_renew_error.clear();
-        lock.unlock();
-        schedule(hold, sent + renew_interval(lease));
-        return;
     }
-    if (!ec) {
-        // The script ran and we are not the owner: gone (expired, deleted,
-        // force-released, or the server lost its data).
-        lock.unlock();
-        mark_lost(hold, errc::lease_lost);
-        return;
-    }
+    schedule(hold, sent + renew_interval(lease));
+}
+
+void LeaseKeeper::refused(const std::shared_ptr<Hold>& hold) {
+    // The renewal ran and we are not the owner: gone (expired, deleted,
+    // force-released, or the server lost its data).
+    mark_lost(hold, errc::lease_lost);
+}
+
+void LeaseKeeper::failed(const std::shared_ptr<Hold>& hold, std::error_code ec) {
     if (ec == errc::client_closed) return;
-    // Redis unreachable: keep trying until the lease would have run out.
-    hold->last_renew_error = ec;
-    auto next = std::min(LockClock::now() + renew_retry_interval(lease), hold->valid_until);
-    lock.unlock();
+    // Unreachable: keep trying until the lease would have run out.
+    LockClock::time_point next;
+    {
+        std::lock_guard lock(hold->mutex);
+        if (hold->released || hold->lost) return;
+        hold->last_renew_error = ec;
+        next = std::min(LockClock::now() + renew_retry_interval(hold->lock->options.lease), hold->valid_until);
+    }
     schedule(hold, next);
 }
 

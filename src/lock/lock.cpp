@@ -6,7 +6,9 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "lock_core.hpp"
+#include "hold_queries.hpp"
 #include "lock_scripts.hpp"
+#include "lock_validation.hpp"
 #include "validity.hpp"
 
 namespace dlock {
@@ -25,45 +27,16 @@ bool retryable(std::error_code ec) {
            ec == errc::connection_refused;
 }
 
-void validate(const std::string& name, const LockOptions& options) {
-    if (name.empty()) throw Error(errc::invalid_argument, "lock name is empty");
-    if (name.size() > max_lock_name_bytes)
-        throw Error(errc::invalid_argument, "lock name is longer than " + std::to_string(max_lock_name_bytes) + " bytes");
-    if (options.lease <= std::chrono::milliseconds::zero())
-        throw Error(errc::invalid_argument, "lease must be positive");
-    if (options.lease > max_lease) throw Error(errc::invalid_argument, "lease is longer than 24 h");
-}
-
 }  // namespace
 
 LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      identity((validate(name, options), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
+      identity((validate_lock_request(name, options.lease), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string LockCore::current_owner() const {
     return identity->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
-}
-
-std::vector<std::shared_ptr<Hold>>::const_iterator LockCore::find_locked(const std::string& owner) const {
-    return std::find_if(holds_.begin(), holds_.end(), [&](const auto& hold) { return hold->owner == owner; });
-}
-
-std::shared_ptr<Hold> LockCore::hold_of(const std::string& owner) const {
-    std::lock_guard lock(mutex_);
-    auto it = find_locked(owner);
-    return it == holds_.end() ? nullptr : *it;
-}
-
-std::vector<std::shared_ptr<Hold>> LockCore::all_holds() const {
-    std::lock_guard lock(mutex_);
-    return holds_;
-}
-
-void LockCore::forget(const std::shared_ptr<Hold>& hold) {
-    std::lock_guard lock(mutex_);
-    std::erase(holds_, hold);
 }
 
 Reply LockCore::eval_retrying(const Script& script, std::vector<std::string_view> keys,
@@ -120,23 +93,9 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& e
 void LockCore::record_acquired(const std::string& owner, std::uint64_t token, unsigned count,
                                LockClock::time_point sent) {
     const auto lease = identity->options.lease;
-    std::shared_ptr<Hold> stale, hold;
-    {
-        std::lock_guard lock(mutex_);
-        auto it = find_locked(owner);
-        if (it != holds_.end() && count > 1) {
-            hold = *it;
-        } else {
-            // A fresh acquisition: any older local hold of this owner is gone.
-            hold = std::make_shared<Hold>(identity, owner);
-            if (it != holds_.end()) {
-                stale = *it;
-                holds_[static_cast<std::size_t>(it - holds_.begin())] = hold;
-            } else {
-                holds_.push_back(hold);
-            }
-        }
-    }
+    // A fresh acquisition (count 1): any older local hold of this owner is gone.
+    std::shared_ptr<Hold> stale;
+    auto hold = holds_.obtain(identity, owner, count > 1, stale);
     if (stale) mark_lost(stale, errc::lease_lost);
     bool fresh;
     {
@@ -195,7 +154,7 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
             // the subscription was active would otherwise go unseen.
             auto until = now + client->options().command_timeout;
             if (deadline) until = std::min(until, *deadline);
-            subscribed = queue->ensure_subscribed(*client, identity->keys.channel(), until);
+            subscribed = queue->ensure_subscribed({&client, 1}, 1, identity->keys.channel(), until);
             continue;
         }
         // Sleep until a release, or until the holder's lease must have ended.
@@ -243,10 +202,7 @@ void LockCore::release(std::error_code& ec) {
     }
     if (reply.integer < 0) {
         mark_lost(hold, errc::lease_lost);
-        {
-            std::lock_guard lock(hold->mutex);
-            hold->count = 0;
-        }
+        hold->mark_count_zero();
         forget(hold);
         ec = errc::lease_lost;
         return;
@@ -357,13 +313,7 @@ bool Lock::acquire_until(std::chrono::steady_clock::time_point deadline) {
 void Lock::unlock() noexcept {
     std::error_code ec;
     unlock(ec);
-    if (ec && core_->identity->options.on_unlock_error) {
-        try {
-            core_->identity->options.on_unlock_error(name(), ec);
-        } catch (...) {
-            // A throwing callback must not turn unlock() into a throwing call.
-        }
-    }
+    detail::report_unlock_error(*core_->identity, ec);
 }
 
 void Lock::unlock(std::error_code& ec) noexcept {
@@ -374,37 +324,18 @@ void Lock::unlock(std::error_code& ec) noexcept {
     }
 }
 
-bool Lock::is_held() const {
-    auto hold = core_->hold_of(core_->current_owner());
-    if (!hold) return false;
-    std::lock_guard lock(hold->mutex);
-    return hold->held_locked(std::chrono::steady_clock::now());
-}
+bool Lock::is_held() const { return detail::hold_is_held(core_->hold_of(core_->current_owner())); }
 
-unsigned Lock::hold_count() const {
-    auto hold = core_->hold_of(core_->current_owner());
-    if (!hold) return 0;
-    std::lock_guard lock(hold->mutex);
-    return hold->lost ? 0 : hold->count;
-}
+unsigned Lock::hold_count() const { return detail::hold_count_of(core_->hold_of(core_->current_owner())); }
 
 std::uint64_t Lock::fencing_token() const {
-    auto hold = core_->hold_of(core_->current_owner());
-    if (!hold) return 0;
-    std::lock_guard lock(hold->mutex);
-    return hold->count > 0 ? hold->token : 0;
+    return detail::fencing_token_of(core_->hold_of(core_->current_owner()));
 }
 
-std::stop_token Lock::lost_token() const {
-    auto hold = core_->hold_of(core_->current_owner());
-    return hold ? hold->lost_token() : std::stop_token{};
-}
+std::stop_token Lock::lost_token() const { return detail::lost_token_of(core_->hold_of(core_->current_owner())); }
 
 std::chrono::steady_clock::time_point Lock::valid_until() const {
-    auto hold = core_->hold_of(core_->current_owner());
-    if (!hold) return {};
-    std::lock_guard lock(hold->mutex);
-    return hold->count > 0 ? hold->valid_until : std::chrono::steady_clock::time_point{};
+    return detail::valid_until_of(core_->hold_of(core_->current_owner()));
 }
 
 const std::string& Lock::name() const noexcept { return core_->identity->name; }

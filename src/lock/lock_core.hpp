@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hold.hpp"
+#include "hold_table.hpp"
 #include "lock_service.hpp"
 
 namespace dlock::detail {
@@ -18,8 +19,8 @@ public:
     LockCore(std::shared_ptr<ClientCore> client, std::string name, LockOptions options);
 
     std::string current_owner() const;
-    std::shared_ptr<Hold> hold_of(const std::string& owner) const;
-    std::vector<std::shared_ptr<Hold>> all_holds() const;
+    std::shared_ptr<Hold> hold_of(const std::string& owner) const { return holds_.find(owner); }
+    std::vector<std::shared_ptr<Hold>> all_holds() const { return holds_.all(); }
 
     // Blocks until held, deadline, stop, or failure (ec set).
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
@@ -40,7 +41,7 @@ private:
 
     Attempt attempt(const std::string& owner, std::error_code& ec);
     void record_acquired(const std::string& owner, std::uint64_t token, unsigned count, LockClock::time_point sent);
-    void forget(const std::shared_ptr<Hold>& hold);
+    void forget(const std::shared_ptr<Hold>& hold) { holds_.erase(hold); }
     // EVAL with the same operation id until the answer is known: a dropped
     // connection may have eaten a reply of a call that did run. A call that
     // was never sent fails at once.
@@ -48,12 +49,7 @@ private:
                         std::error_code& ec);
 
     const std::string handle_owner_;  // Ownership::handle only
-
-    // Usually one holder at a time: a vector searched by owner is smaller
-    // than a map and keeps the owner string only once, in the Hold.
-    mutable std::mutex mutex_;
-    std::vector<std::shared_ptr<Hold>> holds_;
-    std::vector<std::shared_ptr<Hold>>::const_iterator find_locked(const std::string& owner) const;
+    HoldTable holds_;
 };
 
 }  // namespace dlock::detail

@@ -15,6 +15,7 @@ DLOCK_SCRIPT(release)
 DLOCK_SCRIPT(renew)
 DLOCK_SCRIPT(force_release)
 DLOCK_SCRIPT(inspect)
+DLOCK_SCRIPT(raise_fence)
 
 #undef DLOCK_SCRIPT
 

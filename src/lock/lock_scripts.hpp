@@ -10,5 +10,6 @@ const Script& release_script();
 const Script& renew_script();
 const Script& force_release_script();
 const Script& inspect_script();
+const Script& raise_fence_script();
 
 }  // namespace dlock::detail

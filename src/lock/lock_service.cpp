@@ -1,33 +1,15 @@
 #include "lock_service.hpp"
 
 #include <future>
-#include <random>
 
+#include "dlock/error.hpp"
 #include "lock_scripts.hpp"
+#include "redis/command_format.hpp"
 
 namespace dlock::detail {
-namespace {
 
-std::string random_client_id() {
-    std::random_device device;
-    std::string id;
-    static constexpr char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 4; ++i) {
-        auto word = device();
-        for (int j = 0; j < 8; ++j, word >>= 4) id.push_back(hex[word & 0xf]);
-    }
-    return id;  // 128 random bits
-}
-
-std::uint64_t this_thread_number() {
-    static std::atomic<std::uint64_t> next{1};
-    thread_local const std::uint64_t number = next.fetch_add(1);
-    return number;
-}
-
-}  // namespace
-
-LockService::LockService(ClientCore& core) : core_(core), client_id_(random_client_id()), keeper_(core) {
+LockService::LockService(ClientCore& core)
+    : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
     core_.before_stop([this] { release_all_on_stop(); });
 }
 
@@ -35,29 +17,40 @@ std::shared_ptr<LockService> LockService::of(ClientCore& core) {
     return std::static_pointer_cast<LockService>(core.attachment([&] { return std::make_shared<LockService>(core); }));
 }
 
-std::string LockService::thread_owner() const { return client_id_ + ":t" + std::to_string(this_thread_number()); }
-
-std::string LockService::new_handle_owner() { return client_id_ + ":h" + std::to_string(next_handle_.fetch_add(1)); }
-
-std::string LockService::next_operation_id() { return std::to_string(next_operation_.fetch_add(1)); }
-
-std::shared_ptr<NameQueue> LockService::queue(const std::string& name) {
-    std::lock_guard lock(queues_mutex_);
-    auto& slot = queues_[name];
-    if (auto queue = slot.lock()) return queue;
-    auto queue = std::make_shared<NameQueue>();
-    slot = queue;
-    // Names nobody waits for any more leave expired entries; sweep them now
-    // and then so the map does not grow with every name ever waited on.
-    if (++queues_created_ % 1024 == 0)
-        std::erase_if(queues_, [](const auto& entry) { return entry.second.expired(); });
-    return queue;
+void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent) {
+    std::vector<std::string_view> commands;
+    std::vector<Completion> dones;
+    for (auto& hold : due) {
+        // Formatting is most of a renewal's client-side cost, and the
+        // command never changes: format it once per hold.
+        if (hold->renew_command.empty()) {
+            std::string_view keys[] = {hold->lock->keys.lock};
+            std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
+            append_eval(hold->renew_command, "EVALSHA", renew_script().sha1(), keys, argv);
+        }
+        commands.emplace_back(hold->renew_command);  // `due` keeps the hold alive through the submit
+        std::weak_ptr<Hold> weak = hold;
+        dones.push_back([this, weak, sent](std::error_code ec, Reply&& reply) { on_renewed(weak, sent, ec, reply); });
+    }
+    core_.submit_many(commands, dones);
 }
 
-std::shared_ptr<NameQueue> LockService::existing_queue(const std::string& name) {
-    std::lock_guard lock(queues_mutex_);
-    auto it = queues_.find(name);
-    return it == queues_.end() ? nullptr : it->second.lock();
+void LockService::on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_point sent, std::error_code ec,
+                             const Reply& reply) {
+    auto hold = weak.lock();
+    if (!hold) return;
+    if (ec == errc::no_script) {
+        // The server forgot the script (SCRIPT FLUSH, restart): the same
+        // renewal again through the path that falls back to EVAL.
+        std::string_view keys[] = {hold->lock->keys.lock};
+        std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
+        core_.eval_async(renew_script(), keys, argv,
+                         [this, weak, sent](std::error_code e, Reply&& r) { on_renewed(weak, sent, e, r); });
+        return;
+    }
+    if (ec) return keeper_.failed(hold, ec);
+    if (reply.is_integer() && reply.integer == 1) return keeper_.renewed(hold, sent);
+    keeper_.refused(hold);
 }
 
 void LockService::release_all_on_stop() {

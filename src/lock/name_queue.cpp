@@ -51,17 +51,45 @@ void NameQueue::wait_change(std::uint64_t seen, LockClock::time_point wake_at, s
     changed_.wait_until(lock, stop, wake_at, [&] { return generation_ != seen; });
 }
 
-bool NameQueue::ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline) {
+bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,
+                                  const std::string& channel, LockClock::time_point deadline) {
     {
         std::lock_guard lock(mutex_);
-        if (!subscription_) {
+        if (subscriptions_.empty()) {
             std::weak_ptr<NameQueue> weak = weak_from_this();
-            subscription_ = client.subscribe(channel, [weak](Subscription::Event, std::string_view) {
-                if (auto queue = weak.lock()) queue->bump();
-            });
+            for (const auto& server : servers)
+                subscriptions_.push_back(server->subscribe(channel, [weak](Subscription::Event, std::string_view) {
+                    if (auto queue = weak.lock()) queue->bump();
+                }));
         }
     }
-    return subscription_.wait_active(deadline);
+    // Confirmations come in any order; one slow server must not hold up the
+    // count once enough others have confirmed.
+    std::size_t active = 0;
+    for (auto& subscription : subscriptions_) active += subscription.active();
+    for (auto& subscription : subscriptions_) {
+        if (active >= needed) return true;
+        if (!subscription.active() && subscription.wait_active(deadline)) ++active;
+    }
+    return active >= needed;
+}
+
+std::shared_ptr<NameQueue> QueueRegistry::queue(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    auto& slot = queues_[name];
+    if (auto queue = slot.lock()) return queue;
+    auto queue = std::make_shared<NameQueue>();
+    slot = queue;
+    // Names nobody waits for any more leave expired entries; sweep them now
+    // and then so the map does not grow with every name ever waited on.
+    if (++created_ % 1024 == 0) std::erase_if(queues_, [](const auto& entry) { return entry.second.expired(); });
+    return queue;
+}
+
+std::shared_ptr<NameQueue> QueueRegistry::existing_queue(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    auto it = queues_.find(name);
+    return it == queues_.end() ? nullptr : it->second.lock();
 }
 
 }  // namespace dlock::detail

@@ -31,6 +31,8 @@ public:
             case errc::forked_child: return "client used in a forked child process; create a new Client";
             case errc::not_owner: return "the lock is not held by this owner";
             case errc::lease_lost: return "the lock's lease was lost";
+            case errc::no_quorum: return "a majority of the Redlock masters did not answer in time";
+            case errc::replicas_not_acknowledged: return "fewer replicas than required acknowledged the lock";
         }
         return "unknown dlock error";
     }

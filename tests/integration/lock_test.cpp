@@ -47,7 +47,7 @@ TEST(LockScripts, EachLoadsIntoARealServerWithItsEmbeddedSha1) {
     dlock::support::RedisServer server;
     for (const dlock::Script* s : {&dlock::detail::acquire_script(), &dlock::detail::release_script(),
                                    &dlock::detail::renew_script(), &dlock::detail::force_release_script(),
-                                   &dlock::detail::inspect_script()}) {
+                                   &dlock::detail::inspect_script(), &dlock::detail::raise_fence_script()}) {
         dlock::Client client(server.uri());
         EXPECT_EQ(client.command({"SCRIPT", "LOAD", s->text()}).text, s->sha1());
         EXPECT_EQ(s->sha1(), dlock::sha1_hex(s->text()));

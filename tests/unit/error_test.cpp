@@ -8,7 +8,7 @@
 
 TEST(Error, EveryCodeHasItsOwnMessage) {
     std::set<std::string> messages;
-    for (int code = static_cast<int>(dlock::errc::invalid_argument); code <= static_cast<int>(dlock::errc::lease_lost);
+    for (int code = static_cast<int>(dlock::errc::invalid_argument); code <= static_cast<int>(dlock::errc::replicas_not_acknowledged);
          ++code) {
         auto message = dlock::error_category().message(code);
         EXPECT_NE(message, "unknown dlock error") << code;

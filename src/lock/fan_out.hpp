@@ -1,0 +1,60 @@
+// One script call sent to every Redlock master at once.
+//
+// Each master gets the same call with its own deadline; answers arrive on
+// the masters' I/O threads in any order. The caller either waits until it
+// has heard enough (a majority either way), or hands over a callback that
+// runs once every master has answered or timed out.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "dlock/reply.hpp"
+#include "dlock/script.hpp"
+#include "redis/client_core.hpp"
+
+namespace dlock::detail {
+
+struct Ballot {
+    bool answered = false;
+    std::error_code error;  // transport failure or error reply
+    Reply reply;
+};
+
+class FanOut : public std::enable_shared_from_this<FanOut> {
+public:
+    using Enough = std::function<bool(const std::vector<Ballot>&)>;
+    using AllAnswered = std::function<void(const std::vector<Ballot>&)>;
+
+    // Sends the call to every master. When given, all_answered runs once, on
+    // the I/O thread of the master that answered last.
+    static std::shared_ptr<FanOut> send(std::span<const std::shared_ptr<ClientCore>> masters, const Script& script,
+                                        std::span<const std::string_view> keys,
+                                        std::span<const std::string_view> argv, Clock::time_point deadline,
+                                        AllAnswered all_answered = {});
+
+    // Blocks until enough(ballots) holds or every master answered (or, should
+    // a master's client be closing and drop the call, shortly after the
+    // deadline); returns the ballots as they were then (unanswered ones have
+    // answered=false).
+    std::vector<Ballot> wait(const Enough& enough);
+
+private:
+    FanOut(std::size_t size, Clock::time_point deadline, AllAnswered all_answered);
+    void record(std::size_t index, std::error_code ec, Reply&& reply);
+
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::vector<Ballot> ballots_;
+    std::size_t answered_ = 0;
+    const Clock::time_point deadline_;
+    AllAnswered all_answered_;
+};
+
+}  // namespace dlock::detail

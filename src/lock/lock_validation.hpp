@@ -1,0 +1,21 @@
+// The checks every lock kind makes on its name and lease before it talks to
+// any server.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "dlock/error.hpp"
+#include "dlock/lock.hpp"
+
+namespace dlock::detail {
+
+inline void validate_lock_request(const std::string& name, std::chrono::milliseconds lease) {
+    if (name.empty()) throw Error(errc::invalid_argument, "lock name is empty");
+    if (name.size() > max_lock_name_bytes)
+        throw Error(errc::invalid_argument, "lock name is longer than " + std::to_string(max_lock_name_bytes) + " bytes");
+    if (lease <= std::chrono::milliseconds::zero()) throw Error(errc::invalid_argument, "lease must be positive");
+    if (lease > max_lease) throw Error(errc::invalid_argument, "lease is longer than 24 h");
+}
+
+}  // namespace dlock::detail

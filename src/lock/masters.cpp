@@ -1,0 +1,116 @@
+#include <algorithm>
+#include <set>
+
+#include "dlock/redlock.hpp"
+#include "fan_out.hpp"
+#include "lock_scripts.hpp"
+#include "masters_core.hpp"
+#include "quorum.hpp"
+
+namespace dlock {
+namespace detail {
+namespace {
+
+std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>& urls, const ClientOptions& options) {
+    if (urls.size() < 3 || urls.size() % 2 == 0)
+        throw Error(errc::invalid_argument,
+                    "Redlock needs an odd number of masters, at least 3; got " + std::to_string(urls.size()));
+    std::vector<std::unique_ptr<Client>> clients;
+    std::set<std::string> seen;
+    for (const auto& url : urls) {
+        auto client = std::make_unique<Client>(url, options);
+        // Two URLs for one server would let one server count twice.
+        if (!seen.insert(client->address().to_string()).second)
+            throw Error(errc::invalid_argument, "the same master is given twice: " + url);
+        clients.push_back(std::move(client));
+    }
+    return clients;
+}
+
+std::vector<std::shared_ptr<ClientCore>> cores_of(const std::vector<std::unique_ptr<Client>>& clients) {
+    std::vector<std::shared_ptr<ClientCore>> cores;
+    for (const auto& client : clients) cores.push_back(client->core());
+    return cores;
+}
+
+}  // namespace
+
+MastersCore::MastersCore(const std::vector<std::string>& urls, const ClientOptions& options)
+    : MastersCore(urls, connect_all(urls, options)) {}
+
+MastersCore::MastersCore(const std::vector<std::string>& urls, std::vector<std::unique_ptr<Client>> clients)
+    : addresses(urls),
+      cores(cores_of(clients)),
+      clients_(std::move(clients)),
+      keeper_(*cores.front(), [this](auto& due, auto sent) { send_renewals(due, sent); }) {}
+
+MastersCore::~MastersCore() { close(); }
+
+std::size_t MastersCore::quorum() const noexcept { return majority(size()); }
+
+Client& MastersCore::client(std::size_t index) {
+    if (index >= clients_.size() || !clients_[index]) throw Error(errc::invalid_argument, "no such master");
+    return *clients_[index];
+}
+
+std::error_code MastersCore::usable() const noexcept {
+    return closed_ ? make_error_code(errc::client_closed) : std::error_code{};
+}
+
+void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent) {
+    for (auto& hold : due) {
+        const auto& keys = hold->lock->keys;
+        const auto fence = keys.fence();
+        std::string_view k[] = {keys.lock, fence};  // with the fence: take back a master that lost our key
+        std::string_view a[] = {hold->owner, hold->lock->lease_ms};
+        std::weak_ptr<Hold> weak = hold;
+        const auto n = size();
+        FanOut::send(cores, renew_script(), k, a, sent + hold->lock->node_timeout,
+                     [this, weak, sent, n](const std::vector<Ballot>& ballots) {
+                         auto held = weak.lock();
+                         if (!held) return;
+                         std::size_t renewed = 0, refused = 0;
+                         for (const auto& ballot : ballots) {
+                             if (ballot.error) continue;
+                             if (ballot.reply.is_integer() && ballot.reply.integer == 1) ++renewed;
+                             else ++refused;
+                         }
+                         if (won(n, renewed)) keeper_.renewed(held, sent);
+                         else if (cannot_win(n, refused)) keeper_.refused(held);
+                         else keeper_.failed(held, errc::no_quorum);
+                     });
+    }
+}
+
+void MastersCore::close() {
+    if (closed_.exchange(true)) return;
+    std::vector<std::shared_ptr<FanOut>> releases;
+    for (auto& hold : keeper_.live_holds()) {
+        {
+            std::lock_guard lock(hold->mutex);
+            if (hold->released || hold->lost || hold->count == 0) continue;
+            hold->released = true;
+        }
+        const auto& keys = hold->lock->keys;
+        const auto fence = keys.fence(), channel = keys.channel();
+        const auto operation = ids.next_operation_id();
+        std::string_view k[] = {keys.lock, fence, channel};
+        std::string_view a[] = {hold->owner, hold->lock->lease_ms, operation, "1"};
+        releases.push_back(FanOut::send(cores, release_script(), k, a, Clock::now() + hold->lock->node_timeout));
+    }
+    for (auto& release : releases) release->wait([](const auto&) { return false; });
+    clients_.clear();  // stops every I/O thread; the keeper's timer with the first
+}
+
+}  // namespace detail
+
+Masters::Masters(const std::vector<std::string>& urls, ClientOptions options)
+    : core_(std::make_shared<detail::MastersCore>(urls, options)) {}
+
+Masters::~Masters() { core_->close(); }
+
+std::size_t Masters::size() const noexcept { return core_->size(); }
+std::size_t Masters::quorum() const noexcept { return core_->quorum(); }
+Client& Masters::client(std::size_t index) { return core_->client(index); }
+
+}  // namespace dlock

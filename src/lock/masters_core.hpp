@@ -1,0 +1,48 @@
+// What every Redlock over one set of masters shares: the masters' clients,
+// owner and operation names, the local wait queues, and a lease keeper whose
+// renewals need a majority.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "lease_keeper.hpp"
+#include "name_queue.hpp"
+#include "owner_ids.hpp"
+
+namespace dlock::detail {
+
+class MastersCore {
+public:
+    MastersCore(const std::vector<std::string>& urls, const ClientOptions& options);
+    ~MastersCore();
+
+    // Releases every hold still live (waits up to each master's node
+    // timeout), then closes the clients. Idempotent.
+    void close();
+    // client_closed after close().
+    std::error_code usable() const noexcept;
+
+    std::size_t size() const noexcept { return cores.size(); }
+    std::size_t quorum() const noexcept;
+    Client& client(std::size_t index);
+
+    const std::vector<std::string> addresses;  // as given
+    const std::vector<std::shared_ptr<ClientCore>> cores;
+    OwnerIds ids;
+    QueueRegistry queues;
+    LeaseKeeper& keeper() noexcept { return keeper_; }
+
+private:
+    MastersCore(const std::vector<std::string>& urls, std::vector<std::unique_ptr<Client>> clients);
+    void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
+
+    std::vector<std::unique_ptr<Client>> clients_;
+    std::atomic<bool> closed_{false};
+    LeaseKeeper keeper_;  // after cores: its timer lives on the first master's I/O context
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,33 @@
+// Names for owners and operations, unique to one client (or one group of
+// Redlock masters): a random 128-bit id, then the thread or handle, and a
+// counter for operation ids. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace dlock::detail {
+
+class OwnerIds {
+public:
+    OwnerIds();
+
+    const std::string& id() const noexcept { return id_; }
+    // id + calling thread: the default owner.
+    std::string thread_owner() const;
+    // id + a number unique under this id: an explicit owner handle.
+    std::string new_handle_owner();
+    // base + calling thread.
+    static std::string with_thread(std::string base);
+    // Distinct for every acquire/release sent under this id: lets a retried
+    // call be told apart from a new one.
+    std::string next_operation_id();
+
+private:
+    const std::string id_;
+    std::atomic<std::uint64_t> next_operation_{1};
+    std::atomic<std::uint64_t> next_handle_{1};
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,465 @@
+#include "dlock/redlock.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <random>
+
+#include "hold_queries.hpp"
+#include "lock_scripts.hpp"
+#include "lock_validation.hpp"
+#include "quorum.hpp"
+#include "redlock_core.hpp"
+
+namespace dlock {
+namespace detail {
+namespace {
+
+LockOptions as_lock_options(RedlockOptions& options) {
+    return LockOptions{.lease = options.lease,
+                       .renew = options.renew,
+                       .ownership = options.ownership,
+                       .on_lost = std::move(options.on_lost),
+                       .on_unlock_error = std::move(options.on_unlock_error)};
+}
+
+std::chrono::milliseconds checked_node_timeout(const std::string& name, const RedlockOptions& options) {
+    validate_lock_request(name, options.lease);
+    auto timeout = options.node_timeout.count() == 0 ? default_node_timeout(options.lease) : options.node_timeout;
+    if (timeout <= std::chrono::milliseconds::zero()) throw Error(errc::invalid_argument, "node_timeout must be positive");
+    if (timeout >= options.lease)
+        throw Error(errc::invalid_argument, "node_timeout (" + std::to_string(timeout.count()) +
+                                                " ms) must be shorter than the lease");
+    if (options.retry_delay < std::chrono::milliseconds(1) || options.retry_delay > std::chrono::minutes(1))
+        throw Error(errc::invalid_argument, "retry_delay must be 1 ms .. 1 min");
+    return timeout;
+}
+
+// One master's answer to acquire.lua: {1, token, count} or {0, pttl, 0}.
+struct AcquireAnswer {
+    Vote vote = Vote::not_counted;
+    std::error_code error;
+    std::uint64_t token = 0;
+    long long pttl = 0;
+};
+
+AcquireAnswer read_acquire(const Ballot& ballot) {
+    if (!ballot.answered) return {};
+    if (ballot.error)
+        return {ballot.error == errc::command_timeout ? Vote::timed_out : Vote::failed, ballot.error};
+    const auto& reply = ballot.reply;
+    if (!reply.is_array() || reply.elements.size() != 3) return {Vote::failed, errc::protocol_error};
+    if (reply.elements[0].integer == 1)
+        return {Vote::granted, {}, static_cast<std::uint64_t>(reply.elements[1].integer)};
+    return {Vote::held_by_another, {}, 0, reply.elements[1].integer};
+}
+
+// A sleep that only stop can cut short: after a split vote, release
+// messages are our own and the contenders' and must not end the pause.
+void pause_until(LockClock::time_point until, std::stop_token stop) {
+    std::mutex mutex;
+    std::condition_variable_any never;
+    std::unique_lock lock(mutex);
+    never.wait_until(lock, stop, until, [] { return false; });
+}
+
+}  // namespace
+
+RedlockCore::RedlockCore(std::shared_ptr<MastersCore> masters_, std::string name, RedlockOptions options)
+    : masters(std::move(masters_)),
+      identity([&] {
+          auto node_timeout = checked_node_timeout(name, options);
+          return std::make_shared<const LockIdentity>(std::move(name), as_lock_options(options), node_timeout);
+      }()),
+      retry_delay(options.retry_delay),
+      object_owner_(masters->ids.new_handle_owner()) {}
+
+std::string RedlockCore::current_owner() const {
+    return identity->options.ownership == Ownership::handle ? object_owner_ : OwnerIds::with_thread(object_owner_);
+}
+
+std::vector<MasterOutcome> RedlockCore::last_outcomes() const {
+    std::lock_guard lock(outcomes_mutex_);
+    return last_outcomes_;
+}
+
+void RedlockCore::record_outcomes(const std::vector<Ballot>& ballots) {
+    std::vector<MasterOutcome> outcomes;
+    for (std::size_t i = 0; i < ballots.size(); ++i) {
+        auto answer = read_acquire(ballots[i]);
+        outcomes.push_back({masters->addresses[i], answer.vote, answer.error});
+    }
+    std::lock_guard lock(outcomes_mutex_);
+    last_outcomes_ = std::move(outcomes);
+}
+
+std::chrono::milliseconds RedlockCore::random_retry_delay() {
+    thread_local std::minstd_rand random{std::random_device{}()};
+    return std::chrono::milliseconds(
+        std::uniform_int_distribution<long long>(1, std::max<long long>(retry_delay.count(), 1))(random));
+}
+
+bool RedlockCore::settle_token(const std::vector<Ballot>& ballots, const std::vector<std::uint64_t>& tokens,
+                               std::uint64_t token, LockClock::time_point deadline) {
+    const auto n = masters->size();
+    std::size_t at_token = 0;
+    std::vector<std::shared_ptr<ClientCore>> lagging;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (read_acquire(ballots[i]).vote != Vote::granted) continue;
+        if (tokens[i] >= token) ++at_token;
+        else lagging.push_back(masters->cores[i]);
+    }
+    if (won(n, at_token)) return true;  // the usual case: the masters' counters agree
+    const auto fence = identity->keys.fence();
+    const auto value = std::to_string(token);
+    std::string_view k[] = {fence};
+    std::string_view a[] = {value};
+    auto raised = FanOut::send(lagging, raise_fence_script(), k, a, deadline)->wait([&](const auto& answers) {
+        std::size_t ok = 0;
+        for (const auto& answer : answers) ok += answer.answered && !answer.error;
+        return won(n, at_token + ok);
+    });
+    for (const auto& answer : raised) at_token += answer.answered && !answer.error;
+    return won(n, at_token);
+}
+
+RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, std::error_code& ec) {
+    if ((ec = masters->usable())) return {Outcome::no_quorum};
+    const auto n = masters->size();
+    const auto& keys = identity->keys;
+    const auto fence = keys.fence();
+    const auto operation = masters->ids.next_operation_id();
+    const auto sent = LockClock::now();
+    const auto deadline = sent + identity->node_timeout;
+    std::string_view k[] = {keys.lock, fence};
+    std::string_view a[] = {owner, identity->lease_ms, operation};
+    // Stop as soon as it is decided: a majority granted, or too many answered no.
+    auto ballots = FanOut::send(masters->cores, acquire_script(), k, a, deadline)->wait([n](const auto& so_far) {
+        std::size_t granted = 0, refused = 0;
+        for (const auto& ballot : so_far) {
+            if (!ballot.answered) continue;
+            if (read_acquire(ballot).vote == Vote::granted) ++granted;
+            else ++refused;
+        }
+        return won(n, granted) || cannot_win(n, refused);
+    });
+    record_outcomes(ballots);
+
+    std::size_t granted = 0, held_by_another = 0;
+    std::uint64_t token = 0;
+    long long shortest_pttl = identity->options.lease.count();
+    std::vector<std::uint64_t> tokens(n, 0);
+    bool wrong_type = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        auto answer = read_acquire(ballots[i]);
+        wrong_type |= answer.error == errc::wrong_type;
+        if (answer.vote == Vote::granted) {
+            ++granted;
+            tokens[i] = answer.token;
+            token = std::max(token, answer.token);
+        } else if (answer.vote == Vote::held_by_another) {
+            ++held_by_another;
+            shortest_pttl = std::min(shortest_pttl, std::max(answer.pttl, 1LL));
+        }
+    }
+    if (won(n, granted) && remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0 &&
+        settle_token(ballots, tokens, token, deadline) &&
+        remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0) {
+        record_acquired(owner, token, sent);
+        return {Outcome::acquired};
+    }
+    // Not ours: undo every grant, also where no answer came (it may have
+    // been granted), unless every master answered that someone else has it.
+    if (held_by_another < n) release_everywhere(owner, false);
+    if (wrong_type) {
+        ec = errc::wrong_type;
+        return {Outcome::no_quorum};
+    }
+    if (granted + held_by_another < majority(n)) return {Outcome::no_quorum};
+    if (granted == 0) return {Outcome::busy, std::chrono::milliseconds(shortest_pttl)};
+    return {Outcome::split};
+}
+
+void RedlockCore::record_acquired(const std::string& owner, std::uint64_t token, LockClock::time_point sent) {
+    const auto lease = identity->options.lease;
+    std::shared_ptr<Hold> stale;
+    auto hold = holds_.obtain(identity, owner, false, stale);
+    if (stale) {
+        masters->keeper().forget(stale);
+        mark_lost(stale, errc::lease_lost);
+    }
+    {
+        std::lock_guard lock(hold->mutex);
+        hold->count = 1;
+        hold->token = token;
+        hold->valid_until = valid_until(sent, lease);
+    }
+    masters->keeper().track(hold, identity->options.renew ? sent + renew_interval(lease) : valid_until(sent, lease));
+}
+
+bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+    ec.clear();
+    const auto owner = current_owner();
+    if (auto hold = hold_of(owner)) {
+        // Re-entry is counted here: the masters hold one grant per owner.
+        {
+            std::lock_guard lock(hold->mutex);
+            if (hold->held_locked(LockClock::now())) {
+                ++hold->count;
+                return true;
+            }
+        }
+        // Lost or run out: forget it and acquire afresh.
+        holds_.erase(hold);
+        masters->keeper().forget(hold);
+        mark_lost(hold, errc::lease_lost);
+    }
+    const auto& options = masters->cores.front()->options();
+    const auto unavailable_window = options.connect_timeout + options.command_timeout;
+    std::optional<LockClock::time_point> unavailable_since;
+    const bool single_attempt = deadline && *deadline <= LockClock::now();
+
+    std::shared_ptr<NameQueue> queue;
+    std::optional<std::uint64_t> ticket;
+    struct Leave {
+        std::shared_ptr<NameQueue>& queue;
+        std::optional<std::uint64_t>& ticket;
+        ~Leave() {
+            if (ticket) queue->leave(*ticket);
+        }
+    } leave{queue, ticket};
+    bool subscribed = false;
+    for (;;) {
+        const auto seen = queue ? queue->generation() : 0;
+        auto result = attempt(owner, ec);
+        if (result.outcome == Outcome::acquired) return true;
+        if (ec && ec != errc::no_quorum) return false;
+        const auto now = LockClock::now();
+        if (result.outcome == Outcome::no_quorum) {
+            if (!unavailable_since) unavailable_since = now;
+        } else {
+            unavailable_since.reset();
+        }
+        const bool out_of_time = single_attempt || stop.stop_requested() || (deadline && now >= *deadline) ||
+                                 (!deadline && unavailable_since && now - *unavailable_since >= unavailable_window);
+        if (out_of_time) {
+            if (result.outcome == Outcome::no_quorum) ec = errc::no_quorum;
+            return false;
+        }
+        if (!queue) {
+            // Threads of this process queue for the name; only the head asks
+            // the masters.
+            queue = masters->queues.queue(identity->name);
+            ticket = queue->enqueue();
+            if (!queue->wait_turn(*ticket, deadline, stop)) return false;
+            continue;
+        }
+        if (!subscribed && result.outcome != Outcome::no_quorum) {
+            // Subscribe on every master, then try again at once: a release
+            // published before the subscription was active would go unseen.
+            auto until = now + identity->node_timeout;
+            if (deadline) until = std::min(until, *deadline);
+            subscribed = queue->ensure_subscribed(masters->cores, 1, identity->keys.channel(), until);
+            continue;
+        }
+        if (result.outcome == Outcome::busy) {
+            // Until a release on any master, or until the holder's lease must have ended.
+            auto wake_at = now + result.pttl + std::chrono::milliseconds(1);
+            if (deadline) wake_at = std::min(wake_at, *deadline);
+            queue->wait_change(seen, wake_at, stop);
+        } else {
+            // A split vote or masters not answering: back off a random time.
+            auto wake_at = now + random_retry_delay();
+            if (deadline) wake_at = std::min(wake_at, *deadline);
+            pause_until(wake_at, stop);
+        }
+    }
+}
+
+void RedlockCore::release(std::error_code& ec) {
+    ec.clear();
+    const auto owner = current_owner();
+    auto hold = hold_of(owner);
+    if (!hold) {
+        ec = errc::not_owner;
+        return;
+    }
+    {
+        std::lock_guard lock(hold->mutex);
+        if (hold->lost || hold->count == 0) {
+            ec = errc::lease_lost;
+        } else if (hold->count > 1) {
+            --hold->count;
+            return;
+        } else {
+            hold->released = true;  // no renewal may follow the final release
+        }
+    }
+    holds_.erase(hold);
+    masters->keeper().forget(hold);
+    if (ec) {
+        release_everywhere(owner, false);  // in case some master still has it
+        return;
+    }
+    const auto n = masters->size();
+    const auto& keys = identity->keys;
+    const auto fence = keys.fence(), channel = keys.channel();
+    const auto operation = masters->ids.next_operation_id();
+    std::string_view k[] = {keys.lock, fence, channel};
+    std::string_view a[] = {owner, identity->lease_ms, operation, "1"};
+    // release.lua answers 0 (released) or -1 (not ours there).
+    struct Tally {
+        std::size_t released = 0, not_ours = 0, answered = 0;
+    };
+    auto tally = [](const std::vector<Ballot>& ballots) {
+        Tally t;
+        for (const auto& ballot : ballots) {
+            if (!ballot.answered) continue;
+            ++t.answered;
+            if (!ballot.error && ballot.reply.is_integer()) ++(ballot.reply.integer >= 0 ? t.released : t.not_ours);
+        }
+        return t;
+    };
+    auto ballots = FanOut::send(masters->cores, release_script(), k, a, Clock::now() + identity->node_timeout)
+                       ->wait([&](const auto& so_far) {
+                           auto t = tally(so_far);
+                           return won(n, t.released) || cannot_win(n, t.answered - t.released);
+                       });
+    hold->mark_count_zero();
+    auto result = tally(ballots);
+    if (won(n, result.released)) return;
+    ec = won(n, result.not_ours) ? errc::lease_lost : errc::no_quorum;
+}
+
+void RedlockCore::release_everywhere(const std::string& owner, bool wait) {
+    const auto& keys = identity->keys;
+    const auto fence = keys.fence(), channel = keys.channel();
+    const auto operation = masters->ids.next_operation_id();
+    std::string_view k[] = {keys.lock, fence, channel};
+    std::string_view a[] = {owner, identity->lease_ms, operation, "1"};
+    auto fan = FanOut::send(masters->cores, release_script(), k, a, Clock::now() + identity->node_timeout);
+    if (wait) fan->wait([](const auto&) { return false; });
+}
+
+}  // namespace detail
+
+QuorumError::QuorumError(const std::string& what, std::vector<MasterOutcome> outcomes)
+    : Error(errc::no_quorum, what), outcomes_(std::move(outcomes)) {}
+
+std::string_view to_string(Vote vote) noexcept {
+    switch (vote) {
+        case Vote::granted: return "granted";
+        case Vote::held_by_another: return "held by another owner";
+        case Vote::timed_out: return "timed out";
+        case Vote::failed: return "failed";
+        case Vote::not_counted: return "not counted";
+    }
+    return "unknown";
+}
+
+namespace {
+
+[[noreturn]] void throw_failure(const detail::RedlockCore& core, std::error_code ec, const std::string& what) {
+    if (ec != errc::no_quorum) throw Error(ec, what);
+    auto outcomes = core.last_outcomes();
+    std::string detail = what + ":";
+    for (const auto& outcome : outcomes) {
+        detail += " " + outcome.master + " " + std::string(to_string(outcome.vote));
+        if (outcome.error) detail += " (" + outcome.error.message() + ")";
+        detail += ";";
+    }
+    detail.pop_back();
+    throw QuorumError(detail, std::move(outcomes));
+}
+
+}  // namespace
+
+Redlock::Redlock(Masters& masters, std::string name, RedlockOptions options)
+    : core_(std::make_shared<detail::RedlockCore>(masters.core(), std::move(name), std::move(options))) {}
+
+Redlock::Redlock(Redlock&&) noexcept = default;
+Redlock& Redlock::operator=(Redlock&&) noexcept = default;
+
+Redlock::~Redlock() {
+    if (!core_ || core_->masters->usable()) return;
+    for (auto& hold : core_->all_holds()) {
+        bool live;
+        {
+            std::lock_guard lock(hold->mutex);
+            live = hold->count > 0 && !hold->released && !hold->lost;
+            hold->released = true;
+        }
+        core_->masters->keeper().forget(hold);
+        if (live) core_->release_everywhere(hold->owner, true);
+    }
+}
+
+bool Redlock::lock(std::stop_token stop) {
+    std::error_code ec;
+    bool acquired = core_->acquire(std::nullopt, stop, ec);
+    if (ec) throw_failure(*core_, ec, "lock " + name());
+    return acquired;
+}
+
+void Redlock::lock() { (void)lock(std::stop_token{}); }
+
+bool Redlock::try_lock() { return acquire_until(std::chrono::steady_clock::time_point::min()); }
+
+bool Redlock::try_lock(std::error_code& ec) noexcept {
+    return try_lock_until(std::chrono::steady_clock::time_point::min(), ec);
+}
+
+bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    try {
+        return core_->acquire(deadline, {}, ec);
+    } catch (const Error& e) {
+        ec = e.code();
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+    return false;
+}
+
+bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+    std::error_code ec;
+    bool acquired = core_->acquire(deadline, stop, ec);
+    if (ec) throw_failure(*core_, ec, "try_lock " + name());
+    return acquired;
+}
+
+bool Redlock::acquire_until(std::chrono::steady_clock::time_point deadline) {
+    return try_lock_until(deadline, std::stop_token{});
+}
+
+void Redlock::unlock() noexcept {
+    std::error_code ec;
+    unlock(ec);
+    detail::report_unlock_error(*core_->identity, ec);
+}
+
+void Redlock::unlock(std::error_code& ec) noexcept {
+    try {
+        core_->release(ec);
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+}
+
+bool Redlock::is_held() const { return detail::hold_is_held(core_->hold_of(core_->current_owner())); }
+
+unsigned Redlock::hold_count() const { return detail::hold_count_of(core_->hold_of(core_->current_owner())); }
+
+std::uint64_t Redlock::fencing_token() const {
+    return detail::fencing_token_of(core_->hold_of(core_->current_owner()));
+}
+
+std::stop_token Redlock::lost_token() const { return detail::lost_token_of(core_->hold_of(core_->current_owner())); }
+
+std::chrono::steady_clock::time_point Redlock::valid_until() const {
+    return detail::valid_until_of(core_->hold_of(core_->current_owner()));
+}
+
+const std::string& Redlock::name() const noexcept { return core_->identity->name; }
+
+std::vector<MasterOutcome> Redlock::last_outcomes() const { return core_->last_outcomes(); }
+
+}  // namespace dlock

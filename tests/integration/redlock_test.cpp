@@ -1,0 +1,367 @@
+// Redlock against five real, independent redis-server masters: majorities
+// with masters stopped, restarted and pre-empted, fencing tokens, waiting,
+// and bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <concepts>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/redlock.hpp"
+#include "eventually.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::eventually;
+
+static_assert(std::is_same_v<decltype(std::declval<dlock::Redlock&>().try_lock()), bool>);
+// std::scoped_lock needs Lockable; std::unique_lock::try_lock_for needs TimedLockable.
+static_assert(requires(dlock::Redlock& l) {
+    l.lock();
+    l.unlock();
+    { l.try_lock_for(1ms) } -> std::same_as<bool>;
+    { l.try_lock_until(Clock::now()) } -> std::same_as<bool>;
+});
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+struct FiveMasters {
+    std::vector<std::unique_ptr<dlock::support::RedisServer>> servers;
+    FiveMasters() {
+        for (int i = 0; i < 5; ++i) servers.push_back(std::make_unique<dlock::support::RedisServer>());
+    }
+    std::vector<std::string> urls() const {
+        std::vector<std::string> out;
+        for (const auto& s : servers) out.push_back(s->uri());
+        return out;
+    }
+    dlock::support::RedisServer& operator[](std::size_t i) { return *servers[i]; }
+    // How many masters hold the lock's key.
+    int holding(const std::string& name) {
+        int n = 0;
+        for (auto& s : servers) n += s->cli({"EXISTS", key_of(name)}) == "1";
+        return n;
+    }
+};
+
+std::size_t count_votes(const std::vector<dlock::MasterOutcome>& outcomes, dlock::Vote vote) {
+    return static_cast<std::size_t>(
+        std::count_if(outcomes.begin(), outcomes.end(), [&](const auto& o) { return o.vote == vote; }));
+}
+
+dlock::ClientOptions quick_options() {
+    dlock::ClientOptions o;
+    o.connect_timeout = 500ms;
+    o.command_timeout = 1s;
+    o.reconnect_backoff_max = 100ms;
+    return o;
+}
+
+}  // namespace
+
+TEST(Redlock, AcquiresOnEveryMasterAndReleasesEverywhere) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls());
+    EXPECT_EQ(masters.size(), 5u);
+    EXPECT_EQ(masters.quorum(), 3u);
+    dlock::Redlock lock(masters, "invoice:7");
+    lock.lock();
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_GT(lock.fencing_token(), 0u);
+    EXPECT_GT(lock.valid_until(), Clock::now() + 25s);
+    // Every master granted it (the rest of the fan-out may land just after the majority).
+    EXPECT_TRUE(eventually([&] { return m.holding("invoice:7") == 5; }));
+    lock.unlock();
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_TRUE(eventually([&] { return m.holding("invoice:7") == 0; }));
+}
+
+TEST(Redlock, ReentryIsCountedWithoutAnotherGrant) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls());
+    dlock::Redlock lock(masters, "reentrant");
+    lock.lock();
+    auto token = lock.fencing_token();
+    EXPECT_TRUE(lock.try_lock());
+    EXPECT_EQ(lock.hold_count(), 2u);
+    EXPECT_EQ(lock.fencing_token(), token);
+    lock.unlock();
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_EQ(m.holding("reentrant"), 5);
+    {
+        std::scoped_lock again(lock);
+        EXPECT_EQ(lock.hold_count(), 2u);
+    }
+    lock.unlock();
+    EXPECT_TRUE(eventually([&] { return m.holding("reentrant") == 0; }));
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::not_owner);
+}
+
+TEST(Redlock, TwoMastersStoppedStillAcquiresWithinTheDeadline) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls(), quick_options());
+    dlock::Redlock lock(masters, "two-down", {.node_timeout = 200ms});
+    m[1].pause();
+    m[3].pause();
+    auto start = Clock::now();
+    EXPECT_TRUE(lock.try_lock_for(3s));
+    EXPECT_LT(Clock::now() - start, 3s);
+    EXPECT_GE(count_votes(lock.last_outcomes(), dlock::Vote::granted), 3u);
+    EXPECT_EQ(count_votes(lock.last_outcomes(), dlock::Vote::held_by_another), 0u);
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    m[1].resume();
+    m[3].resume();
+}
+
+TEST(Redlock, ThreeMastersStoppedFailsAtTheDeadlineSayingWhatEachAnswered) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls(), quick_options());
+    dlock::Redlock lock(masters, "three-down", {.lease = 2s, .node_timeout = 100ms});
+    m[0].pause();
+    m[2].pause();
+    m[4].pause();
+    auto start = Clock::now();
+    try {
+        (void)lock.try_lock_for(1s);
+        ADD_FAILURE() << "acquired with three of five masters stopped";
+    } catch (const dlock::QuorumError& e) {
+        EXPECT_EQ(e.code(), dlock::errc::no_quorum);
+        const auto& outcomes = e.outcomes();
+        ASSERT_EQ(outcomes.size(), 5u);
+        EXPECT_EQ(outcomes[1].vote, dlock::Vote::granted);
+        EXPECT_EQ(outcomes[3].vote, dlock::Vote::granted);
+        for (int i : {0, 2, 4}) {
+            EXPECT_TRUE(outcomes[i].vote == dlock::Vote::timed_out || outcomes[i].vote == dlock::Vote::failed)
+                << i << " " << to_string(outcomes[i].vote);
+            EXPECT_TRUE(outcomes[i].error) << i;
+            EXPECT_EQ(outcomes[i].master, m[i].uri());
+        }
+        EXPECT_NE(std::string(e.what()).find("granted"), std::string::npos) << e.what();
+    }
+    auto elapsed = Clock::now() - start;
+    EXPECT_GE(elapsed, 1s);
+    EXPECT_LT(elapsed, 1s + 1s);  // the deadline, plus at most one attempt in flight
+    EXPECT_FALSE(lock.is_held());
+    // The two that answered gave their grants back.
+    EXPECT_TRUE(eventually([&] { return m[1].cli({"EXISTS", key_of("three-down")}) == "0"; }));
+    EXPECT_TRUE(eventually([&] { return m[3].cli({"EXISTS", key_of("three-down")}) == "0"; }));
+    for (int i : {0, 2, 4}) m[i].resume();
+    // Requests that sat in a stopped master's socket may still run on resume;
+    // the lease bounds them.
+    EXPECT_TRUE(eventually([&] { return m.holding("three-down") == 0; }, 5s));
+}
+
+TEST(Redlock, UnreachableMastersFailAtOnceWithTheirErrors) {
+    std::vector<std::string> urls;
+    for (int i = 0; i < 3; ++i) urls.push_back("redis://127.0.0.1:" + std::to_string(dlock::support::free_port()));
+    dlock::Masters masters(urls, quick_options());
+    dlock::Redlock lock(masters, "nowhere");
+    std::error_code ec;
+    auto start = Clock::now();
+    EXPECT_FALSE(lock.try_lock(ec));
+    EXPECT_EQ(ec, dlock::errc::no_quorum);
+    EXPECT_LT(Clock::now() - start, 3s);
+    auto outcomes = lock.last_outcomes();
+    ASSERT_EQ(outcomes.size(), 3u);
+    for (const auto& o : outcomes) {
+        EXPECT_EQ(o.vote, dlock::Vote::failed);
+        EXPECT_TRUE(o.error == dlock::errc::connection_refused || o.error == dlock::errc::not_connected)
+            << o.error.message();
+    }
+    // lock() without a deadline gives up after connect + command timeout.
+    start = Clock::now();
+    EXPECT_THROW(lock.lock(), dlock::QuorumError);
+    EXPECT_LT(Clock::now() - start, 5s);
+}
+
+TEST(Redlock, KeyHeldByAnotherOnThreeMastersIsNotAcquiredAndNothingIsLeftOnTheOtherTwo) {
+    FiveMasters m;
+    for (int i : {0, 1, 2})
+        m[i].cli({"HSET", key_of("taken"), "owner", "someone-else", "count", "1", "seq", "1", "token", "1"});
+    for (int i : {0, 1, 2}) m[i].cli({"PEXPIRE", key_of("taken"), "60000"});
+    dlock::Masters masters(m.urls());
+    dlock::Redlock lock(masters, "taken");
+    EXPECT_FALSE(lock.try_lock());
+    EXPECT_GE(count_votes(lock.last_outcomes(), dlock::Vote::held_by_another), 3u);
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_TRUE(eventually([&] {
+        return m[3].cli({"EXISTS", key_of("taken")}) == "0" && m[4].cli({"EXISTS", key_of("taken")}) == "0";
+    }));
+    for (int i : {0, 1, 2}) EXPECT_EQ(m[i].cli({"HGET", key_of("taken"), "owner"}), "someone-else");
+    // Waiting until the deadline is contention, not an error.
+    EXPECT_FALSE(lock.try_lock_for(300ms));
+}
+
+TEST(Redlock, WatchdogKeepsTheMajorityThroughAMasterRestart) {
+    FiveMasters m;
+    std::atomic<int> lost{0};
+    dlock::Masters masters(m.urls(), quick_options());
+    dlock::Redlock lock(masters, "long-job",
+                        {.lease = 900ms, .node_timeout = 150ms, .on_lost = [&](auto, auto) { ++lost; }});
+    lock.lock();
+    m[0].kill();  // without persistence: its copy of the lock is gone
+    m[0].start();
+    m[2].restart();
+    auto until = Clock::now() + 3s;  // more than three leases
+    while (Clock::now() < until) {
+        EXPECT_TRUE(lock.is_held());
+        std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_EQ(lost.load(), 0);
+    // The renewals took the restarted masters back, restoring all five.
+    EXPECT_TRUE(eventually([&] { return m.holding("long-job") == 5; }));
+    lock.unlock();
+    EXPECT_TRUE(eventually([&] { return m.holding("long-job") == 0; }));
+}
+
+TEST(Redlock, LosingTheMajorityIsReportedAsLost) {
+    FiveMasters m;
+    std::promise<std::error_code> lost;
+    dlock::Masters masters(m.urls());
+    dlock::Redlock lock(masters, "fragile", {.lease = 600ms, .on_lost = [&](auto, std::error_code ec) {
+                                                 lost.set_value(ec);
+                                             }});
+    lock.lock();
+    auto token = lock.lost_token();
+    EXPECT_TRUE(eventually([&] { return m.holding("fragile") == 5; }));
+    for (int i : {0, 1, 2}) m[i].cli({"HSET", key_of("fragile"), "owner", "intruder"});
+    auto reported = lost.get_future();
+    ASSERT_EQ(reported.wait_for(3s), std::future_status::ready);
+    EXPECT_EQ(reported.get(), dlock::errc::lease_lost);
+    EXPECT_TRUE(token.stop_requested());
+    EXPECT_FALSE(lock.is_held());
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::lease_lost);
+}
+
+TEST(Redlock, AWaiterIsWokenByTheReleaseNotByTheLease) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls());
+    dlock::Redlock holder(masters, "handoff", {.lease = 60s, .ownership = dlock::Ownership::handle});
+    dlock::Redlock waiter(masters, "handoff", {.lease = 60s});
+    holder.lock();
+    auto released_at = std::async(std::launch::async, [&] {
+        std::this_thread::sleep_for(300ms);
+        holder.unlock();
+        return Clock::now();
+    });
+    auto acquired = std::async(std::launch::async, [&] {
+        bool ok = waiter.try_lock_for(20s);
+        auto at = Clock::now();
+        if (ok) waiter.unlock();
+        return std::make_pair(ok, at);
+    });
+    auto [ok, at] = acquired.get();
+    EXPECT_TRUE(ok);
+    EXPECT_LT(at - released_at.get(), 5s);  // the lease was 60 s
+}
+
+TEST(Redlock, FencingTokensGrowAndLaggingCountersAreRaised) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls(), quick_options());
+    dlock::Redlock lock(masters, "fenced", {.node_timeout = 200ms});
+    lock.lock();
+    auto first = lock.fencing_token();
+    lock.unlock();
+    // One master's counter far ahead (it granted while the others were away).
+    m[0].cli({"HSET", key_of("fenced") + ":fence", "token", "100"});
+    lock.lock();
+    EXPECT_EQ(lock.fencing_token(), 101u);
+    lock.unlock();
+    // Without that master, the next majority still counts past 101: the
+    // lagging counters were raised to it.
+    m[0].pause();
+    lock.lock();
+    EXPECT_GT(lock.fencing_token(), 101u);
+    EXPECT_GT(lock.fencing_token(), first);
+    lock.unlock();
+    m[0].resume();
+}
+
+TEST(Redlock, FencingTokenGoesBackOnlyWhenAWholeMajorityLostItsCounters) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls(), quick_options());
+    dlock::Redlock lock(masters, "amnesia", {.node_timeout = 200ms});
+    for (int i = 0; i < 3; ++i) {
+        lock.lock();
+        lock.unlock();
+    }
+    lock.lock();
+    auto before = lock.fencing_token();
+    lock.unlock();
+    EXPECT_EQ(before, 4u);
+    // Two masters forget: every majority still has a master that remembers.
+    m[0].cli({"FLUSHALL"});
+    m[1].cli({"FLUSHALL"});
+    lock.lock();
+    EXPECT_GT(lock.fencing_token(), before);
+    before = lock.fencing_token();
+    lock.unlock();
+    // Three forget and the other two are away: this majority remembers nothing.
+    for (int i : {0, 1, 2}) m[i].cli({"FLUSHALL"});
+    m[3].pause();
+    m[4].pause();
+    lock.lock();
+    EXPECT_LT(lock.fencing_token(), before);  // documented in redlock.hpp
+    lock.unlock();
+    m[3].resume();
+    m[4].resume();
+}
+
+TEST(Redlock, BadInputIsATypedError) {
+    FiveMasters m;
+    auto urls = m.urls();
+    auto expect_code = [](auto make, dlock::errc code) {
+        try {
+            make();
+            ADD_FAILURE() << "no error";
+        } catch (const dlock::Error& e) {
+            EXPECT_EQ(e.code(), code) << e.what();
+        }
+    };
+    expect_code([&] { dlock::Masters x({urls[0], urls[1]}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Masters x({urls[0], urls[1], urls[2], urls[3]}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Masters x({}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Masters x({urls[0], urls[1], urls[0]}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Masters x({urls[0], urls[1], "redis://host:notaport"}); }, dlock::errc::invalid_uri);
+    dlock::Masters masters(urls);
+    expect_code([&] { dlock::Redlock x(masters, ""); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Redlock x(masters, "n", {.lease = 0ms}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Redlock x(masters, "n", {.lease = 25h}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Redlock x(masters, "n", {.lease = 1s, .node_timeout = 1s}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Redlock x(masters, "n", {.node_timeout = -1ms}); }, dlock::errc::invalid_argument);
+    expect_code([&] { dlock::Redlock x(masters, "n", {.retry_delay = 0ms}); }, dlock::errc::invalid_argument);
+    expect_code([&] { (void)masters.client(5); }, dlock::errc::invalid_argument);
+    // A key that holds something else on a majority.
+    for (int i : {0, 1, 2}) m[i].cli({"SET", key_of("not-a-lock"), "x"});
+    dlock::Redlock wrong(masters, "not-a-lock");
+    std::error_code ec;
+    EXPECT_FALSE(wrong.try_lock(ec));
+    EXPECT_EQ(ec, dlock::errc::wrong_type);
+    EXPECT_TRUE(eventually([&] { return m[3].cli({"EXISTS", key_of("not-a-lock")}) == "0"; }));
+}
+
+TEST(Redlock, MastersClosingReleasesWhatIsHeld) {
+    FiveMasters m;
+    auto masters = std::make_unique<dlock::Masters>(m.urls());
+    dlock::Redlock lock(*masters, "closing");
+    lock.lock();
+    EXPECT_TRUE(eventually([&] { return m.holding("closing") == 5; }));
+    masters.reset();
+    EXPECT_EQ(m.holding("closing"), 0);
+    std::error_code ec;
+    EXPECT_FALSE(lock.try_lock(ec));
+    EXPECT_EQ(ec, dlock::errc::client_closed);
+}
