@@ -132,15 +132,12 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, std::error_c
     const auto deadline = sent + identity->node_timeout;
     std::string_view k[] = {keys.lock, fence};
     std::string_view a[] = {owner, identity->lease_ms, operation};
-    // Stop as soon as it is decided: a majority granted, or too many answered no.
+    // Stop as soon as a majority granted. A failure waits for every answer
+    // (at most the node timeout), so that it can say what each master said.
     auto ballots = FanOut::send(masters->cores, acquire_script(), k, a, deadline)->wait([n](const auto& so_far) {
-        std::size_t granted = 0, refused = 0;
-        for (const auto& ballot : so_far) {
-            if (!ballot.answered) continue;
-            if (read_acquire(ballot).vote == Vote::granted) ++granted;
-            else ++refused;
-        }
-        return won(n, granted) || cannot_win(n, refused);
+        std::size_t granted = 0;
+        for (const auto& ballot : so_far) granted += read_acquire(ballot).vote == Vote::granted;
+        return won(n, granted);
     });
     record_outcomes(ballots);
 
