@@ -58,6 +58,24 @@ enum class Ownership {
 inline constexpr std::size_t max_lock_name_bytes = 512;
 inline constexpr std::chrono::milliseconds max_lease = std::chrono::hours(24);
 
+// Replica acknowledgement (Redis WAIT) for a single master with replicas.
+// Redis replicates asynchronously: a master that crashes right after
+// granting a lock may be replaced by a replica that never heard of it. With
+// replicas > 0, each acquisition is followed by WAIT replicas timeout on the
+// same dedicated connection; when fewer replicas confirm in time, the
+// acquisition is undone and the call fails with
+// errc::replicas_not_acknowledged (no retry: the caller decides).
+// This narrows the window, it does not close it: WAIT does not make Redis
+// strongly consistent, and a failover may still promote a replica that had
+// not confirmed.
+struct ReplicaAck {
+    unsigned replicas = 0;                  // 0: no WAIT (the default)
+    std::chrono::milliseconds timeout{1000};  // WAIT's timeout; 1 ms .. 1 h
+    // Also WAIT after each renewal; a renewal the replicas do not confirm
+    // counts as failed (retried until the lease runs out, then LOST).
+    bool on_renewal = true;
+};
+
 struct LockOptions {
     // How long the lock stays valid in Redis without renewal. 1 ms to 24 h.
     // Default 30 s.
@@ -75,6 +93,8 @@ struct LockOptions {
     // Called when unlock() (which never throws) fails. Runs on the unlocking
     // thread. Default none.
     std::function<void(std::string_view name, std::error_code reason)> on_unlock_error;
+    // Wait for replicas to confirm acquisitions (and renewals). Default off.
+    ReplicaAck replica_ack;
 };
 
 class Lock {
@@ -89,7 +109,8 @@ public:
     ~Lock();
 
     // Blocks until acquired. Throws on failure (unreachable server, timeouts,
-    // wrong_type when the key holds non-lock data, client_closed).
+    // wrong_type when the key holds non-lock data, client_closed,
+    // replicas_not_acknowledged with LockOptions::replica_ack).
     void lock();
     // As lock(), but returns false as soon as stop is requested.
     [[nodiscard]] bool lock(std::stop_token stop);

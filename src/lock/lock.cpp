@@ -1,6 +1,7 @@
 #include "dlock/lock.hpp"
 
 #include <algorithm>
+#include <array>
 #include <thread>
 
 #include "dlock/client.hpp"
@@ -9,6 +10,7 @@
 #include "hold_queries.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
+#include "replica_ack.hpp"
 #include "validity.hpp"
 
 namespace dlock {
@@ -32,7 +34,7 @@ bool retryable(std::error_code ec) {
 LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      identity((validate_lock_request(name, options.lease), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
+      identity((validate_lock_request(name, options.lease), validate_replica_ack(options.replica_ack), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string LockCore::current_owner() const {
@@ -63,7 +65,12 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& e
     const auto fence = keys.fence();
     const auto operation = service->next_operation_id();
     const auto sent = LockClock::now();
-    Reply reply = eval_retrying(acquire_script(), {keys.lock, fence}, {owner, identity->lease_ms, operation}, ec);
+    const auto& ack = identity->options.replica_ack;
+    long long acknowledged = 0;
+    Reply reply = ack.replicas > 0 ? eval_acknowledged(*client, acquire_script(), std::array<std::string_view, 2>{keys.lock, fence},
+                                                       std::array<std::string_view, 3>{owner, identity->lease_ms, operation},
+                                                       ack, acknowledged, ec)
+                                   : eval_retrying(acquire_script(), {keys.lock, fence}, {owner, identity->lease_ms, operation}, ec);
     if (ec == errc::wrong_type)
         throw Error(ec, "key " + keys.lock + " or " + fence + " holds data that is not a dlock lock");
     if (ec) {
@@ -80,6 +87,19 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& e
     }
     if (!reply.is_array() || reply.elements.size() != 3) {
         ec = errc::protocol_error;
+        return {Outcome::failed};
+    }
+    if (reply.elements[0].integer == 1 && acknowledged < ack.replicas) {
+        // Granted, but too few replicas have it: a failover could lose it.
+        // Undo this acquisition (only this one, on a re-entry) and say so.
+        const bool only_hold = reply.elements[2].integer <= 1;
+        std::string undo_op = service->next_operation_id();
+        const auto channel = keys.channel();
+        std::string_view k[] = {keys.lock, fence, channel};
+        std::string_view a[] = {owner, identity->lease_ms, undo_op, only_hold ? "1" : "0"};
+        std::error_code undo_ec;
+        client->eval(release_script(), k, a, undo_ec);
+        ec = errc::replicas_not_acknowledged;
         return {Outcome::failed};
     }
     if (reply.elements[0].integer == 1) {

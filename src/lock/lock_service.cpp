@@ -5,6 +5,7 @@
 #include "dlock/error.hpp"
 #include "lock_scripts.hpp"
 #include "redis/command_format.hpp"
+#include "replica_ack.hpp"
 
 namespace dlock::detail {
 
@@ -21,6 +22,11 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
     std::vector<std::string_view> commands;
     std::vector<Completion> dones;
     for (auto& hold : due) {
+        const auto& ack = hold->lock->options.replica_ack;
+        if (ack.replicas > 0 && ack.on_renewal) {
+            send_acknowledged_renewal(hold, sent);
+            continue;
+        }
         // Formatting is most of a renewal's client-side cost, and the
         // command never changes: format it once per hold.
         if (hold->renew_command.empty()) {
@@ -33,6 +39,23 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         dones.push_back([this, weak, sent](std::error_code ec, Reply&& reply) { on_renewed(weak, sent, ec, reply); });
     }
     core_.submit_many(commands, dones);
+}
+
+void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
+    const auto& ack = hold->lock->options.replica_ack;
+    std::string_view keys[] = {hold->lock->keys.lock};
+    std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
+    std::weak_ptr<Hold> weak = hold;
+    eval_acknowledged_async(core_, renew_script(), keys, argv, ack,
+                            [this, weak, sent, wanted = ack.replicas](std::error_code ec, Reply&& reply, long long n) {
+                                auto held = weak.lock();
+                                if (!held) return;
+                                if (ec) return keeper_.failed(held, ec);
+                                if (!reply.is_integer() || reply.integer != 1) return keeper_.refused(held);
+                                // Extended on the master only: not yet safe from a failover.
+                                if (n < wanted) return keeper_.failed(held, errc::replicas_not_acknowledged);
+                                keeper_.renewed(held, sent);
+                            });
 }
 
 void LockService::on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_point sent, std::error_code ec,

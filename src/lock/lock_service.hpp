@@ -22,6 +22,8 @@ public:
 private:
     // Renewals due together leave in one write on the command connection.
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
+    // With LockOptions::replica_ack: renew, then WAIT, on a dedicated connection.
+    void send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent);
     void on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_point sent, std::error_code ec,
                     const Reply& reply);
     void release_all_on_stop();

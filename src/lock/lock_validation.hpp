@@ -18,4 +18,10 @@ inline void validate_lock_request(const std::string& name, std::chrono::millisec
     if (lease > max_lease) throw Error(errc::invalid_argument, "lease is longer than 24 h");
 }
 
+inline void validate_replica_ack(const ReplicaAck& ack) {
+    if (ack.replicas == 0) return;
+    if (ack.timeout < std::chrono::milliseconds(1) || ack.timeout > std::chrono::hours(1))
+        throw Error(errc::invalid_argument, "replica_ack.timeout must be 1 ms .. 1 h");
+}
+
 }  // namespace dlock::detail

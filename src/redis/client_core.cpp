@@ -96,6 +96,9 @@ void ClientCore::stop() {
         for (auto& hook : io_hooks) hook();
         commands_->shutdown();
         if (subscriber_) subscriber_->shutdown();
+        // Synchronises with a concurrent first submit_dedicated; none is made after this.
+        std::call_once(dedicated_once_, [] {});
+        if (dedicated_) dedicated_->shutdown();
         work_.reset();
         // Handlers still queued for closed sockets and cancelled timers run
         // and return; then run() ends.
@@ -212,6 +215,15 @@ Reply ClientCore::call(Args args, std::error_code& ec) noexcept {
 Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept {
     return wait_for(
         [&](Completion done, Clock::time_point until) { eval_async(script, keys, argv, std::move(done), until); }, ec);
+}
+
+void ClientCore::submit_dedicated(std::vector<std::string> formatted, DedicatedConnections::Done done,
+                                  Clock::time_point deadline) {
+    if (auto ec = usable()) return done(ec, {});
+    std::call_once(dedicated_once_,
+                   [this] { dedicated_ = std::make_unique<DedicatedConnections>(io_, address_, options_); });
+    if (!dedicated_) return done(errc::client_closed, {});  // stop() came first
+    dedicated_->submit(std::move(formatted), std::move(done), deadline);
 }
 
 void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {

@@ -13,6 +13,7 @@
 
 #include "asio.hpp"
 #include "connection.hpp"
+#include "dedicated_connections.hpp"
 #include "dlock/client_options.hpp"
 #include "dlock/script.hpp"
 #include "dlock/server_address.hpp"
@@ -58,6 +59,12 @@ public:
 
     Subscription subscribe(std::string channel, Subscription::Listener listener);
 
+    // Formatted commands sent together on a connection of their own (see
+    // dedicated_connections.hpp): for a write and the WAIT that counts it.
+    // done runs once; at once, on the calling thread, when the client is closed.
+    void submit_dedicated(std::vector<std::string> formatted, DedicatedConnections::Done done,
+                          Clock::time_point deadline);
+
     // A slot for a layer above the transport (the lock service): made once,
     // on first use, and kept as long as the core.
     std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
@@ -96,6 +103,8 @@ private:
     std::shared_ptr<Connection> commands_;
     std::once_flag subscriber_once_;
     std::shared_ptr<Subscriber> subscriber_;
+    std::once_flag dedicated_once_;
+    std::unique_ptr<DedicatedConnections> dedicated_;
     std::once_flag attachment_once_;
     std::shared_ptr<void> attachment_;
     std::mutex hooks_mutex_;

@@ -1,0 +1,105 @@
+// LockOptions::replica_ack (Redis WAIT) against a real master and replica.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "eventually.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::eventually;
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+struct MasterWithReplica {
+    // Full sync at once, not after the default 5 s wait for more replicas.
+    dlock::support::RedisServer master{{.extra_args = {"--repl-diskless-sync-delay", "0"}}};
+    dlock::support::RedisServer replica{
+        {.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())}}};
+    MasterWithReplica() {
+        // In sync once the master counts the replica as connected and online.
+        bool synced = eventually(
+            [&] { return master.cli({"INFO", "replication"}).find("state=online") != std::string::npos; }, 20s);
+        if (!synced) ADD_FAILURE() << "replica never came online";
+    }
+};
+
+}  // namespace
+
+TEST(ReplicaAck, AcquiresWhenTheReplicaConfirms) {
+    MasterWithReplica servers;
+    dlock::Client client(servers.master.uri());
+    auto lock = client.lock("replicated", {.replica_ack = {.replicas = 1, .timeout = 2s}});
+    lock.lock();
+    EXPECT_TRUE(lock.is_held());
+    // WAIT returned only once the replica had the write.
+    EXPECT_EQ(servers.replica.cli({"HGET", key_of("replicated"), "count"}), "1");
+    EXPECT_TRUE(lock.try_lock());  // re-entry is acknowledged too
+    lock.unlock();
+    lock.unlock();
+    EXPECT_EQ(servers.master.cli({"EXISTS", key_of("replicated")}), "0");
+    // WAIT never ran on the shared connection.
+    EXPECT_GE(servers.master.command_calls("wait"), 2);
+}
+
+TEST(ReplicaAck, AStoppedReplicaFailsWithinTheTimeoutAndLeavesNoLock) {
+    MasterWithReplica servers;
+    dlock::Client client(servers.master.uri());
+    auto lock = client.lock("unconfirmed", {.replica_ack = {.replicas = 1, .timeout = 300ms}});
+    servers.replica.pause();
+    auto start = Clock::now();
+    std::error_code ec;
+    EXPECT_FALSE(lock.try_lock(ec));
+    EXPECT_EQ(ec, dlock::errc::replicas_not_acknowledged);
+    EXPECT_GE(Clock::now() - start, 300ms);
+    EXPECT_LT(Clock::now() - start, 3s);
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_EQ(servers.master.cli({"EXISTS", key_of("unconfirmed")}), "0");
+    EXPECT_THROW(lock.lock(), dlock::Error);
+    EXPECT_EQ(servers.master.cli({"EXISTS", key_of("unconfirmed")}), "0");
+    // Other traffic on the shared connection did not wait behind the WAITs.
+    auto ping_start = Clock::now();
+    auto waiting = std::async(std::launch::async, [&] {
+        std::error_code e;
+        (void)lock.try_lock(e);
+        return e;
+    });
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
+    EXPECT_LT(Clock::now() - ping_start, 250ms);
+    EXPECT_EQ(waiting.get(), dlock::errc::replicas_not_acknowledged);
+    servers.replica.resume();
+}
+
+TEST(ReplicaAck, ARenewalTheReplicaDoesNotConfirmEndsInLost) {
+    MasterWithReplica servers;
+    dlock::Client client(servers.master.uri());
+    std::promise<std::error_code> lost;
+    auto lock = client.lock("renewed", {.lease = 600ms,
+                                        .on_lost = [&](auto, std::error_code ec) { lost.set_value(ec); },
+                                        .replica_ack = {.replicas = 1, .timeout = 100ms}});
+    lock.lock();
+    servers.replica.pause();
+    auto reported = lost.get_future();
+    ASSERT_EQ(reported.wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(reported.get(), dlock::errc::replicas_not_acknowledged);
+    EXPECT_FALSE(lock.is_held());
+    servers.replica.resume();
+}
+
+TEST(ReplicaAck, BadTimeoutIsATypedError) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    try {
+        auto lock = client.lock("x", {.replica_ack = {.replicas = 1, .timeout = 0ms}});
+        ADD_FAILURE() << "no error";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::invalid_argument);
+    }
+}
