@@ -297,3 +297,42 @@ TEST(Cli, HelpAndVersion) {
     EXPECT_EQ(version.code, 0);
     EXPECT_EQ(version.out.rfind("dlock ", 0), 0u);
 }
+
+TEST(Cli, ThreeUrlsMeanARedlockForRunStatusAndRelease) {
+    dlock::support::RedisServer a, b, c;
+    const std::string list = a.uri() + "," + b.uri() + "," + c.uri();
+    auto f = dlock_cli({"--url", a.uri(), "--url", b.uri(), "--url", c.uri(), "run", "report", "--", "sh", "-c",
+                        "echo \"$DLOCK_FENCING_TOKEN\""});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(f.out, "1\n");
+    auto running = start({"--url", list, "run", "--ttl", "1500ms", "report", "--", "sleep", "30"});
+    ASSERT_TRUE(eventually([&] { return held(a, "report") && held(b, "report") && held(c, "report"); }, 10s));
+    auto status = dlock_cli({"--url", list, "status", "report"});
+    EXPECT_EQ(status.code, 0) << status.err;
+    EXPECT_NE(status.out.find("on 3 of 3 masters"), std::string::npos) << status.out;
+    auto json = dlock_cli({"--url", list, "status", "--json", "report"});
+    EXPECT_NE(json.out.find("\"held\": true"), std::string::npos) << json.out;
+    EXPECT_NE(json.out.find("\"masters\": [{\"url\": \"" + a.uri()), std::string::npos) << json.out;
+    auto conflict = dlock_cli({"--url", list, "run", "--no-wait", "report", "--", "true"});
+    EXPECT_EQ(conflict.code, 75);
+    // Breaking it on every master ends the holder's majority: the command is stopped.
+    auto released = dlock_cli({"--url", list, "release", "--force", "report"});
+    EXPECT_EQ(released.code, 0) << released.err;
+    auto ended = finish(running);
+    EXPECT_EQ(ended.code, 79) << ended.err;
+    EXPECT_FALSE(held(a, "report") || held(b, "report") || held(c, "report"));
+}
+
+TEST(Cli, RedlockUrlsThatCannotWorkAreUsageOrUnavailable) {
+    dlock::support::RedisServer a;
+    auto two = dlock_cli({"--url", a.uri() + ",redis://127.0.0.1:1", "run", "k", "--", "true"});
+    EXPECT_EQ(two.code, 64);
+    EXPECT_NE(two.err.find("odd number"), std::string::npos) << two.err;
+    auto down = "redis://127.0.0.1:" + std::to_string(dlock::support::free_port());
+    auto down2 = "redis://127.0.0.1:" + std::to_string(dlock::support::free_port());
+    auto unavailable = dlock_cli({"--connect-timeout", "500ms", "--url", a.uri() + "," + down + "," + down2, "run",
+                                  "k", "--", "true"});
+    EXPECT_EQ(unavailable.code, 69);
+    EXPECT_NE(unavailable.err.find("only 1 of 3 masters reachable"), std::string::npos) << unavailable.err;
+    EXPECT_FALSE(held(a, "k"));
+}

@@ -246,6 +246,23 @@ TEST(Redlock, LosingTheMajorityIsReportedAsLost) {
     EXPECT_EQ(ec, dlock::errc::lease_lost);
 }
 
+TEST(Redlock, ForceReleasedOnAMajorityIsLostNotTakenBack) {
+    FiveMasters m;
+    std::promise<std::error_code> lost;
+    dlock::Masters masters(m.urls());
+    dlock::Redlock lock(masters, "broken", {.lease = 600ms, .on_lost = [&](auto, std::error_code ec) {
+                                                lost.set_value(ec);
+                                            }});
+    lock.lock();
+    EXPECT_TRUE(eventually([&] { return m.holding("broken") == 5; }));
+    for (int i : {0, 1, 2}) EXPECT_TRUE(dlock::force_release(masters.client(i), "broken").has_value());
+    auto reported = lost.get_future();
+    ASSERT_EQ(reported.wait_for(3s), std::future_status::ready);
+    EXPECT_EQ(reported.get(), dlock::errc::lease_lost);
+    // Renewals only take back a master that forgot the lock entirely (restart).
+    for (int i : {0, 1, 2}) EXPECT_EQ(m[i].cli({"EXISTS", key_of("broken")}), "0");
+}
+
 TEST(Redlock, AWaiterIsWokenByTheReleaseNotByTheLease) {
     FiveMasters m;
     dlock::Masters masters(m.urls());

@@ -25,4 +25,32 @@ int exit_code_for(const std::error_code& ec) {
 
 void complain(const std::string& message) { std::fprintf(stderr, "dlock: %s\n", message.c_str()); }
 
+std::vector<std::string> split_urls(const std::vector<std::string>& given) {
+    std::vector<std::string> urls;
+    for (const auto& item : given) {
+        std::size_t start = 0;
+        while (start <= item.size()) {
+            auto comma = item.find(',', start);
+            if (comma == std::string::npos) comma = item.size();
+            if (comma > start) urls.push_back(item.substr(start, comma - start));
+            start = comma + 1;
+        }
+    }
+    return urls;
+}
+
+bool enough_masters_reachable(Masters& masters) {
+    std::size_t reachable = 0;
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+        std::error_code ec;
+        masters.client(i).wait_connected(ec);
+        if (ec) complain("cannot use " + masters.client(i).address().to_string() + ": " + ec.message());
+        else ++reachable;
+    }
+    if (reachable >= masters.quorum()) return true;
+    complain("only " + std::to_string(reachable) + " of " + std::to_string(masters.size()) +
+             " masters reachable; a Redlock needs " + std::to_string(masters.quorum()));
+    return false;
+}
+
 }  // namespace dlock::cli

@@ -3,8 +3,10 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "dlock/client.hpp"
+#include "dlock/redlock.hpp"
 
 namespace dlock::cli {
 
@@ -20,7 +22,9 @@ enum ExitCode : int {
 };
 
 struct GlobalOptions {
-    std::string url;            // resolved: --url, $DLOCK_URL, $REDIS_URL, then the default
+    // Resolved: --url (repeated or comma-separated), $DLOCK_URL, $REDIS_URL,
+    // then the default. Three or more (an odd number) mean Redlock.
+    std::vector<std::string> urls;
     bool url_given = false;     // by option or environment (demo starts its own server otherwise)
     std::chrono::milliseconds connect_timeout{2000};
     std::string tls_ca, tls_cert, tls_key;
@@ -35,6 +39,13 @@ int exit_code_for(const std::error_code& ec);
 
 // One line on stderr: "dlock: <message>".
 void complain(const std::string& message);
+
+// Splits "a,b" lists and drops empty entries.
+std::vector<std::string> split_urls(const std::vector<std::string>& given);
+
+// Waits for each master's connection; complains about those that fail.
+// True when a majority is reachable.
+bool enough_masters_reachable(Masters& masters);
 
 int run_status(const GlobalOptions& global, const std::string& key, bool json);
 int run_release(const GlobalOptions& global, const std::string& key, bool force);

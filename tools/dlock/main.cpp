@@ -1,6 +1,7 @@
 // dlock — distributed locks on Redis, from the command line.
 //
 //   dlock [global options] COMMAND ...
+//   (--url given 3, 5, ... times, or as a comma list: a Redlock over those masters)
 //   dlock run [--ttl D] [--wait D | --no-wait] [--on-lost term|kill|ignore]
 //             [--grace D] [--conflict-exit-code N] KEY -- COMMAND [ARG...]
 //   dlock status [--json] KEY
@@ -68,8 +69,13 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "dlock " DLOCK_VERSION);
     app.require_subcommand(1);
     GlobalOptions global;
-    std::string url, connect_timeout = "2s";
-    app.add_option("--url", url, "Redis URL; default $DLOCK_URL, then $REDIS_URL, then redis://127.0.0.1:6379");
+    std::vector<std::string> url_options;
+    std::string connect_timeout = "2s";
+    app.add_option("--url", url_options,
+                   "Redis URL; default $DLOCK_URL, then $REDIS_URL, then redis://127.0.0.1:6379. Given 3 or more "
+                   "times (or as a comma list): independent masters of a Redlock")
+        ->take_all()
+        ->allow_extra_args(false);
     app.add_option("--connect-timeout", connect_timeout, "how long to try to reach Redis (default 2s)");
     app.add_option("--tls-ca", global.tls_ca, "CA certificate file for rediss:// URLs")->check(CLI::ExistingFile);
     app.add_option("--tls-cert", global.tls_cert, "client certificate file")->check(CLI::ExistingFile);
@@ -137,10 +143,15 @@ int main(int argc, char** argv) {
 
     const char* env_url = std::getenv("DLOCK_URL");
     if (!env_url || !*env_url) env_url = std::getenv("REDIS_URL");
-    if (!url.empty()) global.url = url;
-    else if (env_url && *env_url) global.url = env_url;
-    else global.url = std::string(dlock::default_server_uri);
-    global.url_given = !url.empty() || (env_url && *env_url);
+    if (!url_options.empty()) global.urls = split_urls(url_options);
+    else if (env_url && *env_url) global.urls = split_urls({env_url});
+    global.url_given = !global.urls.empty();
+    if (global.urls.empty()) global.urls.emplace_back(dlock::default_server_uri);
+    if (global.urls.size() == 2 || global.urls.size() % 2 == 0) {
+        complain("a Redlock needs an odd number of masters, at least 3; got " + std::to_string(global.urls.size()) +
+                 " URLs");
+        return exit_usage;
+    }
 
     try {
         if (*run_cmd) {
@@ -150,7 +161,11 @@ int main(int argc, char** argv) {
         if (*status_cmd) return run_status(global, status_key, status_json);
         if (*release_cmd) return run_release(global, release_key, force);
         if (*demo_cmd) {
-            demo.url = !demo_url.empty() ? demo_url : global.url_given ? global.url : std::string();
+            if (demo_url.empty() && global.urls.size() > 1) {
+                complain("dlock demo runs against one server; give it one URL");
+                return exit_usage;
+            }
+            demo.url = !demo_url.empty() ? demo_url : global.url_given ? global.urls.front() : std::string();
             return run_demo(demo);
         }
     } catch (const dlock::Error& e) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "dlock/error.hpp"
+#include "dlock/redlock.hpp"
 
 extern char** environ;
 
@@ -83,41 +84,29 @@ std::string describe(std::chrono::milliseconds d) { return std::to_string(d.coun
 
 }  // namespace
 
-int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
-    const sigset_t handled = handled_signals();
-    sigset_t original;
-    pthread_sigmask(SIG_BLOCK, &handled, &original);
-    Fd signals(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-    Fd lost_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    Fd acquired_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (signals.fd < 0 || lost_event.fd < 0 || acquired_event.fd < 0) {
-        complain(std::string("cannot set up signal handling: ") + std::strerror(errno));
-        return exit_internal;
-    }
-
-    Client client(global.url, client_options(global));
-    std::error_code ec;
-    client.wait_connected(ec);
-    if (ec) {
-        complain("cannot use " + client.address().to_string() + ": " + ec.message());
-        return exit_unavailable;
-    }
-
-    std::mutex lost_mutex;
-    std::error_code lost_reason;
-    LockOptions lock_options;
-    lock_options.lease = options.ttl;
-    // The acquiring thread and the unlocking thread differ: the Lock object owns the hold.
-    lock_options.ownership = Ownership::handle;
-    lock_options.on_lost = [&](std::string_view, std::error_code reason) {
+// What a lost lease leaves for the poll loop: the reason, and a wake-up.
+struct LostSignal {
+    int event_fd;
+    std::mutex mutex;
+    std::error_code reason;
+    void operator()(std::string_view, std::error_code why) {
         {
-            std::lock_guard lock(lost_mutex);
-            lost_reason = reason;
+            std::lock_guard lock(mutex);
+            reason = why;
         }
-        signal_event(lost_event.fd);
-    };
-    Lock lock(client, options.key, lock_options);
+        signal_event(event_fd);
+    }
+    std::error_code get() {
+        std::lock_guard lock(mutex);
+        return reason;
+    }
+};
 
+// Acquire, run the command, release: the same for a Lock on one server and
+// a Redlock over several masters.
+template <typename AnyLock>
+int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, LostSignal& lost_signal,
+                 Fd& signals, Fd& acquired_event, const sigset_t& original) {
     // Acquire on a helper thread, so this one can keep watching signals:
     // Ctrl-C while waiting for a busy lock must end the wait.
     std::stop_source stop;
@@ -195,7 +184,7 @@ int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
             auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
             timeout = static_cast<int>(std::max<long long>(left, 0));
         }
-        pollfd fds[] = {{signals.fd, POLLIN, 0}, {lost_event.fd, POLLIN, 0}};
+        pollfd fds[] = {{signals.fd, POLLIN, 0}, {lost_signal.event_fd, POLLIN, 0}};
         int ready = poll(fds, 2, timeout);
         if (ready < 0 && errno != EINTR) break;
         if (kill_at && Clock::now() >= *kill_at) {
@@ -203,14 +192,10 @@ int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
             kill_at.reset();
         }
         if (fds[1].revents & POLLIN) {
-            drain_event(lost_event.fd);
+            drain_event(lost_signal.event_fd);
             if (!lost) {
                 lost = true;
-                std::error_code reason;
-                {
-                    std::lock_guard guard(lost_mutex);
-                    reason = lost_reason;
-                }
+                std::error_code reason = lost_signal.get();
                 const char* action = options.on_lost == OnLost::term   ? "sending SIGTERM to the command"
                                      : options.on_lost == OnLost::kill ? "killing the command"
                                                                        : "letting the command finish";
@@ -241,6 +226,39 @@ int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
         complain("releasing " + options.key + ": " + unlock_error.message() + " (its lease will end it)");
     }
     return lost ? exit_lost : status_to_exit_code(status);
+}
+
+int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
+    const sigset_t handled = handled_signals();
+    sigset_t original;
+    pthread_sigmask(SIG_BLOCK, &handled, &original);
+    Fd signals(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    Fd lost_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    Fd acquired_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (signals.fd < 0 || lost_event.fd < 0 || acquired_event.fd < 0) {
+        complain(std::string("cannot set up signal handling: ") + std::strerror(errno));
+        return exit_internal;
+    }
+    LostSignal lost_signal{lost_event.fd};
+    // The acquiring thread and the unlocking thread differ: the lock object owns the hold.
+    auto on_lost = [&](std::string_view name, std::error_code reason) { lost_signal(name, reason); };
+
+    if (global.urls.size() > 1) {
+        Masters masters(global.urls, client_options(global));
+        if (!enough_masters_reachable(masters)) return exit_unavailable;
+        Redlock lock(masters, options.key,
+                     {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+        return hold_and_run(global, options, lock, lost_signal, signals, acquired_event, original);
+    }
+    Client client(global.urls.front(), client_options(global));
+    std::error_code ec;
+    client.wait_connected(ec);
+    if (ec) {
+        complain("cannot use " + client.address().to_string() + ": " + ec.message());
+        return exit_unavailable;
+    }
+    Lock lock(client, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+    return hold_and_run(global, options, lock, lost_signal, signals, acquired_event, original);
 }
 
 }  // namespace dlock::cli
