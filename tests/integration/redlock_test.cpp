@@ -225,17 +225,21 @@ TEST(Redlock, WatchdogKeepsTheMajorityThroughAMasterRestart) {
     EXPECT_TRUE(eventually([&] { return m.holding("long-job") == 0; }));
 }
 
-TEST(Redlock, LosingTheMajorityIsReportedAsLost) {
-    FiveMasters m;
+namespace {
+
+// Holds `name` over five masters, lets `take_away` break it on some of them,
+// and expects the hold to be reported lost within a few renewals.
+template <typename TakeAway>
+void expect_lost_after(FiveMasters& m, const std::string& name, TakeAway take_away) {
     std::promise<std::error_code> lost;
     dlock::Masters masters(m.urls());
-    dlock::Redlock lock(masters, "fragile", {.lease = 600ms, .on_lost = [&](auto, std::error_code ec) {
-                                                 lost.set_value(ec);
-                                             }});
+    dlock::Redlock lock(masters, name, {.lease = 600ms, .on_lost = [&](auto, std::error_code ec) {
+                                            lost.set_value(ec);
+                                        }});
     lock.lock();
     auto token = lock.lost_token();
-    EXPECT_TRUE(eventually([&] { return m.holding("fragile") == 5; }));
-    for (int i : {0, 1, 2}) m[i].cli({"HSET", key_of("fragile"), "owner", "intruder"});
+    ASSERT_TRUE(eventually([&] { return m.holding(name) == 5; }));
+    take_away(masters);
     auto reported = lost.get_future();
     ASSERT_EQ(reported.wait_for(3s), std::future_status::ready);
     EXPECT_EQ(reported.get(), dlock::errc::lease_lost);
@@ -246,19 +250,20 @@ TEST(Redlock, LosingTheMajorityIsReportedAsLost) {
     EXPECT_EQ(ec, dlock::errc::lease_lost);
 }
 
+}  // namespace
+
+TEST(Redlock, LosingTheMajorityIsReportedAsLost) {
+    FiveMasters m;
+    expect_lost_after(m, "fragile", [&](dlock::Masters&) {
+        for (int i : {0, 1, 2}) m[i].cli({"HSET", key_of("fragile"), "owner", "intruder"});
+    });
+}
+
 TEST(Redlock, ForceReleasedOnAMajorityIsLostNotTakenBack) {
     FiveMasters m;
-    std::promise<std::error_code> lost;
-    dlock::Masters masters(m.urls());
-    dlock::Redlock lock(masters, "broken", {.lease = 600ms, .on_lost = [&](auto, std::error_code ec) {
-                                                lost.set_value(ec);
-                                            }});
-    lock.lock();
-    EXPECT_TRUE(eventually([&] { return m.holding("broken") == 5; }));
-    for (int i : {0, 1, 2}) EXPECT_TRUE(dlock::force_release(masters.client(i), "broken").has_value());
-    auto reported = lost.get_future();
-    ASSERT_EQ(reported.wait_for(3s), std::future_status::ready);
-    EXPECT_EQ(reported.get(), dlock::errc::lease_lost);
+    expect_lost_after(m, "broken", [&](dlock::Masters& masters) {
+        for (int i : {0, 1, 2}) EXPECT_TRUE(dlock::force_release(masters.client(i), "broken").has_value());
+    });
     // Renewals only take back a master that forgot the lock entirely (restart).
     for (int i : {0, 1, 2}) EXPECT_EQ(m[i].cli({"EXISTS", key_of("broken")}), "0");
 }
