@@ -21,15 +21,22 @@ using LockClock = std::chrono::steady_clock;
 
 // What every hold of one Lock shares; immutable.
 struct LockIdentity {
-    LockIdentity(std::string name_, LockOptions options_, std::chrono::milliseconds node_timeout_ = {})
+    LockIdentity(std::string name_, LockOptions options_)
         : name(std::move(name_)), keys(name), options(std::move(options_)),
-          lease_ms(std::to_string(options.lease.count())), node_timeout(node_timeout_) {}
+          lease_ms(std::to_string(options.lease.count())) {}
 
     std::string name;
     LockKeys keys;
     LockOptions options;
     std::string lease_ms;
-    std::chrono::milliseconds node_timeout;  // Redlock: how long one master may take
+};
+
+// A Redlock's identity: every hold in a Masters' lease keeper has one.
+struct RedlockIdentity : LockIdentity {
+    RedlockIdentity(std::string name_, LockOptions options_, std::chrono::milliseconds node_timeout_)
+        : LockIdentity(std::move(name_), std::move(options_)), node_timeout(node_timeout_) {}
+
+    std::chrono::milliseconds node_timeout;  // how long one master may take to answer
 };
 
 struct Hold {

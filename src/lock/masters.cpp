@@ -65,7 +65,9 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         std::string_view a[] = {hold->owner, hold->lock->lease_ms};
         std::weak_ptr<Hold> weak = hold;
         const auto n = size();
-        FanOut::send(cores, renew_script(), k, a, sent + hold->lock->node_timeout,
+        // Only Redlocks put holds in this keeper.
+        const auto& identity = static_cast<const RedlockIdentity&>(*hold->lock);
+        FanOut::send(cores, renew_script(), k, a, sent + identity.node_timeout,
                      [this, weak, sent, n](const std::vector<Ballot>& ballots) {
                          auto held = weak.lock();
                          if (!held) return;
@@ -96,7 +98,8 @@ void MastersCore::close() {
         const auto operation = ids.next_operation_id();
         std::string_view k[] = {keys.lock, fence, channel};
         std::string_view a[] = {hold->owner, hold->lock->lease_ms, operation, "1"};
-        releases.push_back(FanOut::send(cores, release_script(), k, a, Clock::now() + hold->lock->node_timeout));
+        const auto& identity = static_cast<const RedlockIdentity&>(*hold->lock);
+        releases.push_back(FanOut::send(cores, release_script(), k, a, Clock::now() + identity.node_timeout));
     }
     for (auto& release : releases) release->wait([](const auto&) { return false; });
     clients_.clear();  // stops every I/O thread; the keeper's timer with the first

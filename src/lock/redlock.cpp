@@ -68,7 +68,7 @@ RedlockCore::RedlockCore(std::shared_ptr<MastersCore> masters_, std::string name
     : masters(std::move(masters_)),
       identity([&] {
           auto node_timeout = checked_node_timeout(name, options);
-          return std::make_shared<const LockIdentity>(std::move(name), as_lock_options(options), node_timeout);
+          return std::make_shared<const RedlockIdentity>(std::move(name), as_lock_options(options), node_timeout);
       }()),
       retry_delay(options.retry_delay),
       object_owner_(masters->ids.new_handle_owner()) {}

@@ -35,7 +35,7 @@ public:
     void release_everywhere(const std::string& owner, bool wait);
 
     const std::shared_ptr<MastersCore> masters;
-    const std::shared_ptr<const LockIdentity> identity;
+    const std::shared_ptr<const RedlockIdentity> identity;
     const std::chrono::milliseconds retry_delay;
 
 private:

@@ -30,6 +30,9 @@ using namespace dlock::cli;
 
 const char* const epilog = R"(Durations: 250ms, 30s, 2m, 1h; a bare integer means seconds.
 
+Several masters: --url given 3, 5, ... times (or one comma list) makes run, status
+and release work on a Redlock over those independent Redis masters.
+
 Exit status of `dlock run`: the command's own (128 + N if it died of signal N);
 75 (or --conflict-exit-code) when the lock was not acquired in time; 79 when the
 lease was lost while the command ran; 64 for usage errors; 69 when Redis cannot be
