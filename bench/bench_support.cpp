@@ -1,5 +1,6 @@
 #include "bench_support.hpp"
 
+#include <sys/resource.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
@@ -144,6 +145,13 @@ std::string machine_description() {
     uname(&u);
     return std::string(u.sysname) + " " + u.release + " " + u.machine + ", " +
            std::to_string(std::thread::hardware_concurrency()) + " cores";
+}
+
+double process_cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 }  // namespace dlock::bench

@@ -49,4 +49,7 @@ std::string flag_value(int argc, char** argv, const std::string& name, const std
 
 std::string machine_description();
 
+// CPU time (user + system) this process has used so far.
+double process_cpu_seconds();
+
 }  // namespace dlock::bench

@@ -39,13 +39,6 @@ struct Shared {
     long samples[64];
 };
 
-double cpu_seconds() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 int thread_count() {
     std::ifstream status("/proc/self/status");
     std::string line;
@@ -195,12 +188,12 @@ int main(int argc, char** argv) {
         for (auto& l : locks) l.lock();
         std::this_thread::sleep_for(1500ms);  // settle into the renewal rhythm
         long calls_before = server.command_calls("evalsha");
-        double cpu_before = cpu_seconds();
+        double cpu_before = process_cpu_seconds();
         auto t0 = Clock::now();
         std::this_thread::sleep_for(window);
         double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
         long renewals = server.command_calls("evalsha") - calls_before;
-        double cpu = cpu_seconds() - cpu_before;
+        double cpu = process_cpu_seconds() - cpu_before;
         auto heap_after = mallinfo2().uordblks;  // everything a held, renewed lock costs
         int threads = thread_count();
         int held = 0;

@@ -2,8 +2,6 @@
 // measured in one run, interleaved so both see the same machine.
 //
 // Usage: dlock_redlock_bench [--quick] [--json FILE]
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -18,13 +16,6 @@
 using namespace dlock::bench;
 
 namespace {
-
-double own_cpu_seconds() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 // used_cpu_sys + used_cpu_user from INFO cpu.
 double server_cpu_seconds(const dlock::support::RedisServer& server) {
@@ -82,13 +73,13 @@ int main(int argc, char** argv) {
     // Where the time goes on a machine with fewer cores than processes: CPU
     // per operation, client and servers, each kind measured on its own.
     auto cpu_per_op = [&](auto& lock, std::vector<const dlock::support::RedisServer*> used) {
-        double client0 = own_cpu_seconds(), servers0 = 0;
+        double client0 = process_cpu_seconds(), servers0 = 0;
         for (auto* s : used) servers0 += server_cpu_seconds(*s);
         const long ops = n / 2;
         for (long i = 0; i < ops; ++i) measure(lock, nullptr);
         double servers1 = 0;
         for (auto* s : used) servers1 += server_cpu_seconds(*s);
-        return std::make_pair((own_cpu_seconds() - client0) * 1e6 / ops, (servers1 - servers0) * 1e6 / ops);
+        return std::make_pair((process_cpu_seconds() - client0) * 1e6 / ops, (servers1 - servers0) * 1e6 / ops);
     };
     std::vector<const dlock::support::RedisServer*> five_servers;
     for (auto& s : servers) five_servers.push_back(s.get());
