@@ -45,4 +45,9 @@ std::vector<Ballot> FanOut::wait(const Enough& enough) {
     return ballots_;
 }
 
+bool FanOut::complete() {
+    std::lock_guard lock(mutex_);
+    return answered_ == ballots_.size();
+}
+
 }  // namespace dlock::detail

@@ -44,6 +44,8 @@ public:
     // deadline); returns the ballots as they were then (unanswered ones have
     // answered=false).
     std::vector<Ballot> wait(const Enough& enough);
+    // Every master has answered (or timed out).
+    bool complete();
 
 private:
     FanOut(std::size_t size, Clock::time_point deadline, AllAnswered all_answered);

@@ -84,9 +84,19 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
     }
 }
 
+void MastersCore::finish_before_close(std::shared_ptr<FanOut> release) {
+    std::lock_guard lock(stragglers_mutex_);
+    std::erase_if(stragglers_, [](const auto& fan) { return fan->complete(); });
+    stragglers_.push_back(std::move(release));
+}
+
 void MastersCore::close() {
     if (closed_.exchange(true)) return;
     std::vector<std::shared_ptr<FanOut>> releases;
+    {
+        std::lock_guard lock(stragglers_mutex_);
+        releases.swap(stragglers_);
+    }
     for (auto& hold : keeper_.live_holds()) {
         {
             std::lock_guard lock(hold->mutex);

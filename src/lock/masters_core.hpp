@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "dlock/client.hpp"
+#include "fan_out.hpp"
 #include "lease_keeper.hpp"
 #include "name_queue.hpp"
 #include "owner_ids.hpp"
@@ -35,12 +37,18 @@ public:
     OwnerIds ids;
     QueueRegistry queues;
     LeaseKeeper& keeper() noexcept { return keeper_; }
+    // A release still reaching the slower masters after its caller moved on:
+    // close() waits for it, so a process that exits right after unlock()
+    // leaves no grant behind on a minority of masters.
+    void finish_before_close(std::shared_ptr<FanOut> release);
 
 private:
     MastersCore(const std::vector<std::string>& urls, std::vector<std::unique_ptr<Client>> clients);
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
 
     std::vector<std::unique_ptr<Client>> clients_;
+    std::mutex stragglers_mutex_;
+    std::vector<std::shared_ptr<FanOut>> stragglers_;
     std::atomic<bool> closed_{false};
     LeaseKeeper keeper_;  // after cores: its timer lives on the first master's I/O context
 };

@@ -316,12 +316,13 @@ void RedlockCore::release(std::error_code& ec) {
         }
         return t;
     };
-    auto ballots = FanOut::send(masters->cores, release_script(), k, a, Clock::now() + identity->node_timeout)
-                       ->wait([&](const auto& so_far) {
-                           auto t = tally(so_far);
-                           return won(n, t.released) || cannot_win(n, t.answered - t.released);
-                       });
+    auto fan = FanOut::send(masters->cores, release_script(), k, a, Clock::now() + identity->node_timeout);
+    auto ballots = fan->wait([&](const auto& so_far) {
+        auto t = tally(so_far);
+        return won(n, t.released) || cannot_win(n, t.answered - t.released);
+    });
     hold->mark_count_zero();
+    if (!fan->complete()) masters->finish_before_close(fan);
     auto result = tally(ballots);
     if (won(n, result.released)) return;
     ec = won(n, result.not_ours) ? errc::lease_lost : errc::no_quorum;
@@ -335,6 +336,7 @@ void RedlockCore::release_everywhere(const std::string& owner, bool wait) {
     std::string_view a[] = {owner, identity->lease_ms, operation, "1"};
     auto fan = FanOut::send(masters->cores, release_script(), k, a, Clock::now() + identity->node_timeout);
     if (wait) fan->wait([](const auto&) { return false; });
+    else masters->finish_before_close(std::move(fan));
 }
 
 }  // namespace detail

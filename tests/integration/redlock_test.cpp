@@ -387,3 +387,24 @@ TEST(Redlock, MastersClosingReleasesWhatIsHeld) {
     EXPECT_FALSE(lock.try_lock(ec));
     EXPECT_EQ(ec, dlock::errc::client_closed);
 }
+
+TEST(Redlock, ReleasesStillInFlightFinishBeforeMastersClose) {
+    FiveMasters m;
+    auto masters = std::make_unique<dlock::Masters>(m.urls());
+    dlock::Redlock lock(*masters, "exit-right-after");
+    lock.lock();
+    ASSERT_TRUE(eventually([&] { return m.holding("exit-right-after") == 5; }));
+    m[4].pause();
+    std::thread resume([&] {
+        std::this_thread::sleep_for(300ms);
+        m[4].resume();
+    });
+    lock.unlock();  // returns once the four others confirmed
+    auto closing = Clock::now();
+    masters.reset();  // waits for master 4's answer (node timeout 600 ms) instead of cutting it off
+    auto waited = Clock::now() - closing;
+    resume.join();
+    EXPECT_GE(waited, 200ms);
+    EXPECT_LT(waited, 2s);
+    EXPECT_EQ(m.holding("exit-right-after"), 0);
+}
