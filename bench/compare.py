@@ -1,0 +1,391 @@
+"""dlock next to other Redis lock libraries, in one run, on the same servers.
+
+    /usr/bin/python3 bench/compare.py --build BUILD_DIR --out DIR [--quick]
+
+Starts private redis-server processes (one for the single-server scenarios,
+five masters for Redlock) on free loopback ports, runs every library's runner
+(bench/dlock_runner.cpp, bench/peers/*) for every scenario, measures the
+server's own capacity for dlock's scripts with redis-benchmark, and writes
+DIR/compare.json, DIR/compare.md and DIR/*.png. Every run has a time limit;
+the servers are stopped by pid at the end.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEERS = os.path.join(HERE, "peers")
+PYTHON = "/usr/bin/python3"  # Debian's, where python3-redis lives
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A private redis-server; stopped by pid."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="dlock-compare-")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log"), "--protected-mode", "no"])
+        for _ in range(500):
+            if self.cli("PING").strip() == "PONG":
+                return
+            time.sleep(0.01)
+        raise RuntimeError("redis-server on port %d did not start" % self.port)
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+    def cli(self, *args):
+        result = subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True,
+                                timeout=30)
+        return result.stdout
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def run_json(command, limit):
+    """Runs one runner; its last stdout line is its JSON result."""
+    started = time.time()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=limit, cwd=ROOT)
+    if result.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(command[:6]), result.returncode, result.stderr[-2000:]))
+    value = json.loads(result.stdout.strip().splitlines()[-1])
+    value["run_seconds"] = round(time.time() - started, 2)
+    return value
+
+
+def libraries(build, quick):
+    """(label, runner command prefix, scenarios it supports)."""
+    dlock = [os.path.join(build, "bench", "dlock_runner")]
+    node = ["node", os.path.join(PEERS, "node_runner.js")]
+    py = [PYTHON, os.path.join(PEERS, "redis_py_runner.py")]
+    out = [("dlock", dlock, ["uncontended", "contended", "contended_cs100", "many", "redlock", "watchdog"])]
+    modes = ["tuned"] if quick else ["default", "tuned"]
+    for mode in modes:
+        out.append(("redis-py Lock (%s)" % mode, py + ["--mode", mode], ["uncontended", "contended", "contended_cs100", "many"]))
+        out.append(("node-redlock (%s)" % mode, node + ["--lib", "redlock", "--mode", mode],
+                    ["uncontended", "contended", "contended_cs100", "many", "redlock"]))
+        out.append(("redis-semaphore Mutex (%s)" % mode, node + ["--lib", "semaphore", "--mode", mode],
+                    ["uncontended", "contended", "contended_cs100", "many", "redlock"]))
+    return out
+
+
+def scenario_flags(scenario, server, masters, quick):
+    if scenario == "uncontended":
+        return ["--scenario", "uncontended", "--url", server.url, "--n", "300" if quick else "10000"]
+    if scenario in ("contended", "contended_cs100"):
+        return ["--scenario", "contended", "--url", server.url,
+                "--processes", "2" if quick else "4", "--tasks", "2" if quick else "8",
+                "--duration-ms", "400" if quick else "5000", "--cs-us", "100" if scenario == "contended_cs100" else "0"]
+    if scenario == "many":
+        return ["--scenario", "many", "--url", server.url, "--tasks", "64", "--names", "10000",
+                "--duration-ms", "400" if quick else "5000"]
+    if scenario == "redlock":
+        return ["--scenario", "redlock", "--url", server.url, "--urls", ",".join(m.url for m in masters),
+                "--n", "100" if quick else "3000"]
+    if scenario == "watchdog":
+        return ["--scenario", "watchdog", "--url", server.url, "--locks", "500" if quick else "10000",
+                "--lease-ms", "3000", "--duration-ms", "1000" if quick else "60000"]
+    raise ValueError(scenario)
+
+
+def redis_benchmark(port, requests, command):
+    """Requests per second redis-benchmark reaches with 64 clients, pipelined 16 deep."""
+    result = subprocess.run(["redis-benchmark", "-p", str(port), "-c", "64", "-P", "16", "-n", str(requests),
+                             "-r", "10000", "--csv", *command], capture_output=True, text=True, timeout=120)
+    for line in result.stdout.splitlines():
+        cells = [c.strip('"') for c in line.split(",")]
+        if len(cells) > 1 and cells[1].replace(".", "", 1).isdigit() and cells[0] != "test":
+            return float(cells[1])
+    raise RuntimeError("redis-benchmark gave no figure: " + result.stdout + result.stderr)
+
+
+def server_capacity(server, quick):
+    """The server's own rate for dlock's acquire and release scripts (random names,
+    pipelined), as lock+unlock pairs per second: 1 / (1/acquire + 1/release)."""
+    scripts = {}
+    for name in ("acquire", "release"):
+        with open(os.path.join(ROOT, "src", "scripts", name + ".lua")) as f:
+            scripts[name] = server.cli("SCRIPT", "LOAD", f.read()).strip()
+    n = 20000 if quick else 400000
+    acquire = redis_benchmark(server.port, n, ["EVALSHA", scripts["acquire"], "2", "dlock:{__rand_int__}",
+                                               "dlock:{__rand_int__}:fence", "owner", "30000", "__rand_int__"])
+    release = redis_benchmark(server.port, n, ["EVALSHA", scripts["release"], "3", "dlock:{__rand_int__}",
+                                               "dlock:{__rand_int__}:fence", "dlock:{__rand_int__}:ch", "owner",
+                                               "30000", "__rand_int__", "0"])
+    server.cli("FLUSHALL")
+    return {"acquire_per_s": acquire, "release_per_s": release,
+            "lock_unlock_pairs_per_s": 1.0 / (1.0 / acquire + 1.0 / release)}
+
+
+def versions():
+    def out(command):
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=30).stdout.strip()
+        except OSError:
+            return "not found"
+
+    def npm_version(package):
+        try:
+            with open(os.path.join(PEERS, "node_modules", package, "package.json")) as f:
+                return json.load(f)["version"]
+        except OSError:
+            return "not installed"
+
+    py_redis = out([PYTHON, "-c", "import redis; print(redis.__version__)"])
+    return {"redis-server": out(["redis-server", "--version"]), "node": out(["node", "--version"]),
+            "python3": out([PYTHON, "--version"]), "redis-py": py_redis, "redlock": npm_version("redlock"),
+            "ioredis": npm_version("ioredis"), "redis-semaphore": npm_version("redis-semaphore")}
+
+
+def best_peer(results, scenario, field):
+    best = None
+    for label, by_scenario in results.items():
+        if label == "dlock" or scenario not in by_scenario or "error" in by_scenario[scenario]:
+            continue
+        value = by_scenario[scenario][field]
+        if best is None or value > best[1]:
+            best = (label, value)
+    return best
+
+
+def goals(results, capacity):
+    dlock = results["dlock"]
+    out = {}
+    u = dlock.get("uncontended", {})
+    if "p50_us" in u:
+        out["uncontended_p50_over_ping_p50"] = u["p50_us"] / u["ping_p50_us"]
+        peer = best_peer(results, "uncontended", "ops_per_s")
+        if peer:
+            out["uncontended_ops_over_best_peer"] = u["ops_per_s"] / peer[1]
+            out["uncontended_best_peer"] = peer[0]
+    out["contended_acq_per_s"] = {label: r["contended"]["acq_per_s"] for label, r in results.items()
+                                  if "acq_per_s" in r.get("contended", {})}
+    c = dlock.get("contended", {})
+    if "acq_per_s" in c:
+        peer = best_peer(results, "contended", "acq_per_s")
+        if peer:
+            out["contended_acq_over_best_peer"] = c["acq_per_s"] / peer[1]
+            out["contended_best_peer"] = peer[0]
+        out["contended_wait_p99_ms"] = c["wait_p99_us"] / 1000
+        out["contended_wait_max_ms"] = c["wait_max_us"] / 1000
+        out["contended_jain"] = c["jain"]
+    m = dlock.get("many", {})
+    if "ops_per_s" in m:
+        out["many_names_over_server_capacity"] = m["ops_per_s"] / capacity["lock_unlock_pairs_per_s"]
+    w = dlock.get("watchdog", {})
+    if "renewals_over_minimal" in w:
+        out["watchdog_renewals_over_minimal"] = w["renewals_over_minimal"]
+        out["watchdog_client_cpu_percent"] = w["client_cpu_percent"]
+    r = dlock.get("redlock", {})
+    if "five_over_single_p50" in r:
+        out["redlock5_p50_over_single_p50"] = r["five_over_single_p50"]
+    return out
+
+
+TARGETS = [
+    ("uncontended_p50_over_ping_p50", "<=", 2.2, "uncontended p50 / PING p50"),
+    ("uncontended_ops_over_best_peer", ">=", 1.3, "uncontended ops/s / best peer's"),
+    ("contended_acq_over_best_peer", ">=", 2.0, "contended acquisitions/s / best peer's"),
+    ("contended_wait_p99_ms", "<=", 5.0, "contended wait p99 (ms)"),
+    ("contended_wait_max_ms", "<=", 50.0, "contended wait max (ms)"),
+    ("contended_jain", ">=", 0.9, "contended Jain fairness"),
+    ("many_names_over_server_capacity", ">=", 0.8, "many names / server capacity"),
+    ("watchdog_renewals_over_minimal", "<=", 1.1, "watchdog renewals / minimal"),
+    ("watchdog_client_cpu_percent", "<=", 2.0, "watchdog client CPU (% of a core)"),
+    ("redlock5_p50_over_single_p50", "<=", 1.5, "Redlock 5 masters p50 / single master p50"),
+]
+
+
+def fmt(value, digits=1):
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if abs(value) >= 1000:
+        return "{:,.0f}".format(value)
+    return ("{:.%df}" % digits).format(value)
+
+
+def markdown(report):
+    results, lines = report["results"], []
+    lines.append("| library | uncontended p50 / p99 µs | uncontended ops/s | contended acq/s | wait p50 / p99 / max ms"
+                 " | Jain | counter exact | 100 µs CS acq/s | many names ops/s | Redlock 1 → 5 masters p50 µs |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    for label, r in results.items():
+        u, c, c1, m, rl = ({} if "error" in r.get(k, {}) else r.get(k, {})
+                           for k in ("uncontended", "contended", "contended_cs100", "many", "redlock"))
+        lines.append("| %s | %s / %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s |" % (
+            label, fmt(u.get("p50_us")), fmt(u.get("p99_us")), fmt(u.get("ops_per_s")), fmt(c.get("acq_per_s")),
+            fmt(c.get("wait_p50_us", 0) / 1000 if c else None), fmt(c.get("wait_p99_us", 0) / 1000 if c else None),
+            fmt(c.get("wait_max_us", 0) / 1000 if c else None), fmt(c.get("jain"), 2),
+            fmt(c.get("counter_exact")) if c else "—", fmt(c1.get("acq_per_s")), fmt(m.get("ops_per_s")),
+            ("%s → %s" % (fmt(rl["single_p50_us"]), fmt(rl["five_p50_us"]))) if "five_p50_us" in rl else "—"))
+    cap = report["server_capacity"]
+    lines.append("")
+    lines.append("Server capacity for dlock's scripts (redis-benchmark, 64 clients, pipeline 16, random names): "
+                 "acquire %s/s, release %s/s, lock+unlock pairs %s/s." % (
+                     fmt(cap["acquire_per_s"]), fmt(cap["release_per_s"]), fmt(cap["lock_unlock_pairs_per_s"])))
+    w = results["dlock"].get("watchdog")
+    if w:
+        lines.append("")
+        lines.append("dlock watchdog: %d held locks, %s renewals/s (%s × the minimum), client CPU %s %% of a core, "
+                     "%s heap bytes per held lock." % (w["locks"], fmt(w["renewals_per_s"]),
+                                                       fmt(w["renewals_over_minimal"], 2),
+                                                       fmt(w["client_cpu_percent"], 2), fmt(w["bytes_per_lock"], 0)))
+    lines.append("")
+    lines.append("| goal | dlock | target | met |")
+    lines.append("|---|---|---|---|")
+    for key, op, target, text in TARGETS:
+        value = report["goals"].get(key)
+        if value is None:
+            continue
+        met = value <= target if op == "<=" else value >= target
+        lines.append("| %s | %s | %s %s | %s |" % (text, fmt(value, 2), op.replace("<=", "≤").replace(">=", "≥"),
+                                                   target, "✔" if met else "✘"))
+    return "\n".join(lines) + "\n"
+
+
+def charts(report, out):
+    results = report["results"]
+    labels = list(results)
+    colors = ["#1f77b4" if l == "dlock" else "#999999" for l in labels]
+
+    def bars(name, title, unit, values, extra=None):
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        shown = [(l, v, c) for l, v, c in zip(labels, values, colors) if v is not None]
+        ax.barh([s[0] for s in shown], [s[1] for s in shown], color=[s[2] for s in shown])
+        if extra:
+            extra(ax)
+        ax.set_xlabel(unit)
+        ax.set_title(title)
+        ax.invert_yaxis()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+
+    get = lambda scenario, field: [results[l].get(scenario, {}).get(field) for l in labels]  # noqa: E731
+    bars("uncontended.png", "Uncontended lock+unlock, one client", "operations/s", get("uncontended", "ops_per_s"))
+    bars("contended.png", "Contended, one name (4 processes × 8 workers, empty critical section)",
+         "acquisitions/s", get("contended", "acq_per_s"))
+    bars("contended_cs100.png", "Contended, 100 µs critical section", "acquisitions/s",
+         get("contended_cs100", "acq_per_s"))
+    capacity = report["server_capacity"]["lock_unlock_pairs_per_s"]
+    bars("many_names.png", "64 workers over 10,000 names (line: server capacity for dlock's scripts)",
+         "lock+unlock/s", get("many", "ops_per_s"),
+         lambda ax: ax.axvline(capacity, color="#d62728", linestyle="--"))
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label in labels:
+        q = results[label].get("uncontended", {}).get("quantiles_us")
+        if q:
+            ax.plot(q, [i / 2.0 for i in range(len(q))], label=label, linewidth=2.5 if label == "dlock" else 1.2)
+    ax.set_xscale("log")
+    ax.set_xlabel("lock+unlock latency, µs (log)")
+    ax.set_ylabel("percentile")
+    ax.set_title("Uncontended latency distribution")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "latency.png"), dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    shown = [l for l in labels if "five_p50_us" in results[l].get("redlock", {})]
+    ys = range(len(shown))
+    ax.barh([y - 0.2 for y in ys], [results[l]["redlock"]["single_p50_us"] for l in shown], height=0.4,
+            label="1 master", color="#999999")
+    ax.barh([y + 0.2 for y in ys], [results[l]["redlock"]["five_p50_us"] for l in shown], height=0.4,
+            label="Redlock, 5 masters", color="#1f77b4")
+    ax.set_yticks(list(ys))
+    ax.set_yticklabels(shown)
+    ax.invert_yaxis()
+    ax.set_xlabel("lock+unlock p50, µs")
+    ax.set_title("One master vs Redlock over five")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "redlock.png"), dpi=110)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    servers = []
+    try:
+        server = Server()
+        masters = [Server() for _ in range(5)]
+        servers = [server] + masters
+        report = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                           "machine": "%s %s, %d cores" % (platform.system(), platform.machine(), os.cpu_count()),
+                           "mode": "quick" if args.quick else "full", "versions": versions(),
+                           "lease_ms": 30000},
+                  "results": {}}
+        print("server capacity (redis-benchmark)", flush=True)
+        report["server_capacity"] = server_capacity(server, args.quick)
+        limit = 120 if args.quick else 600
+        for label, command, scenarios in libraries(args.build, args.quick):
+            report["results"][label] = {}
+            for scenario in scenarios:
+                for s in servers:
+                    s.cli("FLUSHALL")
+                print("%-32s %s" % (label, scenario), flush=True)
+                try:
+                    value = run_json(command + scenario_flags(scenario, server, masters, args.quick), limit)
+                except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                    value = {"error": str(e)[-500:]}
+                    print("  error: %s" % value["error"], flush=True)
+                report["results"][label][scenario] = value
+        report["goals"] = goals(report["results"], report["server_capacity"])
+    finally:
+        for s in servers:
+            s.stop()
+    with open(os.path.join(args.out, "compare.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    table = markdown(report)
+    with open(os.path.join(args.out, "compare.md"), "w") as f:
+        f.write(table)
+    charts(report, args.out)
+    print(table)
+    failed = [label for label, r in report["results"].items() for s, v in r.items() if "error" in v]
+    if failed:
+        print("runs that failed: %s" % ", ".join(sorted(set(failed))), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+// dlock's side of the side-by-side benchmark: one scenario against servers
+// that bench/compare.py started, the result as one JSON object on stdout.
+// The peers' runners (bench/peers/) take the same flags and print the same
+// fields, so the orchestrator treats every library alike.
+//
+//   --scenario uncontended  --url U --n N
+//       lock+unlock latency, with PING and EVALSHA round trips in the same loop
+//   --scenario contended    --url U --processes P --tasks T --duration-ms D --cs-us C
+//       P processes x T threads on one name; a non-atomic GET/SET counter on
+//       the server checks exclusion
+//   --scenario many         --url U --tasks T --names K --duration-ms D
+//       T threads locking random names out of K
+//   --scenario watchdog     --url U --locks L --lease-ms M --duration-ms D
+//       L held locks: renewal commands/s (server side), client CPU, heap per lock
+//   --scenario redlock      --url U --urls A,B,C,D,E --n N
+//       lock+unlock over five masters next to one master
+#include <malloc.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "bench_support.hpp"
+#include "dlock/client.hpp"
+#include "dlock/redlock.hpp"
+
+using namespace dlock::bench;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Flags {
+    int argc;
+    char** argv;
+    std::string text(const std::string& name, const std::string& fallback = "") const {
+        return flag_value(argc, argv, "--" + name, fallback);
+    }
+    long number(const std::string& name, long fallback) const {
+        auto value = text(name);
+        return value.empty() ? fallback : std::stol(value);
+    }
+};
+
+// Sorted quantiles 0..100 in steps of 0.5: enough for a distribution chart.
+std::string quantiles_json(Samples& samples) {
+    std::string out = "[";
+    for (int i = 0; i <= 200; ++i) {
+        if (i) out += ",";
+        out += std::to_string(samples.percentile(i / 2.0));
+    }
+    return out + "]";
+}
+
+void busy_wait(std::chrono::microseconds d) {
+    auto until = Clock::now() + d;
+    while (Clock::now() < until) {
+    }
+}
+
+// Renewal-like commands the server ran so far (EVALSHA and EVAL).
+long script_calls(dlock::Client& client) {
+    std::istringstream info(client.command({"INFO", "commandstats"}).text);
+    long total = 0;
+    for (std::string line; std::getline(info, line);) {
+        for (const char* prefix : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="})
+            if (line.rfind(prefix, 0) == 0) total += std::stol(line.substr(std::string(prefix).size()));
+    }
+    return total;
+}
+
+int uncontended(const Flags& f) {
+    const long n = f.number("n", 10'000);
+    dlock::Client client(f.text("url"));
+    auto lock = client.lock("bench:uncontended");
+    const dlock::Script script("return ARGV[1]");
+    std::string_view ping[] = {"PING"};
+    std::vector<std::string_view> no_keys, args{"x"};
+    Samples ping_lat, eval_lat, lock_lat;
+    for (long i = 0; i < n / 10 + 10; ++i) {  // warm-up: connections, scripts, caches
+        client.command(ping);
+        client.eval(script, no_keys, args);
+        lock.lock();
+        lock.unlock();
+    }
+    for (long i = 0; i < n; ++i) {
+        auto t0 = Clock::now();
+        client.command(ping);
+        auto t1 = Clock::now();
+        client.eval(script, no_keys, args);
+        auto t2 = Clock::now();
+        lock.lock();
+        lock.unlock();
+        auto t3 = Clock::now();
+        ping_lat.add(t1 - t0);
+        eval_lat.add(t2 - t1);
+        lock_lat.add(t3 - t2);
+    }
+    std::printf("{\"p50_us\": %.2f, \"p99_us\": %.2f, \"ops_per_s\": %.1f, \"ping_p50_us\": %.2f, "
+                "\"evalsha_p50_us\": %.2f, \"quantiles_us\": %s}\n",
+                lock_lat.percentile(50), lock_lat.percentile(99), 1e6 / lock_lat.mean(), ping_lat.percentile(50),
+                eval_lat.percentile(50), quantiles_json(lock_lat).c_str());
+    return 0;
+}
+
+// What the contended workers share across processes (MAP_SHARED).
+struct Shared {
+    long acquisitions[256];
+    double wait_us[256][2048];  // first samples of each worker
+    long samples[256];
+    int failures;
+};
+
+int contended(const Flags& f) {
+    const int processes = static_cast<int>(f.number("processes", 4));
+    const int tasks = static_cast<int>(f.number("tasks", 8));
+    const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
+    const auto critical = std::chrono::microseconds(f.number("cs-us", 0));
+    const std::string url = f.text("url"), counter_key = "bench:counter";
+    if (processes * tasks > 256) return 2;
+    {
+        dlock::Client client(url);
+        client.command({"DEL", counter_key});
+    }
+    auto* shared = static_cast<Shared*>(
+        mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    std::vector<pid_t> children;
+    const auto start_at = Clock::now() + 500ms;  // every process starts racing together
+    for (int p = 0; p < processes; ++p) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            dlock::Client client(url);
+            auto lock = client.lock("bench:contended");
+            std::vector<std::thread> workers;
+            for (int t = 0; t < tasks; ++t) {
+                int w = p * tasks + t;
+                workers.emplace_back([&, w] {
+                    std::this_thread::sleep_until(start_at);
+                    const auto stop_at = start_at + duration;
+                    while (Clock::now() < stop_at) {
+                        auto asked = Clock::now();
+                        lock.lock();
+                        double waited = std::chrono::duration<double, std::micro>(Clock::now() - asked).count();
+                        // Deliberately not atomic: GET, then SET. Lost updates show overlap.
+                        auto value = client.command({"GET", counter_key});
+                        long seen = value.is_nil() ? 0 : std::stol(value.text);
+                        if (critical.count() > 0) busy_wait(critical);
+                        client.command({"SET", counter_key, std::to_string(seen + 1)});
+                        lock.unlock();
+                        auto n = shared->samples[w];
+                        if (n < 2048) shared->wait_us[w][n] = waited;
+                        shared->samples[w] = n + 1;
+                        ++shared->acquisitions[w];
+                    }
+                });
+            }
+            for (auto& w : workers) w.join();
+            _exit(0);
+        }
+        children.push_back(pid);
+    }
+    for (auto pid : children) waitpid(pid, nullptr, 0);
+    const int workers = processes * tasks;
+    long total = 0;
+    double sum = 0, sum_sq = 0;
+    Samples waits;
+    for (int w = 0; w < workers; ++w) {
+        total += shared->acquisitions[w];
+        double x = static_cast<double>(shared->acquisitions[w]);
+        sum += x;
+        sum_sq += x * x;
+        for (long i = 0; i < std::min(shared->samples[w], 2048L); ++i) waits.us.push_back(shared->wait_us[w][i]);
+    }
+    dlock::Client client(url);
+    auto counter = client.command({"GET", counter_key});
+    long counted = counter.is_nil() ? 0 : std::stol(counter.text);
+    double jain = sum_sq > 0 ? (sum * sum) / (workers * sum_sq) : 0;
+    std::printf("{\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"wait_p50_us\": %.1f, \"wait_p99_us\": %.1f, "
+                "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s}\n",
+                total, static_cast<double>(total) / std::chrono::duration<double>(duration).count(),
+                waits.percentile(50), waits.percentile(99), waits.max(), jain, counted,
+                counted == total ? "true" : "false");
+    munmap(shared, sizeof(Shared));
+    return 0;
+}
+
+int many(const Flags& f) {
+    const int tasks = static_cast<int>(f.number("tasks", 64));
+    const long names = f.number("names", 10'000);
+    const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
+    dlock::Client client(f.text("url"));
+    client.wait_connected();
+    std::vector<dlock::Lock> locks;
+    locks.reserve(static_cast<std::size_t>(names));
+    for (long i = 0; i < names; ++i) locks.push_back(client.lock("bench:many:" + std::to_string(i)));
+    std::atomic<long> done{0};
+    const auto start_at = Clock::now() + 100ms, stop_at = start_at + duration;
+    std::vector<std::thread> workers;
+    for (int t = 0; t < tasks; ++t)
+        workers.emplace_back([&, t] {
+            std::minstd_rand random(static_cast<unsigned>(t + 1));
+            std::uniform_int_distribution<long> pick(0, names - 1);
+            long mine = 0;
+            std::this_thread::sleep_until(start_at);
+            while (Clock::now() < stop_at) {
+                auto& lock = locks[static_cast<std::size_t>(pick(random))];
+                lock.lock();
+                lock.unlock();
+                ++mine;
+            }
+            done += mine;
+        });
+    for (auto& w : workers) w.join();
+    std::printf("{\"ops\": %ld, \"ops_per_s\": %.1f}\n", done.load(),
+                static_cast<double>(done.load()) / std::chrono::duration<double>(duration).count());
+    return 0;
+}
+
+int watchdog(const Flags& f) {
+    const long n = f.number("locks", 10'000);
+    const auto lease = std::chrono::milliseconds(f.number("lease-ms", 3000));
+    const auto window = std::chrono::milliseconds(f.number("duration-ms", 10'000));
+    dlock::Client client(f.text("url"));
+    client.wait_connected();
+    std::vector<dlock::Lock> locks;
+    locks.reserve(static_cast<std::size_t>(n));
+    auto heap_before = mallinfo2().uordblks;
+    for (long i = 0; i < n; ++i) locks.push_back(client.lock("bench:held:" + std::to_string(i), {.lease = lease}));
+    for (auto& l : locks) l.lock();
+    std::this_thread::sleep_for(lease / 2);  // settle into the renewal rhythm
+    long calls_before = script_calls(client);
+    double cpu_before = process_cpu_seconds();
+    auto t0 = Clock::now();
+    std::this_thread::sleep_for(window);
+    double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    double cpu = process_cpu_seconds() - cpu_before;
+    long renewals = script_calls(client) - calls_before;
+    auto heap_after = mallinfo2().uordblks;
+    long held = 0;
+    for (auto& l : locks) held += l.is_held();
+    for (auto& l : locks) l.unlock();
+    double per_second = static_cast<double>(renewals) / elapsed;
+    double minimal = static_cast<double>(n) / std::chrono::duration<double>(lease / 3).count();
+    std::printf("{\"locks\": %ld, \"still_held\": %ld, \"renewals_per_s\": %.1f, \"minimal_renewals_per_s\": %.1f, "
+                "\"renewals_over_minimal\": %.3f, \"client_cpu_percent\": %.3f, \"bytes_per_lock\": %.1f}\n",
+                n, held, per_second, minimal, per_second / minimal, 100.0 * cpu / elapsed,
+                static_cast<double>(heap_after - heap_before) / static_cast<double>(n));
+    return 0;
+}
+
+std::vector<std::string> split(const std::string& list) {
+    std::vector<std::string> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+int redlock(const Flags& f) {
+    const long n = f.number("n", 5'000);
+    dlock::Client client(f.text("url"));
+    auto single = client.lock("bench:redlock1");
+    dlock::Masters masters(split(f.text("urls")));
+    dlock::Redlock five(masters, "bench:redlock5");
+    Samples single_lat, five_lat;
+    auto measure = [](auto& lock, Samples* samples) {
+        auto t0 = Clock::now();
+        lock.lock();
+        lock.unlock();
+        if (samples) samples->add(Clock::now() - t0);
+    };
+    for (long i = 0; i < n / 10 + 10; ++i) {
+        measure(single, nullptr);
+        measure(five, nullptr);
+    }
+    for (long i = 0; i < n; ++i) {  // interleaved: both see the same machine
+        measure(single, &single_lat);
+        measure(five, &five_lat);
+    }
+    std::printf("{\"single_p50_us\": %.2f, \"single_p99_us\": %.2f, \"five_p50_us\": %.2f, \"five_p99_us\": %.2f, "
+                "\"five_over_single_p50\": %.3f}\n",
+                single_lat.percentile(50), single_lat.percentile(99), five_lat.percentile(50),
+                five_lat.percentile(99), five_lat.percentile(50) / single_lat.percentile(50));
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Flags f{argc, argv};
+    const auto scenario = f.text("scenario");
+    try {
+        if (scenario == "uncontended") return uncontended(f);
+        if (scenario == "contended") return contended(f);
+        if (scenario == "many") return many(f);
+        if (scenario == "watchdog") return watchdog(f);
+        if (scenario == "redlock") return redlock(f);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "dlock_runner: %s\n", e.what());
+        return 1;
+    }
+    std::fprintf(stderr, "dlock_runner: unknown --scenario '%s'\n", scenario.c_str());
+    return 2;
+}
