@@ -147,11 +147,14 @@ std::string machine_description() {
            std::to_string(std::thread::hardware_concurrency()) + " cores";
 }
 
-double process_cpu_seconds() {
+Usage usage_of(bool children) {
     rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+    getrusage(children ? RUSAGE_CHILDREN : RUSAGE_SELF, &u);
+    return {static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6,
+            u.ru_nvcsw + u.ru_nivcsw};
 }
+
+double process_cpu_seconds() { return usage_of(false).cpu_seconds; }
 
 }  // namespace dlock::bench

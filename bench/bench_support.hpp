@@ -52,4 +52,11 @@ std::string machine_description();
 // CPU time (user + system) this process has used so far.
 double process_cpu_seconds();
 
+// CPU time and context switches so far, of this process or of its waited-for children.
+struct Usage {
+    double cpu_seconds = 0;
+    long context_switches = 0;
+};
+Usage usage_of(bool children);
+
 }  // namespace dlock::bench

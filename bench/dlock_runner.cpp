@@ -57,6 +57,16 @@ std::string quantiles_json(Samples& samples) {
     return out + "]";
 }
 
+// Client CPU and context switches per operation, for where-the-time-goes.
+std::string usage_json(const Usage& before, const Usage& after, long ops) {
+    char out[160];
+    std::snprintf(out, sizeof out, "\"client_cpu_us_per_op\": %.1f, \"context_switches_per_op\": %.1f",
+                  (after.cpu_seconds - before.cpu_seconds) * 1e6 / static_cast<double>(std::max(ops, 1L)),
+                  static_cast<double>(after.context_switches - before.context_switches) /
+                      static_cast<double>(std::max(ops, 1L)));
+    return out;
+}
+
 void busy_wait(std::chrono::microseconds d) {
     auto until = Clock::now() + d;
     while (Clock::now() < until) {
@@ -101,10 +111,16 @@ int uncontended(const Flags& f) {
         eval_lat.add(t2 - t1);
         lock_lat.add(t3 - t2);
     }
+    const auto before = usage_of(false);
+    for (long i = 0; i < n; ++i) {  // lock+unlock alone, for its CPU cost
+        lock.lock();
+        lock.unlock();
+    }
+    const auto usage = usage_json(before, usage_of(false), n);
     std::printf("{\"p50_us\": %.2f, \"p99_us\": %.2f, \"ops_per_s\": %.1f, \"ping_p50_us\": %.2f, "
-                "\"evalsha_p50_us\": %.2f, \"quantiles_us\": %s}\n",
+                "\"evalsha_p50_us\": %.2f, %s, \"quantiles_us\": %s}\n",
                 lock_lat.percentile(50), lock_lat.percentile(99), 1e6 / lock_lat.mean(), ping_lat.percentile(50),
-                eval_lat.percentile(50), quantiles_json(lock_lat).c_str());
+                eval_lat.percentile(50), usage.c_str(), quantiles_json(lock_lat).c_str());
     return 0;
 }
 
@@ -130,6 +146,7 @@ int contended(const Flags& f) {
     auto* shared = static_cast<Shared*>(
         mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     std::vector<pid_t> children;
+    const auto children_before = usage_of(true);
     const auto start_at = Clock::now() + 500ms;  // every process starts racing together
     for (int p = 0; p < processes; ++p) {
         pid_t pid = fork();
@@ -180,11 +197,12 @@ int contended(const Flags& f) {
     auto counter = client.command({"GET", counter_key});
     long counted = counter.is_nil() ? 0 : std::stol(counter.text);
     double jain = sum_sq > 0 ? (sum * sum) / (workers * sum_sq) : 0;
+    const auto usage = usage_json(children_before, usage_of(true), total);
     std::printf("{\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"wait_p50_us\": %.1f, \"wait_p99_us\": %.1f, "
-                "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s}\n",
+                "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s, %s}\n",
                 total, static_cast<double>(total) / std::chrono::duration<double>(duration).count(),
                 waits.percentile(50), waits.percentile(99), waits.max(), jain, counted,
-                counted == total ? "true" : "false");
+                counted == total ? "true" : "false", usage.c_str());
     munmap(shared, sizeof(Shared));
     return 0;
 }
@@ -200,6 +218,8 @@ int many(const Flags& f) {
     for (long i = 0; i < names; ++i) locks.push_back(client.lock("bench:many:" + std::to_string(i)));
     std::atomic<long> done{0};
     const auto start_at = Clock::now() + 100ms, stop_at = start_at + duration;
+    std::this_thread::sleep_until(start_at);
+    const auto before = usage_of(false);
     std::vector<std::thread> workers;
     for (int t = 0; t < tasks; ++t)
         workers.emplace_back([&, t] {
@@ -216,8 +236,9 @@ int many(const Flags& f) {
             done += mine;
         });
     for (auto& w : workers) w.join();
-    std::printf("{\"ops\": %ld, \"ops_per_s\": %.1f}\n", done.load(),
-                static_cast<double>(done.load()) / std::chrono::duration<double>(duration).count());
+    const auto usage = usage_json(before, usage_of(false), done.load());
+    std::printf("{\"ops\": %ld, \"ops_per_s\": %.1f, %s}\n", done.load(),
+                static_cast<double>(done.load()) / std::chrono::duration<double>(duration).count(), usage.c_str());
     return 0;
 }
 

@@ -19,7 +19,9 @@
 // Waiting never polls: a waiter sleeps until a release message arrives on the
 // lock's channel (one subscriber connection per client, shared) or until the
 // holder's remaining lease runs out. Threads of one process waiting for the
-// same name queue locally in arrival order, and only the first talks to Redis.
+// same name queue locally in arrival order, and only the first talks to Redis;
+// a thread of the same process releasing the lock may hand it straight to
+// that first waiter (LockOptions::handoff_slice).
 //
 // Clocks: every deadline and validity is on std::chrono::steady_clock;
 // try_lock_until accepts other clocks and converts once, at the call.
@@ -95,6 +97,14 @@ struct LockOptions {
     std::function<void(std::string_view name, std::error_code reason)> on_unlock_error;
     // Wait for replicas to confirm acquisitions (and renewals). Default off.
     ReplicaAck replica_ack;
+    // Hand-off: when this process's threads queue for the lock, the final
+    // unlock() passes it straight to the next of them (one round trip, a new
+    // fencing token, no release message) instead of releasing it, for up to
+    // this long after the process took it from Redis; then it is released
+    // for every process's waiters to race for. Longer: more throughput under
+    // contention, longer waits for other processes. Zero: never hand off.
+    // Default 1 ms; at most 1 min.
+    std::chrono::microseconds handoff_slice{1000};
 };
 
 class Lock {

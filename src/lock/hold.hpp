@@ -50,6 +50,7 @@ struct Hold {
     unsigned count = 0;
     std::uint64_t token = 0;
     LockClock::time_point valid_until{};
+    LockClock::time_point slice_start{};  // when this process took the lock from the server (hand-offs)
     bool released = false;          // the final release has begun: never renew again
     bool lost = false;
     std::error_code lost_reason;

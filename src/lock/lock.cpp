@@ -34,7 +34,7 @@ bool retryable(std::error_code ec) {
 LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      identity((validate_lock_request(name, options.lease), validate_replica_ack(options.replica_ack), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
+      identity((validate_lock_request(name, options.lease), validate_replica_ack(options.replica_ack), validate_handoff_slice(options.handoff_slice), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string LockCore::current_owner() const {
@@ -103,15 +103,16 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& e
         return {Outcome::failed};
     }
     if (reply.elements[0].integer == 1) {
+        // Taken from the server: a new slice of hand-offs starts now.
         record_acquired(owner, static_cast<std::uint64_t>(reply.elements[1].integer),
-                        static_cast<unsigned>(reply.elements[2].integer), sent);
+                        static_cast<unsigned>(reply.elements[2].integer), sent, sent);
         return {Outcome::acquired};
     }
     return {Outcome::busy, std::chrono::milliseconds(std::max<long long>(reply.elements[1].integer, 1))};
 }
 
 void LockCore::record_acquired(const std::string& owner, std::uint64_t token, unsigned count,
-                               LockClock::time_point sent) {
+                               LockClock::time_point sent, LockClock::time_point slice_start) {
     const auto lease = identity->options.lease;
     // A fresh acquisition (count 1): any older local hold of this owner is gone.
     std::shared_ptr<Hold> stale;
@@ -121,6 +122,7 @@ void LockCore::record_acquired(const std::string& owner, std::uint64_t token, un
     {
         std::lock_guard lock(hold->mutex);
         fresh = hold->count == 0;
+        if (fresh) hold->slice_start = slice_start;
         hold->count = count;
         hold->token = token;
         hold->valid_until = valid_until(sent, lease);
@@ -177,11 +179,63 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
             subscribed = queue->ensure_subscribed({&client, 1}, 1, identity->keys.channel(), until);
             continue;
         }
-        // Sleep until a release, or until the holder's lease must have ended.
+        // Sleep until a release, or until the holder's lease must have ended,
+        // or until a thread of this process hands the lock over.
         auto wake_at = now + result.pttl + std::chrono::milliseconds(1);
         if (deadline) wake_at = std::min(wake_at, *deadline);
-        queue->wait_change(seen, wake_at, stop);
+        if (identity->options.replica_ack.replicas > 0) {
+            queue->wait_change(seen, wake_at, stop);  // a hand-off would skip the WAIT
+            continue;
+        }
+        if (auto grant = queue->sleep_as_head(seen, wake_at, stop, owner, identity->lease_ms)) {
+            record_acquired(owner, grant->token, 1, grant->sent, grant->slice_start);
+            return true;
+        }
     }
+}
+
+bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, const std::string& owner, std::error_code& ec) {
+    auto queue = service->existing_queue(identity->name);
+    std::string next, next_lease;
+    if (!queue) return false;
+    LockClock::time_point slice_start;
+    {
+        std::lock_guard lock(hold->mutex);
+        slice_start = hold->slice_start;
+    }
+    if (LockClock::now() - slice_start >= identity->options.handoff_slice) return false;
+    if (!queue->claim_head(next, next_lease)) return false;
+    const auto& keys = identity->keys;
+    const auto fence = keys.fence();
+    const auto operation = service->next_operation_id();
+    const auto sent = LockClock::now();
+    Reply reply = eval_retrying(hand_off_script(), {keys.lock, fence}, {owner, next, next_lease, operation}, ec);
+    const bool handed = !ec && reply.is_array() && reply.elements.size() == 2 && reply.elements[0].integer == 1;
+    if (!handed && !ec) {
+        // Not ours to give (lost meanwhile): the ordinary release says so.
+        queue->finish_handoff(std::nullopt);
+        return false;
+    }
+    hold->mark_count_zero();
+    forget(hold);
+    service->keeper().forget(hold);
+    if (handed) {
+        queue->finish_handoff(
+            NameQueue::Grant{static_cast<std::uint64_t>(reply.elements[1].integer), sent, slice_start});
+        return true;
+    }
+    // Unknown outcome: the waiter may own it now without knowing. Free it
+    // (and our own hold, in case) before the waiter tries again.
+    for (const std::string* who : {static_cast<const std::string*>(&next), &owner}) {
+        const auto channel = keys.channel();
+        const auto cleanup = service->next_operation_id();
+        std::string_view k[] = {keys.lock, fence, channel};
+        std::string_view a[] = {*who, identity->lease_ms, cleanup, "1"};
+        std::error_code ignored;
+        client->eval(release_script(), k, a, ignored);
+    }
+    queue->finish_handoff(std::nullopt);
+    return true;
 }
 
 void LockCore::release(std::error_code& ec) {
@@ -208,6 +262,7 @@ void LockCore::release(std::error_code& ec) {
         release_all_of(hold);  // in case it is still ours on the server after all
         return;
     }
+    if (last && hand_off(hold, owner, ec)) return;
     const auto& keys = identity->keys;
     const auto fence = keys.fence(), channel = keys.channel();
     const auto operation = service->next_operation_id();

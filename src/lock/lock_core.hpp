@@ -40,8 +40,14 @@ private:
     };
 
     Attempt attempt(const std::string& owner, std::error_code& ec);
-    void record_acquired(const std::string& owner, std::uint64_t token, unsigned count, LockClock::time_point sent);
+    void record_acquired(const std::string& owner, std::uint64_t token, unsigned count, LockClock::time_point sent,
+                         LockClock::time_point slice_start);
     void forget(const std::shared_ptr<Hold>& hold) { holds_.erase(hold); }
+    // At the final release: hands the lock to this process's sleeping queue
+    // head instead of releasing it (name_queue.hpp). False when there is no
+    // one to hand it to, or it is not ours any more; true when handled (ec
+    // set if the hand-off's outcome stayed unknown).
+    bool hand_off(const std::shared_ptr<Hold>& hold, const std::string& owner, std::error_code& ec);
     // EVAL with the same operation id until the answer is known: a dropped
     // connection may have eaten a reply of a call that did run. A call that
     // was never sent fails at once.

@@ -16,6 +16,7 @@ DLOCK_SCRIPT(renew)
 DLOCK_SCRIPT(force_release)
 DLOCK_SCRIPT(inspect)
 DLOCK_SCRIPT(raise_fence)
+DLOCK_SCRIPT(hand_off)
 
 #undef DLOCK_SCRIPT
 

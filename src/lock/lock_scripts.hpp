@@ -11,5 +11,6 @@ const Script& renew_script();
 const Script& force_release_script();
 const Script& inspect_script();
 const Script& raise_fence_script();
+const Script& hand_off_script();
 
 }  // namespace dlock::detail

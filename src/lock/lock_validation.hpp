@@ -18,6 +18,11 @@ inline void validate_lock_request(const std::string& name, std::chrono::millisec
     if (lease > max_lease) throw Error(errc::invalid_argument, "lease is longer than 24 h");
 }
 
+inline void validate_handoff_slice(std::chrono::microseconds slice) {
+    if (slice < std::chrono::microseconds::zero() || slice > std::chrono::minutes(1))
+        throw Error(errc::invalid_argument, "handoff_slice must be 0 .. 1 min");
+}
+
 inline void validate_replica_ack(const ReplicaAck& ack) {
     if (ack.replicas == 0) return;
     if (ack.timeout < std::chrono::milliseconds(1) || ack.timeout > std::chrono::hours(1))

@@ -8,29 +8,39 @@ namespace dlock::detail {
 
 std::uint64_t NameQueue::enqueue() {
     std::lock_guard lock(mutex_);
-    tickets_.push_back(next_ticket_);
+    waiters_.emplace_back().ticket = next_ticket_;
     return next_ticket_++;
+}
+
+NameQueue::Waiter* NameQueue::find_locked(std::uint64_t ticket) {
+    for (auto& waiter : waiters_)
+        if (waiter.ticket == ticket) return &waiter;
+    return nullptr;
+}
+
+void NameQueue::wake_head_locked() {
+    if (!waiters_.empty()) waiters_.front().wake.notify_all();
 }
 
 bool NameQueue::wait_turn(std::uint64_t ticket, std::optional<LockClock::time_point> deadline, std::stop_token stop) {
     std::unique_lock lock(mutex_);
-    auto my_turn = [&] { return !tickets_.empty() && tickets_.front() == ticket; };
-    if (deadline) return changed_.wait_until(lock, stop, *deadline, my_turn);
-    return changed_.wait(lock, stop, my_turn);
+    auto* me = find_locked(ticket);
+    auto my_turn = [&] { return waiters_.front().ticket == ticket; };
+    if (deadline) return me->wake.wait_until(lock, stop, *deadline, my_turn);
+    return me->wake.wait(lock, stop, my_turn);
 }
 
 void NameQueue::leave(std::uint64_t ticket) {
-    {
-        std::lock_guard lock(mutex_);
-        auto it = std::find(tickets_.begin(), tickets_.end(), ticket);
-        if (it != tickets_.end()) tickets_.erase(it);
-    }
-    changed_.notify_all();
+    std::lock_guard lock(mutex_);
+    const bool was_head = !waiters_.empty() && waiters_.front().ticket == ticket;
+    waiters_.remove_if([&](const Waiter& waiter) { return waiter.ticket == ticket; });
+    // Only a new head has anything to do: the others keep sleeping.
+    if (was_head) wake_head_locked();
 }
 
 bool NameQueue::empty() {
     std::lock_guard lock(mutex_);
-    return tickets_.empty();
+    return waiters_.empty();
 }
 
 std::uint64_t NameQueue::generation() {
@@ -39,16 +49,47 @@ std::uint64_t NameQueue::generation() {
 }
 
 void NameQueue::bump() {
-    {
-        std::lock_guard lock(mutex_);
-        ++generation_;
-    }
-    changed_.notify_all();
+    std::lock_guard lock(mutex_);
+    ++generation_;
+    wake_head_locked();
 }
 
 void NameQueue::wait_change(std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop) {
     std::unique_lock lock(mutex_);
-    changed_.wait_until(lock, stop, wake_at, [&] { return generation_ != seen; });
+    waiters_.front().wake.wait_until(lock, stop, wake_at, [&] { return generation_ != seen; });
+}
+
+std::optional<NameQueue::Grant> NameQueue::sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at,
+                                                        std::stop_token stop, const std::string& owner,
+                                                        const std::string& lease_ms) {
+    std::unique_lock lock(mutex_);
+    head_owner_ = owner;
+    head_lease_ms_ = lease_ms;
+    head_state_ = HeadState::sleeping;
+    auto& wake = waiters_.front().wake;  // the caller is the head, and stays it while it sleeps
+    wake.wait_until(lock, stop, wake_at, [&] { return generation_ != seen || grant_.has_value(); });
+    // A hand-off that started must be waited out: it may have made us the owner.
+    wake.wait(lock, [&] { return head_state_ != HeadState::receiving; });
+    head_state_ = HeadState::awake;
+    auto grant = grant_;
+    grant_.reset();
+    return grant;
+}
+
+bool NameQueue::claim_head(std::string& owner, std::string& lease_ms) {
+    std::lock_guard lock(mutex_);
+    if (head_state_ != HeadState::sleeping) return false;
+    head_state_ = HeadState::receiving;
+    owner = head_owner_;
+    lease_ms = head_lease_ms_;
+    return true;
+}
+
+void NameQueue::finish_handoff(std::optional<Grant> grant) {
+    std::lock_guard lock(mutex_);
+    grant_ = grant;
+    head_state_ = HeadState::sleeping;
+    wake_head_locked();
 }
 
 bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,

@@ -6,15 +6,25 @@
 // share (one per server: a Redlock listens on every master): a release
 // message or a resubscription (messages may have been missed) bumps the
 // generation, and the head retries.
+//
+// Hand-off (single-server locks): a thread of this process that releases the
+// lock while the head sleeps may hand the lock straight to the head instead
+// of releasing it (one script that renames the owner and issues a new
+// fencing token). The head wakes holding it: no release message, no race
+// with other processes, one round trip instead of three. To stay fair to
+// other processes, hand-offs continue only for a slice of time
+// (LockOptions::handoff_slice) after this process took the lock from the
+// server; then the lock is released and every process's head races for it.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <stop_token>
+#include <chrono>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +38,12 @@ class ClientCore;
 
 class NameQueue : public std::enable_shared_from_this<NameQueue> {
 public:
+    struct Grant {
+        std::uint64_t token;
+        LockClock::time_point sent;         // when the hand-off was sent: validity counts from there
+        LockClock::time_point slice_start;  // carried on from hold to hold
+    };
+
     std::uint64_t enqueue();
     // Waits until ticket is at the head. False at the deadline or on stop.
     bool wait_turn(std::uint64_t ticket, std::optional<LockClock::time_point> deadline, std::stop_token stop);
@@ -39,6 +55,19 @@ public:
     // Sleeps until the generation moves past seen, until wake_at, or stop.
     void wait_change(std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop);
 
+    // The head sleeps until the generation moves past seen, until wake_at,
+    // or stop, and may be handed the lock meanwhile (returned). owner and
+    // lease_ms say whom to hand it to. A hand-off under way is always waited
+    // for, even past wake_at or stop.
+    std::optional<Grant> sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop,
+                                       const std::string& owner, const std::string& lease_ms);
+    // A releasing thread: claims the sleeping head for a hand-off, when
+    // there is one. Fills owner and lease_ms.
+    bool claim_head(std::string& owner, std::string& lease_ms);
+    // Ends a claimed hand-off: the head wakes holding the lock, or (nullopt)
+    // goes back to waiting as before.
+    void finish_handoff(std::optional<Grant> grant);
+
     // Subscribes to channel on every server, once for the whole queue, and
     // waits until `needed` of them confirmed it (or deadline). False when
     // not confirmed in time.
@@ -46,12 +75,25 @@ public:
                            LockClock::time_point deadline);
 
 private:
+    // Each waiter sleeps on its own condition variable: a release, a
+    // message or a hand-off wakes only the head, not every waiting thread.
+    struct Waiter {
+        std::uint64_t ticket = 0;
+        std::condition_variable_any wake;
+    };
+    Waiter* find_locked(std::uint64_t ticket);
+    void wake_head_locked();
+
     std::mutex mutex_;
-    std::condition_variable_any changed_;
-    std::deque<std::uint64_t> tickets_;
+    std::list<Waiter> waiters_;
     std::uint64_t next_ticket_ = 0;
     std::uint64_t generation_ = 0;
     std::vector<Subscription> subscriptions_;
+
+    enum class HeadState { awake, sleeping, receiving };
+    HeadState head_state_ = HeadState::awake;
+    std::string head_owner_, head_lease_ms_;
+    std::optional<Grant> grant_;
 };
 
 // The queues of one client (or Redlock group), by lock name; a queue lives

@@ -47,7 +47,8 @@ TEST(LockScripts, EachLoadsIntoARealServerWithItsEmbeddedSha1) {
     dlock::support::RedisServer server;
     for (const dlock::Script* s : {&dlock::detail::acquire_script(), &dlock::detail::release_script(),
                                    &dlock::detail::renew_script(), &dlock::detail::force_release_script(),
-                                   &dlock::detail::inspect_script(), &dlock::detail::raise_fence_script()}) {
+                                   &dlock::detail::inspect_script(), &dlock::detail::raise_fence_script(),
+                                   &dlock::detail::hand_off_script()}) {
         dlock::Client client(server.uri());
         EXPECT_EQ(client.command({"SCRIPT", "LOAD", s->text()}).text, s->sha1());
         EXPECT_EQ(s->sha1(), dlock::sha1_hex(s->text()));
@@ -493,4 +494,44 @@ TEST(Lock, NoRenewalIsSentAfterRelease) {
     auto after_release = server.command_calls("evalsha");
     std::this_thread::sleep_for(400ms);  // several renewal intervals
     EXPECT_EQ(server.command_calls("evalsha"), after_release);
+}
+
+TEST(LockHandOff, AWaiterOfTheSameProcessIsHandedTheLockWithoutARelease) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("handed", {.ownership = dlock::Ownership::thread, .handoff_slice = 10s});
+    lock.lock();
+    const auto first = lock.fencing_token();
+    std::promise<std::uint64_t> waiter_token;
+    std::thread waiter([&] {
+        if (!lock.try_lock_for(10s)) return waiter_token.set_value(0);
+        waiter_token.set_value(lock.fencing_token());
+        lock.unlock();
+    });
+    // The waiter queues, tries once, subscribes and sleeps as the head.
+    ASSERT_TRUE(eventually([&] { return server.command_calls("subscribe") == 1; }));
+    std::this_thread::sleep_for(100ms);
+    lock.unlock();
+    auto token = waiter_token.get_future().get();
+    waiter.join();
+    EXPECT_EQ(token, first + 1);  // a fresh fencing token for the new holder
+    // Handed over, not released: the only release message is the waiter's own final one.
+    EXPECT_EQ(server.command_calls("publish"), 1);
+    EXPECT_EQ(server.cli({"EXISTS", key_of("handed")}), "0");
+}
+
+TEST(LockHandOff, AZeroSliceAlwaysReleases) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("released", {.handoff_slice = 0s});
+    lock.lock();
+    std::thread waiter([&] {
+        if (lock.try_lock_for(10s)) lock.unlock();
+    });
+    ASSERT_TRUE(eventually([&] { return server.command_calls("subscribe") == 1; }));
+    std::this_thread::sleep_for(100ms);
+    lock.unlock();
+    waiter.join();
+    EXPECT_EQ(server.command_calls("publish"), 2);
+    EXPECT_THROW(client.lock("x", {.handoff_slice = -1us}), dlock::Error);
 }

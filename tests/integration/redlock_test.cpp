@@ -297,13 +297,19 @@ TEST(Redlock, FencingTokensGrowAndLaggingCountersAreRaised) {
     lock.lock();
     auto first = lock.fencing_token();
     lock.unlock();
-    // One master's counter far ahead (it granted while the others were away).
+    // One master's counter far ahead, and a majority that must include it
+    // (two others away): the token is its 101, and masters 1 and 2, which
+    // counted 2, are raised to 101 before lock() returns.
     m[0].cli({"HSET", key_of("fenced") + ":fence", "token", "100"});
+    m[3].pause();
+    m[4].pause();
     lock.lock();
     EXPECT_EQ(lock.fencing_token(), 101u);
     lock.unlock();
-    // Without that master, the next majority still counts past 101: the
-    // lagging counters were raised to it.
+    m[3].resume();
+    m[4].resume();
+    // Without master 0, every majority of the other four includes master 1
+    // or 2, so the next token still counts past 101.
     m[0].pause();
     lock.lock();
     EXPECT_GT(lock.fencing_token(), 101u);

@@ -89,13 +89,14 @@ TEST(ReplicaAck, ARenewalTheReplicaDoesNotConfirmEndsInLost) {
     MasterWithReplica servers;
     dlock::Client client(servers.master.uri());
     std::promise<std::error_code> lost;
-    auto lock = client.lock("renewed", {.lease = 1500ms,
+    // A WAIT timeout generous enough for a loaded machine, a third of the lease.
+    auto lock = client.lock("renewed", {.lease = 3000ms,
                                         .on_lost = [&](auto, std::error_code ec) { lost.set_value(ec); },
-                                        .replica_ack = {.replicas = 1, .timeout = 400ms}});
+                                        .replica_ack = {.replicas = 1, .timeout = 1000ms}});
     lock.lock();
     servers.replica.pause();
     auto reported = lost.get_future();
-    ASSERT_EQ(reported.wait_for(10s), std::future_status::ready);
+    ASSERT_EQ(reported.wait_for(15s), std::future_status::ready);
     EXPECT_EQ(reported.get(), dlock::errc::replicas_not_acknowledged);
     EXPECT_FALSE(lock.is_held());
     servers.replica.resume();
