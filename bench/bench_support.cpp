@@ -155,6 +155,4 @@ Usage usage_of(bool children) {
             u.ru_nvcsw + u.ru_nivcsw};
 }
 
-double process_cpu_seconds() { return usage_of(false).cpu_seconds; }
-
 }  // namespace dlock::bench

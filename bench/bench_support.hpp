@@ -49,9 +49,6 @@ std::string flag_value(int argc, char** argv, const std::string& name, const std
 
 std::string machine_description();
 
-// CPU time (user + system) this process has used so far.
-double process_cpu_seconds();
-
 // CPU time and context switches so far, of this process or of its waited-for children.
 struct Usage {
     double cpu_seconds = 0;

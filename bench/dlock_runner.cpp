@@ -255,11 +255,11 @@ int watchdog(const Flags& f) {
     for (auto& l : locks) l.lock();
     std::this_thread::sleep_for(lease / 2);  // settle into the renewal rhythm
     long calls_before = script_calls(client);
-    double cpu_before = process_cpu_seconds();
+    double cpu_before = usage_of(false).cpu_seconds;
     auto t0 = Clock::now();
     std::this_thread::sleep_for(window);
     double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-    double cpu = process_cpu_seconds() - cpu_before;
+    double cpu = usage_of(false).cpu_seconds - cpu_before;
     long renewals = script_calls(client) - calls_before;
     auto heap_after = mallinfo2().uordblks;
     long held = 0;

@@ -1,5 +1,5 @@
-// What Lock and Redlock answer about the caller's own hold, and how both
-// report a failed unlock(): one definition for both lock kinds.
+// What Lock and Redlock answer about the caller's own hold, how both report
+// a failed unlock(), and their error_code twins: one definition for both.
 #pragma once
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <stop_token>
 #include <system_error>
 
+#include "dlock/error.hpp"
 #include "hold.hpp"
 
 namespace dlock::detail {
@@ -49,6 +50,28 @@ inline void report_unlock_error(const LockIdentity& identity, std::error_code ec
         identity.options.on_unlock_error(identity.name, ec);
     } catch (...) {
         // A throwing callback must not turn unlock() into a throwing call.
+    }
+}
+
+// The error_code twins of both lock kinds: nothing escapes.
+template <typename Core>
+bool acquire_noexcept(Core& core, LockClock::time_point deadline, std::error_code& ec) noexcept {
+    try {
+        return core.acquire(deadline, {}, ec);
+    } catch (const Error& e) {
+        ec = e.code();
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+    return false;
+}
+
+template <typename Core>
+void release_noexcept(Core& core, std::error_code& ec) noexcept {
+    try {
+        core.release(ec);
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
     }
 }
 

@@ -41,11 +41,27 @@ std::string LockCore::current_owner() const {
     return identity->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
 }
 
-Reply LockCore::eval_retrying(const Script& script, std::vector<std::string_view> keys,
-                              std::vector<std::string_view> argv, std::error_code& ec) {
+void LockCore::release_owner(const std::string& owner, bool every_hold, bool wait) noexcept {
+    try {
+        const auto& keys = identity->keys;
+        const auto fence = keys.fence(), channel = keys.channel();
+        // A fresh operation id: never taken for a retry of an earlier call.
+        const auto operation = service->next_operation_id();
+        std::string_view k[] = {keys.lock, fence, channel};
+        std::string_view a[] = {owner, identity->lease_ms, operation, every_hold ? "1" : "0"};
+        std::error_code ignored;
+        if (wait) client->eval(release_script(), k, a, ignored);
+        else client->eval_async(release_script(), k, a, [](std::error_code, Reply&&) {});
+    } catch (...) {
+        // Best effort: the lease ends the lock anyway.
+    }
+}
+
+Reply LockCore::eval_retrying(const Script& script, std::initializer_list<std::string_view> keys,
+                              std::initializer_list<std::string_view> argv, std::error_code& ec) {
     std::optional<LockClock::time_point> give_up;
     for (;;) {
-        Reply reply = client->eval(script, keys, argv, ec);
+        Reply reply = client->eval(script, {keys.begin(), keys.size()}, {argv.begin(), argv.size()}, ec);
         if (!ec || !retryable(ec)) return reply;
         auto now = LockClock::now();
         if (!give_up) {
@@ -74,15 +90,8 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& e
     if (ec == errc::wrong_type)
         throw Error(ec, "key " + keys.lock + " or " + fence + " holds data that is not a dlock lock");
     if (ec) {
-        if (outcome_unknown(ec) && !hold_of(owner)) {
-            // It may have been granted after all; don't leave it until its
-            // lease ends. A fresh operation id, so it is not taken for a retry.
-            std::string cleanup_op = service->next_operation_id();
-            const auto channel = keys.channel();
-            std::string_view k[] = {keys.lock, fence, channel};
-            std::string_view a[] = {owner, identity->lease_ms, cleanup_op, "1"};
-            client->eval_async(release_script(), k, a, [](std::error_code, Reply&&) {});
-        }
+        // It may have been granted after all; don't leave it until its lease ends.
+        if (outcome_unknown(ec) && !hold_of(owner)) release_owner(owner, true, false);
         return {Outcome::failed};
     }
     if (!reply.is_array() || reply.elements.size() != 3) {
@@ -92,13 +101,7 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& e
     if (reply.elements[0].integer == 1 && acknowledged < ack.replicas) {
         // Granted, but too few replicas have it: a failover could lose it.
         // Undo this acquisition (only this one, on a re-entry) and say so.
-        const bool only_hold = reply.elements[2].integer <= 1;
-        std::string undo_op = service->next_operation_id();
-        const auto channel = keys.channel();
-        std::string_view k[] = {keys.lock, fence, channel};
-        std::string_view a[] = {owner, identity->lease_ms, undo_op, only_hold ? "1" : "0"};
-        std::error_code undo_ec;
-        client->eval(release_script(), k, a, undo_ec);
+        release_owner(owner, reply.elements[2].integer <= 1, true);
         ec = errc::replicas_not_acknowledged;
         return {Outcome::failed};
     }
@@ -195,16 +198,16 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
 }
 
 bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, const std::string& owner, std::error_code& ec) {
-    auto queue = service->existing_queue(identity->name);
-    std::string next, next_lease;
-    if (!queue) return false;
     LockClock::time_point slice_start;
     {
         std::lock_guard lock(hold->mutex);
         slice_start = hold->slice_start;
     }
+    // The cheap test first: past the slice, no queue lookup (a shared mutex).
     if (LockClock::now() - slice_start >= identity->options.handoff_slice) return false;
-    if (!queue->claim_head(next, next_lease)) return false;
+    auto queue = service->existing_queue(identity->name);
+    std::string next, next_lease;
+    if (!queue || !queue->claim_head(next, next_lease)) return false;
     const auto& keys = identity->keys;
     const auto fence = keys.fence();
     const auto operation = service->next_operation_id();
@@ -226,14 +229,8 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, const std::string& ow
     }
     // Unknown outcome: the waiter may own it now without knowing. Free it
     // (and our own hold, in case) before the waiter tries again.
-    for (const std::string* who : {static_cast<const std::string*>(&next), &owner}) {
-        const auto channel = keys.channel();
-        const auto cleanup = service->next_operation_id();
-        std::string_view k[] = {keys.lock, fence, channel};
-        std::string_view a[] = {*who, identity->lease_ms, cleanup, "1"};
-        std::error_code ignored;
-        client->eval(release_script(), k, a, ignored);
-    }
+    release_owner(next, true, true);
+    release_owner(owner, true, true);
     queue->finish_handoff(std::nullopt);
     return true;
 }
@@ -299,21 +296,11 @@ void LockCore::release(std::error_code& ec) {
 }
 
 void LockCore::release_all_of(const std::shared_ptr<Hold>& hold) noexcept {
-    try {
-        {
-            std::lock_guard lock(hold->mutex);
-            hold->released = true;
-        }
-        const auto& keys = identity->keys;
-        std::string operation = service->next_operation_id();
-        const auto fence = keys.fence(), channel = keys.channel();
-        std::string_view k[] = {keys.lock, fence, channel};
-        std::string_view a[] = {hold->owner, identity->lease_ms, operation, "1"};
-        std::error_code ec;
-        client->eval(release_script(), k, a, ec);
-    } catch (...) {
-        // Best effort: the lease ends the lock anyway.
+    {
+        std::lock_guard lock(hold->mutex);
+        hold->released = true;
     }
+    release_owner(hold->owner, true, true);
 }
 
 }  // namespace detail
@@ -361,14 +348,7 @@ bool Lock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    try {
-        return core_->acquire(deadline, {}, ec);
-    } catch (const Error& e) {
-        ec = e.code();
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-    }
-    return false;
+    return detail::acquire_noexcept(*core_, deadline, ec);
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
@@ -391,13 +371,7 @@ void Lock::unlock() noexcept {
     detail::report_unlock_error(*core_->identity, ec);
 }
 
-void Lock::unlock(std::error_code& ec) noexcept {
-    try {
-        core_->release(ec);
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-    }
-}
+void Lock::unlock(std::error_code& ec) noexcept { detail::release_noexcept(*core_, ec); }
 
 bool Lock::is_held() const { return detail::hold_is_held(core_->hold_of(core_->current_owner())); }
 

@@ -2,6 +2,7 @@
 // it, by owner.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,8 +52,11 @@ private:
     // EVAL with the same operation id until the answer is known: a dropped
     // connection may have eaten a reply of a call that did run. A call that
     // was never sent fails at once.
-    Reply eval_retrying(const Script& script, std::vector<std::string_view> keys, std::vector<std::string_view> argv,
-                        std::error_code& ec);
+    Reply eval_retrying(const Script& script, std::initializer_list<std::string_view> keys,
+                        std::initializer_list<std::string_view> argv, std::error_code& ec);
+    // Releases one hold of owner, or every hold (a fresh operation id, errors
+    // ignored: the lease ends it anyway). Waits for the answer when asked.
+    void release_owner(const std::string& owner, bool every_hold, bool wait) noexcept;
 
     const std::string handle_owner_;  // Ownership::handle only
     HoldTable holds_;

@@ -84,6 +84,15 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
     }
 }
 
+std::shared_ptr<FanOut> MastersCore::send_release(const RedlockIdentity& identity, const std::string& owner) {
+    const auto& keys = identity.keys;
+    const auto fence = keys.fence(), channel = keys.channel();
+    const auto operation = ids.next_operation_id();
+    std::string_view k[] = {keys.lock, fence, channel};
+    std::string_view a[] = {owner, identity.lease_ms, operation, "1"};
+    return FanOut::send(cores, release_script(), k, a, Clock::now() + identity.node_timeout);
+}
+
 void MastersCore::finish_before_close(std::shared_ptr<FanOut> release) {
     std::lock_guard lock(stragglers_mutex_);
     std::erase_if(stragglers_, [](const auto& fan) { return fan->complete(); });
@@ -103,13 +112,7 @@ void MastersCore::close() {
             if (hold->released || hold->lost || hold->count == 0) continue;
             hold->released = true;
         }
-        const auto& keys = hold->lock->keys;
-        const auto fence = keys.fence(), channel = keys.channel();
-        const auto operation = ids.next_operation_id();
-        std::string_view k[] = {keys.lock, fence, channel};
-        std::string_view a[] = {hold->owner, hold->lock->lease_ms, operation, "1"};
-        const auto& identity = static_cast<const RedlockIdentity&>(*hold->lock);
-        releases.push_back(FanOut::send(cores, release_script(), k, a, Clock::now() + identity.node_timeout));
+        releases.push_back(send_release(static_cast<const RedlockIdentity&>(*hold->lock), hold->owner));
     }
     for (auto& release : releases) release->wait([](const auto&) { return false; });
     clients_.clear();  // stops every I/O thread; the keeper's timer with the first

@@ -37,6 +37,9 @@ public:
     OwnerIds ids;
     QueueRegistry queues;
     LeaseKeeper& keeper() noexcept { return keeper_; }
+    // Drops every hold of owner on every master (release.lua with a fresh
+    // operation id), each master given identity's node timeout.
+    std::shared_ptr<FanOut> send_release(const RedlockIdentity& identity, const std::string& owner);
     // A release still reaching the slower masters after its caller moved on:
     // close() waits for it, so a process that exits right after unlock()
     // leaves no grant behind on a minority of masters.

@@ -38,11 +38,6 @@ void NameQueue::leave(std::uint64_t ticket) {
     if (was_head) wake_head_locked();
 }
 
-bool NameQueue::empty() {
-    std::lock_guard lock(mutex_);
-    return waiters_.empty();
-}
-
 std::uint64_t NameQueue::generation() {
     std::lock_guard lock(mutex_);
     return generation_;

@@ -48,7 +48,6 @@ public:
     // Waits until ticket is at the head. False at the deadline or on stop.
     bool wait_turn(std::uint64_t ticket, std::optional<LockClock::time_point> deadline, std::stop_token stop);
     void leave(std::uint64_t ticket);
-    bool empty();
 
     std::uint64_t generation();
     void bump();

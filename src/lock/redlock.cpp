@@ -298,11 +298,6 @@ void RedlockCore::release(std::error_code& ec) {
         return;
     }
     const auto n = masters->size();
-    const auto& keys = identity->keys;
-    const auto fence = keys.fence(), channel = keys.channel();
-    const auto operation = masters->ids.next_operation_id();
-    std::string_view k[] = {keys.lock, fence, channel};
-    std::string_view a[] = {owner, identity->lease_ms, operation, "1"};
     // release.lua answers 0 (released) or -1 (not ours there).
     struct Tally {
         std::size_t released = 0, not_ours = 0, answered = 0;
@@ -316,7 +311,7 @@ void RedlockCore::release(std::error_code& ec) {
         }
         return t;
     };
-    auto fan = FanOut::send(masters->cores, release_script(), k, a, Clock::now() + identity->node_timeout);
+    auto fan = masters->send_release(*identity, owner);
     auto ballots = fan->wait([&](const auto& so_far) {
         auto t = tally(so_far);
         return won(n, t.released) || cannot_win(n, t.answered - t.released);
@@ -329,12 +324,7 @@ void RedlockCore::release(std::error_code& ec) {
 }
 
 void RedlockCore::release_everywhere(const std::string& owner, bool wait) {
-    const auto& keys = identity->keys;
-    const auto fence = keys.fence(), channel = keys.channel();
-    const auto operation = masters->ids.next_operation_id();
-    std::string_view k[] = {keys.lock, fence, channel};
-    std::string_view a[] = {owner, identity->lease_ms, operation, "1"};
-    auto fan = FanOut::send(masters->cores, release_script(), k, a, Clock::now() + identity->node_timeout);
+    auto fan = masters->send_release(*identity, owner);
     if (wait) fan->wait([](const auto&) { return false; });
     else masters->finish_before_close(std::move(fan));
 }
@@ -408,14 +398,7 @@ bool Redlock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    try {
-        return core_->acquire(deadline, {}, ec);
-    } catch (const Error& e) {
-        ec = e.code();
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-    }
-    return false;
+    return detail::acquire_noexcept(*core_, deadline, ec);
 }
 
 bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
@@ -435,13 +418,7 @@ void Redlock::unlock() noexcept {
     detail::report_unlock_error(*core_->identity, ec);
 }
 
-void Redlock::unlock(std::error_code& ec) noexcept {
-    try {
-        core_->release(ec);
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-    }
-}
+void Redlock::unlock(std::error_code& ec) noexcept { detail::release_noexcept(*core_, ec); }
 
 bool Redlock::is_held() const { return detail::hold_is_held(core_->hold_of(core_->current_owner())); }
 
