@@ -1,9 +1,16 @@
-# cmake -DOUTPUT=header -DSCRIPTS="a.lua,b.lua" -P GenerateScriptsHeader.cmake
+# cmake -DOUTPUT=header -DSCRIPTS="a.lua,b.lua" [-DPRELUDE=prelude.lua] -P GenerateScriptsHeader.cmake
+# Each script is embedded with the prelude (helpers every script shares) in
+# front of it: Redis scripts cannot include one another.
 string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
+set(prelude "")
+if(PRELUDE)
+  file(READ ${PRELUDE} prelude)
+endif()
 set(body "// Generated from src/scripts/*.lua by cmake/GenerateScriptsHeader.cmake. Do not edit.\n#pragma once\n\nnamespace dlock::detail::scripts {\n\n")
 foreach(script IN LISTS SCRIPTS)
   get_filename_component(name ${script} NAME_WE)
-  file(READ ${script} text)
+  file(READ ${script} own_text)
+  set(text "${prelude}${own_text}")
   string(SHA1 digest "${text}")
   string(FIND "${text}" ")lua\"" clash)
   if(NOT clash EQUAL -1)

@@ -220,4 +220,10 @@ std::string RedisServer::cli(const std::vector<std::string>& args) const {
     return out;
 }
 
+std::uint64_t RedisServer::time_us() const {
+    auto text = cli({"TIME"});  // "<seconds>\n<microseconds>"
+    auto newline = text.find('\n');
+    return std::stoull(text.substr(0, newline)) * 1'000'000 + std::stoull(text.substr(newline + 1));
+}
+
 }  // namespace dlock::support

@@ -66,6 +66,8 @@ public:
     // How many times the server has run `command` (lower case, e.g.
     // "evalsha"), from INFO commandstats; 0 before the first.
     long command_calls(const std::string& command) const;
+    // The server's clock (TIME), in microseconds since the epoch.
+    std::uint64_t time_us() const;
 
 private:
     std::vector<std::string> arguments() const;

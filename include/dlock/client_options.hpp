@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace dlock {
 
@@ -35,6 +37,13 @@ struct ClientOptions {
     // Defaults 512 MiB and 16 Mi elements. Nesting is limited to 7 levels.
     std::size_t max_string_bytes = std::size_t{512} << 20;
     std::size_t max_array_elements = std::size_t{16} << 20;
+    // Told once per Client about a server setting that weakens locks: today,
+    // a maxmemory-policy other than noeviction, under which Redis may evict
+    // lock keys (a held lock vanishes; a fence counter restarts). Checked
+    // with CONFIG GET when the first lock is made through this Client, if
+    // the server lets us read it. Runs on the I/O thread; must not block.
+    // Default none (the dlock command prints it to stderr).
+    std::function<void(std::string_view message)> on_warning;
 };
 
 }  // namespace dlock

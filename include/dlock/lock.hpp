@@ -58,7 +58,11 @@ enum class Ownership {
 };
 
 inline constexpr std::size_t max_lock_name_bytes = 512;
+// Leases shorter than min_lease could never be trusted: the drift margin
+// (lease / 100 + 2 ms) would eat most of them.
+inline constexpr std::chrono::milliseconds min_lease{10};
 inline constexpr std::chrono::milliseconds max_lease = std::chrono::hours(24);
+inline constexpr std::chrono::milliseconds default_retention = std::chrono::minutes(10);
 
 // Replica acknowledgement (Redis WAIT) for a single master with replicas.
 // Redis replicates asynchronously: a master that crashes right after
@@ -79,8 +83,8 @@ struct ReplicaAck {
 };
 
 struct LockOptions {
-    // How long the lock stays valid in Redis without renewal. 1 ms to 24 h.
-    // Default 30 s.
+    // How long the lock stays valid in Redis without renewal. min_lease
+    // (10 ms) to max_lease (24 h). Default 30 s.
     std::chrono::milliseconds lease{30'000};
     // Renew the lease every lease/3 while held. Default true. With false the
     // lease is fixed: the lock expires lease after acquisition (and the hold
@@ -88,9 +92,12 @@ struct LockOptions {
     bool renew = true;
     // Who owns a hold. Default Ownership::thread.
     Ownership ownership = Ownership::thread;
-    // Called once when a held lock is lost (lease_lost: gone or expired;
-    // or the transport error that kept renewal from Redis until the lease
-    // ran out). Runs on the client's I/O thread and must not block. Default none.
+    // Called once when a held lock is lost (lease_lost: gone, expired,
+    // force-released; or the transport error that kept renewal from Redis
+    // until validity ran out), at the moment dlock learns it and no later
+    // than valid_until(). Always runs on the client's I/O thread, whichever
+    // thread noticed; it must not block, and exceptions are swallowed.
+    // Not called after the Client is closed. Default none.
     std::function<void(std::string_view name, std::error_code reason)> on_lost;
     // Called when unlock() (which never throws) fails. Runs on the unlocking
     // thread. Default none.
@@ -105,6 +112,17 @@ struct LockOptions {
     // contention, longer waits for other processes. Zero: never hand off.
     // Default 1 ms; at most 1 min.
     std::chrono::microseconds handoff_slice{1000};
+    // How long anything of this lock stays in Redis after it is free: the
+    // fence hash (the last fencing token) and each owner's release
+    // tombstone (what lets a retried unlock be answered "released", and a
+    // late copy of an old request be ignored). Counted from the release, or
+    // from the lease's end when a holder died. Long against any retry window
+    // (seconds) and any pause after which a former holder could still send
+    // a request; short enough that a million names a day keep about 7,000
+    // names' worth of keys. Tokens do not depend on it: they stay increasing
+    // after the fence expires (lock.hpp, "Fencing tokens"). 1 s .. 30 days;
+    // default 10 min.
+    std::chrono::milliseconds retention = default_retention;
 };
 
 class Lock {

@@ -22,13 +22,15 @@
 //
 // Fencing tokens: each master keeps its own counter; a Redlock's token is
 // the largest among the granting majority, and before the lock is reported
-// held, a majority of the granting masters stand at that value (the lagging
-// ones are raised to it). Any later majority shares a master with that one,
-// so the next acquisition's token is strictly greater, as long as the masters
-// keep their counters. A token can go backwards only when every master of a
-// later majority lost its counter (restarted without persistence, or
-// flushed) since: run masters with AOF (appendfsync everysec or always) if
-// fencing matters across restarts.
+// held, a majority of the granting masters stand at that value (every
+// lagging granter is raised to it; those beyond the majority in the
+// background). Any later majority shares a master with that one, so the
+// next acquisition's token is strictly greater. A master that lost its
+// counter (restarted without persistence, flushed, or the counter expired
+// retention after the lock was last free) starts it again at its clock in
+// microseconds, past every token issued before as long as the masters'
+// clocks are roughly right (within the time since those tokens were
+// issued) and do not step back.
 //
 // What Redlock does not protect against: a process pause (GC, SIGSTOP, swap)
 // longer than the remaining validity — the holder wakes up believing it holds
@@ -127,6 +129,9 @@ struct RedlockOptions {
     std::chrono::milliseconds retry_delay{50};
     std::function<void(std::string_view name, std::error_code reason)> on_lost;
     std::function<void(std::string_view name, std::error_code reason)> on_unlock_error;
+    // As LockOptions::retention: how long anything of the lock stays on a
+    // master after it is free. Default 10 min.
+    std::chrono::milliseconds retention = default_retention;
 };
 
 class Redlock {

@@ -22,18 +22,29 @@ std::shared_ptr<FanOut> FanOut::send(std::span<const std::shared_ptr<ClientCore>
 }
 
 void FanOut::record(std::size_t index, std::error_code ec, Reply&& reply) {
-    bool last;
+    AllAnswered then;
     {
         std::lock_guard lock(mutex_);
         auto& ballot = ballots_[index];
         ballot.answered = true;
         ballot.error = ec;
         ballot.reply = std::move(reply);
-        last = ++answered_ == ballots_.size();
+        if (++answered_ == ballots_.size()) then = std::move(all_answered_);
     }
     changed_.notify_all();
     // Every ballot is in and no one writes them any more: no lock needed.
-    if (last && all_answered_) all_answered_(ballots_);
+    if (then) then(ballots_);
+}
+
+void FanOut::when_complete(AllAnswered then) {
+    {
+        std::lock_guard lock(mutex_);
+        if (answered_ != ballots_.size()) {
+            all_answered_ = std::move(then);
+            return;
+        }
+    }
+    then(ballots_);
 }
 
 std::vector<Ballot> FanOut::wait(const Enough& enough) {

@@ -46,6 +46,10 @@ public:
     std::vector<Ballot> wait(const Enough& enough);
     // Every master has answered (or timed out).
     bool complete();
+    // Runs then() once every master has answered: at once, on this thread,
+    // if they all have; else on the I/O thread of the last to answer.
+    // Replaces any callback given to send().
+    void when_complete(AllAnswered then);
 
 private:
     FanOut(std::size_t size, Clock::time_point deadline, AllAnswered all_answered);

@@ -2,31 +2,39 @@
 
 #include <algorithm>
 #include <array>
-#include <thread>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "hold/hold_queries.hpp"
 #include "lock_core.hpp"
-#include "hold_queries.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
 #include "replica_ack.hpp"
-#include "validity.hpp"
 
 namespace dlock {
 namespace detail {
 namespace {
 
-// Failures after which the call may or may not have run on the server.
-bool outcome_unknown(std::error_code ec) {
-    return ec == errc::connection_lost || ec == errc::command_timeout;
+// acquire.lua's answers.
+constexpr long long granted = 1, busy = 0, not_ours = -1;
+
+bool is_acquire_reply(const Reply& reply) {
+    return reply.is_array() && !reply.elements.empty() && reply.elements[0].is_integer() &&
+           (reply.elements[0].integer != granted || reply.elements.size() == 3) &&
+           (reply.elements[0].integer != busy || reply.elements.size() == 2);
 }
 
-// Failures worth another try with the same operation id: the above, and a
-// connection being re-established.
-bool retryable(std::error_code ec) {
-    return outcome_unknown(ec) || ec == errc::connect_timeout || ec == errc::not_connected ||
-           ec == errc::connection_refused;
+Grant grant_of(const Reply& reply, LockClock::time_point sent) {
+    return Grant{static_cast<std::uint64_t>(reply.elements[1].integer),
+                 static_cast<unsigned>(std::max<long long>(reply.elements[2].integer, 1)), sent, sent};
+}
+
+std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions options) {
+    validate_lock_request(name, options.lease);
+    validate_replica_ack(options.replica_ack);
+    validate_handoff_slice(options.handoff_slice);
+    validate_retention(options.retention);
+    return std::make_shared<const LockIdentity>(std::move(name), std::move(options));
 }
 
 }  // namespace
@@ -34,130 +42,217 @@ bool retryable(std::error_code ec) {
 LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      identity((validate_lock_request(name, options.lease), validate_replica_ack(options.replica_ack), validate_handoff_slice(options.handoff_slice), std::make_shared<const LockIdentity>(std::move(name), std::move(options)))),
+      identity(make_identity(std::move(name), std::move(options))),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string LockCore::current_owner() const {
     return identity->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
 }
 
-void LockCore::release_owner(const std::string& owner, bool every_hold, bool wait) noexcept {
-    try {
-        const auto& keys = identity->keys;
-        const auto fence = keys.fence(), channel = keys.channel();
-        // A fresh operation id: never taken for a retry of an earlier call.
-        const auto operation = service->next_operation_id();
-        std::string_view k[] = {keys.lock, fence, channel};
-        std::string_view a[] = {owner, identity->lease_ms, operation, every_hold ? "1" : "0"};
-        std::error_code ignored;
-        if (wait) client->eval(release_script(), k, a, ignored);
-        else client->eval_async(release_script(), k, a, [](std::error_code, Reply&&) {});
-    } catch (...) {
-        // Best effort: the lease ends the lock anyway.
-    }
+LockClock::time_point LockCore::retry_window_end() const {
+    const auto& options = client->options();
+    return LockClock::now() + options.connect_timeout + options.command_timeout;
 }
 
-Reply LockCore::eval_retrying(const Script& script, std::initializer_list<std::string_view> keys,
-                              std::initializer_list<std::string_view> argv, std::error_code& ec) {
-    std::optional<LockClock::time_point> give_up;
-    for (;;) {
-        Reply reply = client->eval(script, {keys.begin(), keys.size()}, {argv.begin(), argv.size()}, ec);
-        if (!ec || !retryable(ec)) return reply;
-        auto now = LockClock::now();
-        if (!give_up) {
-            // Nothing was sent (refused, not connected): there is no outcome
-            // to learn, so fail now rather than wait out a retry window.
-            if (!outcome_unknown(ec)) return reply;
-            give_up = now + client->options().connect_timeout + client->options().command_timeout;
-        }
-        if (now >= *give_up) return reply;
-        // The connection is being re-established; give it a moment.
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+void LockCore::count_outstanding(const std::string& owner, int delta) {
+    std::lock_guard lock(outstanding_mutex_);
+    auto& n = outstanding_[owner];
+    n = delta < 0 && n < static_cast<unsigned>(-delta) ? 0 : n + static_cast<unsigned>(delta);
+    if (n == 0) outstanding_.erase(owner);
 }
 
-LockCore::Attempt LockCore::attempt(const std::string& owner, std::error_code& ec) {
+unsigned LockCore::outstanding(const std::string& owner) {
+    std::lock_guard lock(outstanding_mutex_);
+    auto it = outstanding_.find(owner);
+    return it == outstanding_.end() ? 0 : it->second;
+}
+
+LockCore::Answer LockCore::run(const Script& script, std::initializer_list<std::string_view> keys,
+                               std::initializer_list<std::string_view> argv,
+                               std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                               GateTicket& ticket, std::function<void(const Reply&)> undo) {
+    auto call = RetriedCall::start(client, script, {keys.begin(), keys.size()}, {argv.begin(), argv.size()},
+                                   retry_window_end());
+    Answer answer;
+    answer.sent = call->first_sent();
+    // The gate travels with the call if the caller walks away: no other
+    // operation of this owner may start before its outcome is settled.
+    auto carried = std::make_shared<GateTicket>();
+    answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
+                              [carried, undo = std::move(undo)](std::error_code ec, Reply&& reply) {
+                                  if (!ec && undo) undo(reply);
+                              });
+    if (!answer.known) *carried = std::move(ticket);
+    return answer;
+}
+
+void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket) {
     const auto& keys = identity->keys;
-    const auto fence = keys.fence();
-    const auto operation = service->next_operation_id();
-    const auto sent = LockClock::now();
-    const auto& ack = identity->options.replica_ack;
-    long long acknowledged = 0;
-    Reply reply = ack.replicas > 0 ? eval_acknowledged(*client, acquire_script(), std::array<std::string_view, 2>{keys.lock, fence},
-                                                       std::array<std::string_view, 3>{owner, identity->lease_ms, operation},
-                                                       ack, acknowledged, ec)
-                                   : eval_retrying(acquire_script(), {keys.lock, fence}, {owner, identity->lease_ms, operation}, ec);
-    if (ec == errc::wrong_type)
-        throw Error(ec, "key " + keys.lock + " or " + fence + " holds data that is not a dlock lock");
-    if (ec) {
-        // It may have been granted after all; don't leave it until its lease ends.
-        if (outcome_unknown(ec) && !hold_of(owner)) release_owner(owner, true, false);
-        return {Outcome::failed};
+    const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
+    const auto op = service->next_operation_id();
+    std::string_view k[] = {keys.lock, fence, channel, tombstone};
+    std::string_view a[] = {owner, identity->lease_ms, op, "1", identity->retention_ms, operation};
+    auto call = RetriedCall::start(client, release_script(), k, a, retry_window_end());
+    std::error_code ignored_ec;
+    Reply ignored;
+    // Nobody waits for it; the ticket (if any) is left when it settles.
+    (void)call->wait(LockClock::time_point::min(), {}, ignored_ec, ignored,
+                     [ticket](std::error_code, Reply&&) {});
+}
+
+bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant,
+                            const std::string& operation) {
+    if (LockClock::now() >= valid_until(grant.sent, identity->options.lease)) {
+        // Granted, but the request waited so long (a paused server, a slow
+        // network) that its lease may be over already: not a hold anyone
+        // may trust. Give it back.
+        undo(owner, operation);
+        return false;
     }
-    if (!reply.is_array() || reply.elements.size() != 3) {
+    auto hold = std::make_shared<Hold>(identity, owner, grant);
+    if (auto previous = slot.current()) {
+        // A new grant replaces whatever this owner had: a final hold, or a
+        // lost one the caller has not unlocked yet.
+        service->keeper().forget(previous);
+        mark_lost(previous, errc::lease_lost, service->io());
+    }
+    slot.set(hold);
+    service->keeper().track(hold, grant.sent);
+    count_outstanding(owner, +1);
+    return true;
+}
+
+bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
+                       std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
+                       bool& lost) {
+    const auto& keys = identity->keys;
+    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
+    const auto operation = service->next_operation_id();
+    // With replica_ack, a re-entry is acknowledged too: a failover must not
+    // bring back a count the client has moved past.
+    auto answer = identity->options.replica_ack.replicas > 0
+                      ? run_acknowledged(owner, operation, "reenter", ec)
+                      : run(acquire_script(), {keys.lock, fence, tombstone},
+                            {owner, identity->lease_ms, operation, "reenter", identity->retention_ms, "1"}, wait_until,
+                            stop, ticket, [this, owner, operation](const Reply& reply) {
+                                if (is_acquire_reply(reply) && reply.elements[0].integer == granted)
+                                    undo(owner, operation);
+                            });
+    if (!answer.known) {
+        if (!stop.stop_requested()) ec = errc::command_timeout;
+        return false;
+    }
+    if ((ec = answer.ec)) return false;
+    if (!is_acquire_reply(answer.reply)) {
+        ec = errc::protocol_error;
+        return false;
+    }
+    if (answer.reply.elements[0].integer == granted) {
+        const auto count = static_cast<unsigned>(answer.reply.elements[2].integer);
+        if (hold->reentered(count, answer.sent, identity->options.lease)) {
+            count_outstanding(owner, +1);
+            return true;
+        }
+        // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
+        undo(owner, operation);
+    }
+    // The server says it is not ours any more: the hold was lost, and this
+    // call acquires afresh.
+    service->keeper().forget(hold);
+    mark_lost(hold, errc::lease_lost, service->io());
+    lost = true;
+    return false;
+}
+
+LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                                    std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                                    std::error_code& ec) {
+    const auto& keys = identity->keys;
+    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
+    const auto operation = service->next_operation_id();
+    auto answer = identity->options.replica_ack.replicas > 0
+                      ? run_acknowledged(owner, operation, "fresh", ec)
+                      : run(acquire_script(), {keys.lock, fence, tombstone},
+                            {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "1"}, wait_until,
+                            stop, ticket, [this, owner, operation](const Reply& reply) {
+                                // Granted after the caller gave up: nobody will use it.
+                                if (is_acquire_reply(reply) && reply.elements[0].integer == granted)
+                                    undo(owner, operation);
+                            });
+    if (!answer.known) return {Outcome::walked_away};
+    if (answer.ec == errc::wrong_type)
+        throw Error(answer.ec, "key " + keys.lock + ", " + fence + " or " + tombstone + " holds data that is not a dlock lock");
+    if ((ec = answer.ec)) return {Outcome::failed};
+    if (!is_acquire_reply(answer.reply) || answer.reply.elements[0].integer < 0) {
         ec = errc::protocol_error;
         return {Outcome::failed};
     }
-    if (reply.elements[0].integer == 1 && acknowledged < ack.replicas) {
-        // Granted, but too few replicas have it: a failover could lose it.
-        // Undo this acquisition (only this one, on a re-entry) and say so.
-        release_owner(owner, reply.elements[2].integer <= 1, true);
-        ec = errc::replicas_not_acknowledged;
-        return {Outcome::failed};
-    }
-    if (reply.elements[0].integer == 1) {
-        // Taken from the server: a new slice of hand-offs starts now.
-        record_acquired(owner, static_cast<std::uint64_t>(reply.elements[1].integer),
-                        static_cast<unsigned>(reply.elements[2].integer), sent, sent);
-        return {Outcome::acquired};
-    }
-    return {Outcome::busy, std::chrono::milliseconds(std::max<long long>(reply.elements[1].integer, 1))};
+    if (answer.reply.elements[0].integer == busy)
+        return {Outcome::busy, std::chrono::milliseconds(std::max<long long>(answer.reply.elements[1].integer, 1))};
+    if (!record_grant(owner, slot, grant_of(answer.reply, answer.sent), operation))
+        return {Outcome::busy, std::chrono::milliseconds(1)};
+    return {Outcome::acquired};
 }
 
-void LockCore::record_acquired(const std::string& owner, std::uint64_t token, unsigned count,
-                               LockClock::time_point sent, LockClock::time_point slice_start) {
-    const auto lease = identity->options.lease;
-    // A fresh acquisition (count 1): any older local hold of this owner is gone.
-    std::shared_ptr<Hold> stale;
-    auto hold = holds_.obtain(identity, owner, count > 1, stale);
-    if (stale) mark_lost(stale, errc::lease_lost);
-    bool fresh;
-    {
-        std::lock_guard lock(hold->mutex);
-        fresh = hold->count == 0;
-        if (fresh) hold->slice_start = slice_start;
-        hold->count = count;
-        hold->token = token;
-        hold->valid_until = valid_until(sent, lease);
+LockCore::Answer LockCore::run_acknowledged(const std::string& owner, const std::string& operation,
+                                            std::string_view mode, std::error_code& ec) {
+    const auto& keys = identity->keys;
+    const auto& ack = identity->options.replica_ack;
+    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
+    Answer answer;
+    answer.known = true;
+    answer.sent = LockClock::now();
+    long long acknowledged = 0;
+    answer.reply = eval_acknowledged(
+        *client, acquire_script(), std::array<std::string_view, 3>{keys.lock, fence, tombstone},
+        std::array<std::string_view, 6>{owner, identity->lease_ms, operation, mode, identity->retention_ms, "1"}, ack,
+        acknowledged, answer.ec);
+    if (answer.ec) {
+        // It may have been granted after all: undo exactly that operation,
+        // if it was the last one.
+        if (outcome_unknown(answer.ec)) undo(owner, operation);
+    } else if (is_acquire_reply(answer.reply) && answer.reply.elements[0].integer == granted &&
+               acknowledged < ack.replicas) {
+        // Granted, but too few replicas have it: a failover could lose it.
+        undo(owner, operation);
+        answer.ec = errc::replicas_not_acknowledged;
     }
-    if (fresh) {
-        auto due = identity->options.renew ? sent + renew_interval(lease) : valid_until(sent, lease);
-        service->keeper().track(hold, due);
-    }
+    ec = answer.ec;
+    return answer;
 }
 
 bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
     ec.clear();
+    if ((ec = client->usable())) return false;
     const auto owner = current_owner();
-    if (auto hold = hold_of(owner)) {
-        // Reentry never queues behind waiters: they wait for us.
-        bool held;
-        {
-            std::lock_guard lock(hold->mutex);
-            held = hold->held_locked(LockClock::now());
-        }
-        if (held) {
-            auto result = attempt(owner, ec);
-            if (result.outcome == Outcome::acquired || ec) return result.outcome == Outcome::acquired;
-            mark_lost(hold, errc::lease_lost);  // the server says someone else has it now
-            forget(hold);
-        }
-    }
+    OwnerOperation operation(service->holds(), identity->name, owner);
+    auto* slot = &operation.slot();
     const bool single_attempt = deadline && *deadline <= LockClock::now();
+    // One attempt still waits for its answer, up to a command timeout.
+    const auto wait_until = [&]() -> std::optional<LockClock::time_point> {
+        if (single_attempt) return LockClock::now() + client->options().command_timeout;
+        return deadline;
+    };
+    if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop)) return false;
+    auto& ticket_of_call = operation.ticket;
+
+    if (auto hold = slot->current(); hold && hold->trusted(LockClock::now())) {
+        // Re-entry never queues behind waiters: they wait for us.
+        bool lost = false;
+        if (reenter(hold, owner, ticket_of_call, wait_until(), stop, ec, lost)) return true;
+        if (!lost) return false;
+    }
+
+    bool answered = false;
+    auto result_of = [&](const Attempt& a) {
+        if (a.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = errc::command_timeout;
+        return a.outcome == Outcome::acquired;
+    };
     // Nobody of ours is waiting: try straight away, without the queue.
     if (single_attempt || !service->existing_queue(identity->name)) {
-        auto result = attempt(owner, ec);
-        if (result.outcome != Outcome::busy || single_attempt) return result.outcome == Outcome::acquired;
+        auto result = attempt(owner, *slot, ticket_of_call, wait_until(), stop, ec);
+        if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
+        answered = true;
     }
     auto queue = service->queue(identity->name);
     const auto ticket = queue->enqueue();
@@ -170,8 +265,9 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
     bool subscribed = false;
     for (;;) {
         const auto seen = queue->generation();
-        auto result = attempt(owner, ec);
-        if (result.outcome != Outcome::busy) return result.outcome == Outcome::acquired;
+        auto result = attempt(owner, *slot, ticket_of_call, deadline, stop, ec);
+        if (result.outcome != Outcome::busy) return result_of(result);
+        answered = true;
         auto now = LockClock::now();
         if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
         if (!subscribed) {
@@ -179,7 +275,7 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
             // the subscription was active would otherwise go unseen.
             auto until = now + client->options().command_timeout;
             if (deadline) until = std::min(until, *deadline);
-            subscribed = queue->ensure_subscribed({&client, 1}, 1, identity->keys.channel(), until);
+            subscribed = queue->ensure_subscribed({&client, 1}, 1, identity->keys.channel(), until, stop);
             continue;
         }
         // Sleep until a release, or until the holder's lease must have ended,
@@ -190,148 +286,185 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
             queue->wait_change(seen, wake_at, stop);  // a hand-off would skip the WAIT
             continue;
         }
-        if (auto grant = queue->sleep_as_head(seen, wake_at, stop, owner, identity->lease_ms)) {
-            record_acquired(owner, grant->token, 1, grant->sent, grant->slice_start);
-            return true;
+        if (auto handed = queue->sleep_as_head(seen, wake_at, stop, owner, identity->lease_ms)) {
+            if (record_grant(owner, *slot, handed->grant, handed->operation)) return true;
         }
     }
 }
 
-bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, const std::string& owner, std::error_code& ec) {
-    LockClock::time_point slice_start;
-    {
-        std::lock_guard lock(hold->mutex);
-        slice_start = hold->slice_start;
-    }
+bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std::error_code& ec) {
+    const auto slice_start = hold->view().slice_start;
     // The cheap test first: past the slice, no queue lookup (a shared mutex).
     if (LockClock::now() - slice_start >= identity->options.handoff_slice) return false;
     auto queue = service->existing_queue(identity->name);
     std::string next, next_lease;
     if (!queue || !queue->claim_head(next, next_lease)) return false;
     const auto& keys = identity->keys;
-    const auto fence = keys.fence();
+    const auto fence = keys.fence(), tombstone = keys.tombstone(hold->owner);
     const auto operation = service->next_operation_id();
-    const auto sent = LockClock::now();
-    Reply reply = eval_retrying(hand_off_script(), {keys.lock, fence}, {owner, next, next_lease, operation}, ec);
-    const bool handed = !ec && reply.is_array() && reply.elements.size() == 2 && reply.elements[0].integer == 1;
+    GateTicket no_gate;  // the releasing caller holds its own; the head waits for this call
+    // A hand-off is waited for to its end: the head cannot move on until it
+    // knows whether it was made the owner.
+    auto answer = run(hand_off_script(), {keys.lock, fence, tombstone},
+                      {hold->owner, next, next_lease, operation, identity->retention_ms}, std::nullopt, {}, no_gate, {});
+    ec = answer.ec;
+    const bool handed = !ec && answer.reply.is_array() && answer.reply.elements.size() == 2 &&
+                        answer.reply.elements[0].integer == 1;
     if (!handed && !ec) {
         // Not ours to give (lost meanwhile): the ordinary release says so.
         queue->finish_handoff(std::nullopt);
         return false;
     }
-    hold->mark_count_zero();
-    forget(hold);
+    hold->release_answered(0, answer.sent);
+    slot.clear(hold);
     service->keeper().forget(hold);
     if (handed) {
-        queue->finish_handoff(
-            NameQueue::Grant{static_cast<std::uint64_t>(reply.elements[1].integer), sent, slice_start});
+        queue->finish_handoff(NameQueue::Handed{
+            Grant{static_cast<std::uint64_t>(answer.reply.elements[1].integer), 1, answer.sent, slice_start}, operation});
         return true;
     }
-    // Unknown outcome: the waiter may own it now without knowing. Free it
-    // (and our own hold, in case) before the waiter tries again.
-    release_owner(next, true, true);
-    release_owner(owner, true, true);
+    // Unknown outcome: the waiter may own it now without knowing. Give back
+    // exactly what the hand-off may have given (only if nothing came after
+    // it), then our own hold, before the waiter tries again.
+    undo(next, operation);
+    GateTicket held_by_caller;
+    const auto release_op = service->next_operation_id();
+    const auto channel = keys.channel();
+    std::error_code ignored;
+    auto own = run(release_script(), {keys.lock, fence, channel, tombstone},
+                   {hold->owner, identity->lease_ms, release_op, "all", identity->retention_ms}, std::nullopt, {},
+                   held_by_caller, {});
+    (void)own;
     queue->finish_handoff(std::nullopt);
     return true;
+}
+
+void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
+                             std::error_code& ec) {
+    auto hold = slot.current();
+    if (!hold || hold->final()) {
+        ec = (hold && hold->state() == HoldState::lost) || outstanding(owner) > 0 ? make_error_code(errc::lease_lost)
+                                                                                   : make_error_code(errc::not_owner);
+        if (hold && hold->state() == HoldState::lost && hold->forget_lost_holds(holds) == 0) slot.clear(hold);
+        return;
+    }
+    const auto view = hold->view();
+    const bool final_release = holds >= view.count;
+    if (final_release) {
+        if (!hold->begin_final_release()) return release_holds(owner, slot, ticket, holds, ec);
+        if (hand_off(hold, slot, ec)) return;
+    }
+    const auto& keys = identity->keys;
+    const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
+    const auto operation = service->next_operation_id();
+    const auto how_many = final_release ? std::string("all") : std::to_string(holds);
+    // No deadline: unlock waits for the answer, up to the retry window.
+    auto answer = run(release_script(), {keys.lock, fence, channel, tombstone},
+                      {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, std::nullopt, {},
+                      ticket, {});
+    if (answer.ec || !answer.reply.is_integer()) {
+        ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);
+        if (final_release) {
+            // Not renewed any more; the lease ends it.
+            hold->release_unanswered();
+            slot.clear(hold);
+            service->keeper().forget(hold);
+        }
+        return;
+    }
+    const long long left = answer.reply.integer;
+    if (left < 0) {
+        // Not ours on the server (expired, force-released, taken): lost.
+        service->keeper().forget(hold);
+        mark_lost(hold, errc::lease_lost, service->io());
+        hold->forget_lost_holds(holds);
+        ec = errc::lease_lost;
+        return;
+    }
+    if (final_release) {
+        hold->release_answered(static_cast<unsigned>(left), answer.sent);
+    } else if (left == 0 ? hold->begin_final_release() : true) {
+        if (left == 0) hold->release_answered(0, answer.sent);
+        else hold->partly_released(static_cast<unsigned>(left), answer.sent, identity->options.lease);
+    }
+    if (hold->state() == HoldState::released) {
+        slot.clear(hold);
+        service->keeper().forget(hold);
+        // Local waiters are not woken here: they wake on the same pub/sub
+        // message as every other process's, so this process gets no head start.
+    } else if (final_release) {
+        // The server still counts holds of ours: it stays held, and renewed.
+        service->keeper().track(hold, answer.sent);
+    }
 }
 
 void LockCore::release(std::error_code& ec) {
     ec.clear();
     const auto owner = current_owner();
-    auto hold = hold_of(owner);
-    if (!hold) {
-        ec = errc::not_owner;
-        return;
-    }
-    bool last = false;
-    {
-        std::lock_guard lock(hold->mutex);
-        if (hold->lost || hold->count == 0) {
-            ec = errc::lease_lost;
-        } else {
-            last = hold->count == 1;
-            // No renewal may follow the final release.
-            if (last) hold->released = true;
-        }
-    }
-    if (ec) {
-        forget(hold);
-        release_all_of(hold);  // in case it is still ours on the server after all
-        return;
-    }
-    if (last && hand_off(hold, owner, ec)) return;
-    const auto& keys = identity->keys;
-    const auto fence = keys.fence(), channel = keys.channel();
-    const auto operation = service->next_operation_id();
-    Reply reply = eval_retrying(release_script(), {keys.lock, fence, channel},
-                                {owner, identity->lease_ms, operation, "0"}, ec);
-    if (ec) {
-        if (last) {
-            forget(hold);  // not renewed any more; the lease ends it
-            service->keeper().forget(hold);
-        }
-        return;
-    }
-    if (reply.integer < 0) {
-        mark_lost(hold, errc::lease_lost);
-        hold->mark_count_zero();
-        forget(hold);
-        ec = errc::lease_lost;
-        return;
-    }
-    bool released;
-    {
-        std::lock_guard lock(hold->mutex);
-        hold->count = static_cast<unsigned>(reply.integer);
-        released = hold->count == 0;
-        if (released) hold->released = true;
-        else hold->valid_until = valid_until(LockClock::now(), identity->options.lease);
-    }
-    if (released) {
-        forget(hold);
-        service->keeper().forget(hold);
-        // Local waiters are not woken here: they wake on the same pub/sub
-        // message as every other process's, so this process gets no head start.
-    }
+    OwnerOperation operation(service->holds(), identity->name, owner);
+    (void)operation.enter(std::nullopt, {});
+    release_holds(owner, operation.slot(), operation.ticket, 1, ec);
+    if (ec != errc::not_owner) count_outstanding(owner, -1);
 }
 
-void LockCore::release_all_of(const std::shared_ptr<Hold>& hold) noexcept {
-    {
-        std::lock_guard lock(hold->mutex);
-        hold->released = true;
+void LockCore::release_outstanding() noexcept {
+    try {
+        if (client->usable()) return;  // a closed client released everything already
+        std::unordered_map<std::string, unsigned> mine;
+        {
+            std::lock_guard lock(outstanding_mutex_);
+            mine.swap(outstanding_);
+        }
+        for (auto& [owner, holds] : mine) {
+            OwnerOperation operation(service->holds(), identity->name, owner);
+            (void)operation.enter(std::nullopt, {});
+            std::error_code ignored;
+            release_holds(owner, operation.slot(), operation.ticket, holds, ignored);
+        }
+    } catch (...) {
+        // Best effort: the lease ends what is left.
     }
-    release_owner(hold->owner, true, true);
 }
 
 }  // namespace detail
+
+namespace {
+
+detail::LockCore& checked(const std::shared_ptr<detail::LockCore>& core) {
+    if (!core) throw Error(errc::invalid_argument, "use of a moved-from dlock::Lock");
+    return *core;
+}
+
+}  // namespace
 
 Lock::Lock(Client& client, std::string name, LockOptions options)
     : core_(std::make_shared<detail::LockCore>(client.core(), std::move(name), std::move(options))) {}
 
 Lock::Lock(Lock&&) noexcept = default;
-Lock& Lock::operator=(Lock&&) noexcept = default;
+
+Lock& Lock::operator=(Lock&& other) noexcept {
+    if (this != &other) {
+        // The holds made through the object being replaced would otherwise
+        // be neither released nor unlockable through it.
+        if (core_) core_->release_outstanding();
+        core_ = std::move(other.core_);
+    }
+    return *this;
+}
 
 Lock::~Lock() {
-    if (!core_ || core_->client->usable()) return;
-    for (auto& hold : core_->all_holds()) {
-        bool live;
-        {
-            std::lock_guard lock(hold->mutex);
-            live = hold->count > 0 && !hold->released && !hold->lost;
-        }
-        if (live) core_->release_all_of(hold);
-    }
+    if (core_) core_->release_outstanding();
 }
 
 void Lock::lock() {
     std::error_code ec;
-    core_->acquire(std::nullopt, {}, ec);
+    checked(core_).acquire(std::nullopt, {}, ec);
     throw_if(ec, "lock " + name());
 }
 
 bool Lock::lock(std::stop_token stop) {
     std::error_code ec;
-    bool acquired = core_->acquire(std::nullopt, stop, ec);
+    bool acquired = checked(core_).acquire(std::nullopt, stop, ec);
     throw_if(ec, "lock " + name());
     return acquired;
 }
@@ -339,7 +472,7 @@ bool Lock::lock(std::stop_token stop) {
 bool Lock::try_lock() {
     std::error_code ec;
     bool acquired = try_lock(ec);
-    throw_if(ec, "try_lock " + name());
+    throw_if(ec, "try_lock " + (core_ ? name() : std::string("(moved-from)")));
     return acquired;
 }
 
@@ -348,19 +481,23 @@ bool Lock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    if (!core_) {
+        ec = errc::invalid_argument;
+        return false;
+    }
     return detail::acquire_noexcept(*core_, deadline, ec);
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
     std::error_code ec;
-    bool acquired = core_->acquire(deadline, stop, ec);
+    bool acquired = checked(core_).acquire(deadline, stop, ec);
     throw_if(ec, "try_lock " + name());
     return acquired;
 }
 
 bool Lock::acquire_until(std::chrono::steady_clock::time_point deadline) {
     std::error_code ec;
-    bool acquired = core_->acquire(deadline, {}, ec);
+    bool acquired = checked(core_).acquire(deadline, {}, ec);
     throw_if(ec, "try_lock " + name());
     return acquired;
 }
@@ -368,25 +505,36 @@ bool Lock::acquire_until(std::chrono::steady_clock::time_point deadline) {
 void Lock::unlock() noexcept {
     std::error_code ec;
     unlock(ec);
-    detail::report_unlock_error(*core_->identity, ec);
+    if (core_) detail::report_unlock_error(*core_->identity, ec);
 }
 
-void Lock::unlock(std::error_code& ec) noexcept { detail::release_noexcept(*core_, ec); }
-
-bool Lock::is_held() const { return detail::hold_is_held(core_->hold_of(core_->current_owner())); }
-
-unsigned Lock::hold_count() const { return detail::hold_count_of(core_->hold_of(core_->current_owner())); }
-
-std::uint64_t Lock::fencing_token() const {
-    return detail::fencing_token_of(core_->hold_of(core_->current_owner()));
+void Lock::unlock(std::error_code& ec) noexcept {
+    if (!core_) {
+        ec = errc::invalid_argument;
+        return;
+    }
+    detail::release_noexcept(*core_, ec);
 }
 
-std::stop_token Lock::lost_token() const { return detail::lost_token_of(core_->hold_of(core_->current_owner())); }
-
-std::chrono::steady_clock::time_point Lock::valid_until() const {
-    return detail::valid_until_of(core_->hold_of(core_->current_owner()));
+namespace {
+std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::LockCore>& core) {
+    return core ? core->hold_of(core->current_owner()) : nullptr;
 }
+}  // namespace
 
-const std::string& Lock::name() const noexcept { return core_->identity->name; }
+bool Lock::is_held() const { return detail::hold_is_held(own_hold(core_)); }
+
+unsigned Lock::hold_count() const { return detail::hold_count_of(own_hold(core_)); }
+
+std::uint64_t Lock::fencing_token() const { return detail::fencing_token_of(own_hold(core_)); }
+
+std::stop_token Lock::lost_token() const { return detail::lost_token_of(own_hold(core_)); }
+
+std::chrono::steady_clock::time_point Lock::valid_until() const { return detail::valid_until_of(own_hold(core_)); }
+
+const std::string& Lock::name() const noexcept {
+    static const std::string moved_from;
+    return core_ ? core_->identity->name : moved_from;
+}
 
 }  // namespace dlock

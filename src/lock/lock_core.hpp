@@ -1,16 +1,17 @@
-// The state behind one dlock::Lock: its identity, and the holds made through
-// it, by owner.
+// The state behind one dlock::Lock: its identity, and how many holds this
+// object made per owner (so that its destructor releases exactly those).
+// The holds themselves live in the client's registry (hold_registry.hpp),
+// shared with every other Lock object for the same name.
 #pragma once
 
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
+#include <unordered_map>
 
-#include "hold.hpp"
-#include "hold_table.hpp"
+#include "hold/hold.hpp"
+#include "hold/retried_call.hpp"
 #include "lock_service.hpp"
 
 namespace dlock::detail {
@@ -20,46 +21,73 @@ public:
     LockCore(std::shared_ptr<ClientCore> client, std::string name, LockOptions options);
 
     std::string current_owner() const;
-    std::shared_ptr<Hold> hold_of(const std::string& owner) const { return holds_.find(owner); }
-    std::vector<std::shared_ptr<Hold>> all_holds() const { return holds_.all(); }
+    std::shared_ptr<Hold> hold_of(const std::string& owner) const {
+        return service->holds().current(identity->name, owner);
+    }
 
-    // Blocks until held, deadline, stop, or failure (ec set).
+    // Blocks until held, deadline, stop, or failure (ec set). Returns within
+    // about a round trip after the deadline or the stop request.
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
     void release(std::error_code& ec);
-    // Drops every hold of hold->owner at once (destructor, lost-hold cleanup).
-    void release_all_of(const std::shared_ptr<Hold>& hold) noexcept;
+    // Releases the holds this object made and did not release (destructor,
+    // move-assignment). Best effort; never throws.
+    void release_outstanding() noexcept;
 
     const std::shared_ptr<ClientCore> client;
     const std::shared_ptr<LockService> service;
     const std::shared_ptr<const LockIdentity> identity;
 
 private:
-    enum class Outcome { acquired, busy, failed };
+    enum class Outcome { acquired, busy, failed, walked_away };
     struct Attempt {
         Outcome outcome;
-        std::chrono::milliseconds pttl{0};
+        std::chrono::milliseconds pttl{0};  // busy: the holder's lease left
+    };
+    // One operation's outcome.
+    struct Answer {
+        bool known = false;  // false: the caller walked away (deadline, stop)
+        std::error_code ec;
+        Reply reply;
+        LockClock::time_point sent{};
     };
 
-    Attempt attempt(const std::string& owner, std::error_code& ec);
-    void record_acquired(const std::string& owner, std::uint64_t token, unsigned count, LockClock::time_point sent,
-                         LockClock::time_point slice_start);
-    void forget(const std::shared_ptr<Hold>& hold) { holds_.erase(hold); }
+    // Runs one script call through RetriedCall; the caller waits until
+    // wait_until (none: until known) or stop. Walking away hands the gate
+    // and `undo` (called with the reply, if it ever comes) to the call.
+    Answer run(const Script& script, std::initializer_list<std::string_view> keys,
+               std::initializer_list<std::string_view> argv, std::optional<LockClock::time_point> wait_until,
+               std::stop_token stop, GateTicket& ticket, std::function<void(const Reply&)> undo);
+
+    bool reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
+                 std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
+                 bool& lost);
+    Attempt attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                    std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec);
+    // The acquire script and WAIT on a dedicated connection (replica_ack):
+    // a grant too few replicas confirmed is undone (replicas_not_acknowledged).
+    Answer run_acknowledged(const std::string& owner, const std::string& operation, std::string_view mode,
+                            std::error_code& ec);
+    // A grant confirmed by the server: a new hold, tracked and renewed, or
+    // (its validity already over) undone. False when undone.
+    bool record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant, const std::string& operation);
+    // Releases `holds` holds (or all) of owner; the gate is held.
+    void release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
+                       std::error_code& ec);
     // At the final release: hands the lock to this process's sleeping queue
     // head instead of releasing it (name_queue.hpp). False when there is no
-    // one to hand it to, or it is not ours any more; true when handled (ec
-    // set if the hand-off's outcome stayed unknown).
-    bool hand_off(const std::shared_ptr<Hold>& hold, const std::string& owner, std::error_code& ec);
-    // EVAL with the same operation id until the answer is known: a dropped
-    // connection may have eaten a reply of a call that did run. A call that
-    // was never sent fails at once.
-    Reply eval_retrying(const Script& script, std::initializer_list<std::string_view> keys,
-                        std::initializer_list<std::string_view> argv, std::error_code& ec);
-    // Releases one hold of owner, or every hold (a fresh operation id, errors
-    // ignored: the lease ends it anyway). Waits for the answer when asked.
-    void release_owner(const std::string& owner, bool every_hold, bool wait) noexcept;
+    // one to hand it to, or it is not ours any more.
+    bool hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std::error_code& ec);
+    // Sends a release of operation `operation`'s effect (only if nothing
+    // came after it) without waiting: the cleanup of a grant nobody uses.
+    void undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket = {});
+    LockClock::time_point retry_window_end() const;
+
+    void count_outstanding(const std::string& owner, int delta);
+    unsigned outstanding(const std::string& owner);
 
     const std::string handle_owner_;  // Ownership::handle only
-    HoldTable holds_;
+    std::mutex outstanding_mutex_;
+    std::unordered_map<std::string, unsigned> outstanding_;  // holds made through this object, by owner
 };
 
 }  // namespace dlock::detail

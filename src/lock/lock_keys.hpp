@@ -12,11 +12,29 @@ struct LockKeys {
 
     // hash {owner, count, seq, token}, PEXPIRE = lease
     std::string lock;
-    // hash {token: last fencing token, released: last final release}; never expires.
+    // hash {token: last fencing token}; expires retention after the lock is
+    // free (lease + retention after the last acquisition or renewal).
     // Made when needed: a held lock keeps only one key name in memory.
     std::string fence() const { return lock + ":fence"; }
     // a message on every full release
     std::string channel() const { return lock + ":ch"; }
+    // string: the operation id of owner's last final release, so that a
+    // retry of it is answered "released" and a late copy of an older
+    // operation of that owner is ignored; expires after retention.
+    std::string tombstone(std::string_view owner) const {
+        std::string key = lock;
+        key.append(":done:").append(owner);
+        return key;
+    }
 };
+
+// Where scripts that take a lock away from its owner (force-release) tell
+// that owner's client: one channel per client id (the owner up to its first
+// ':'), on the client's subscriber connection.
+inline std::string inbox_channel(std::string_view client_id) {
+    std::string channel = "dlock:inbox:";
+    channel.append(client_id);
+    return channel;
+}
 
 }  // namespace dlock::detail

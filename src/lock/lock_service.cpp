@@ -3,6 +3,7 @@
 #include <future>
 
 #include "dlock/error.hpp"
+#include "lock_keys.hpp"
 #include "lock_scripts.hpp"
 #include "redis/command_format.hpp"
 #include "replica_ack.hpp"
@@ -12,15 +13,68 @@ namespace dlock::detail {
 LockService::LockService(ClientCore& core)
     : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
     core_.before_stop([this] { release_all_on_stop(); });
+    listen_to_inbox();
+    check_eviction_policy();
 }
 
 std::shared_ptr<LockService> LockService::of(ClientCore& core) {
     return std::static_pointer_cast<LockService>(core.attachment([&] { return std::make_shared<LockService>(core); }));
 }
 
+void LockService::listen_to_inbox() {
+    if (core_.usable()) return;
+    try {
+        inbox_ = core_.subscribe(inbox_channel(id()),
+                                 [this](Subscription::Event event, std::string_view payload) { on_inbox(event, payload); });
+    } catch (const Error&) {
+        // No inbox (closed meanwhile): renewals still find a revoked lock.
+    }
+}
+
+void LockService::on_inbox(Subscription::Event event, std::string_view payload) {
+    if (event == Subscription::Event::resubscribed) return keeper_.renew_all_now();
+    // "revoked <owner> <lock key>"; the key is "dlock:{<name>}", and the
+    // name may hold any byte, spaces too: it is everything after the owner.
+    constexpr std::string_view verb = "revoked ";
+    constexpr std::string_view key_prefix = "dlock:{";
+    if (payload.substr(0, verb.size()) != verb) return;
+    payload.remove_prefix(verb.size());
+    auto space = payload.find(' ');
+    if (space == std::string_view::npos) return;
+    std::string owner(payload.substr(0, space));
+    auto key = payload.substr(space + 1);
+    if (key.size() < key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix || key.back() != '}')
+        return;
+    std::string name(key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1));
+    if (auto hold = holds_.current(name, owner)) {
+        keeper_.forget(hold);
+        mark_lost(hold, errc::lease_lost, core_.io());
+    }
+}
+
+void LockService::check_eviction_policy() {
+    if (!core_.options().on_warning || core_.usable()) return;
+    std::string_view args[] = {"CONFIG", "GET", "maxmemory-policy"};
+    auto& options = core_.options();
+    core_.submit(args, [&options](std::error_code ec, Reply&& reply) {
+        // Not allowed to read it (ACL, a managed server that renamed CONFIG): say nothing.
+        if (ec || !reply.is_array() || reply.elements.size() != 2) return;
+        const auto& policy = reply.elements[1].text;
+        if (policy == "noeviction") return;
+        try {
+            options.on_warning("the server's maxmemory-policy is " + policy +
+                               ": under memory pressure it may evict lock keys, and a held lock would vanish; "
+                               "use noeviction for locks");
+        } catch (...) {
+            // A warning hook must not take the I/O thread down.
+        }
+    });
+}
+
 void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent) {
     std::vector<std::string_view> commands;
     std::vector<Completion> dones;
+    auto deadline = LockClock::time_point::max();
     for (auto& hold : due) {
         const auto& ack = hold->lock->options.replica_ack;
         if (ack.replicas > 0 && ack.on_renewal) {
@@ -29,46 +83,46 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         }
         // Formatting is most of a renewal's client-side cost, and the
         // command never changes: format it once per hold.
-        if (hold->renew_command.empty()) {
-            std::string_view keys[] = {hold->lock->keys.lock};
-            std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
-            append_eval(hold->renew_command, "EVALSHA", renew_script().sha1(), keys, argv);
+        auto& command = hold->keeper.renew_command;
+        if (command.empty()) {
+            const auto fence = hold->lock->keys.fence();
+            std::string_view keys[] = {hold->lock->keys.lock, fence};
+            std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
+            append_eval(command, "EVALSHA", renew_script().sha1(), keys, argv);
         }
-        commands.emplace_back(hold->renew_command);  // `due` keeps the hold alive through the submit
-        std::weak_ptr<Hold> weak = hold;
-        dones.push_back([this, weak, sent](std::error_code ec, Reply&& reply) { on_renewed(weak, sent, ec, reply); });
+        commands.emplace_back(command);  // `due` keeps the hold alive through the submit
+        deadline = std::min(deadline, LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
+        dones.push_back([this, hold, sent](std::error_code ec, Reply&& reply) { on_renewed(hold, sent, ec, reply); });
     }
-    core_.submit_many(commands, dones);
+    core_.submit_many(commands, dones, deadline);
 }
 
 void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
     const auto& ack = hold->lock->options.replica_ack;
-    std::string_view keys[] = {hold->lock->keys.lock};
-    std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
-    std::weak_ptr<Hold> weak = hold;
+    const auto fence = hold->lock->keys.fence();
+    std::string_view keys[] = {hold->lock->keys.lock, fence};
+    std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
     eval_acknowledged_async(core_, renew_script(), keys, argv, ack,
-                            [this, weak, sent, wanted = ack.replicas](std::error_code ec, Reply&& reply, long long n) {
-                                auto held = weak.lock();
-                                if (!held) return;
-                                if (ec) return keeper_.failed(held, ec);
-                                if (!reply.is_integer() || reply.integer != 1) return keeper_.refused(held);
+                            [this, hold, sent, wanted = ack.replicas](std::error_code ec, Reply&& reply, long long n) {
+                                if (ec) return keeper_.failed(hold, ec);
+                                if (!reply.is_integer() || reply.integer != 1) return keeper_.refused(hold);
                                 // Extended on the master only: not yet safe from a failover.
-                                if (n < wanted) return keeper_.failed(held, errc::replicas_not_acknowledged);
-                                keeper_.renewed(held, sent);
+                                if (n < wanted) return keeper_.failed(hold, errc::replicas_not_acknowledged);
+                                keeper_.renewed(hold, sent);
                             });
 }
 
-void LockService::on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_point sent, std::error_code ec,
+void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
                              const Reply& reply) {
-    auto hold = weak.lock();
-    if (!hold) return;
     if (ec == errc::no_script) {
         // The server forgot the script (SCRIPT FLUSH, restart): the same
         // renewal again through the path that falls back to EVAL.
-        std::string_view keys[] = {hold->lock->keys.lock};
-        std::string_view argv[] = {hold->owner, hold->lock->lease_ms};
+        const auto fence = hold->lock->keys.fence();
+        std::string_view keys[] = {hold->lock->keys.lock, fence};
+        std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
         core_.eval_async(renew_script(), keys, argv,
-                         [this, weak, sent](std::error_code e, Reply&& r) { on_renewed(weak, sent, e, r); });
+                         [this, hold, sent](std::error_code e, Reply&& r) { on_renewed(hold, sent, e, r); },
+                         LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
         return;
     }
     if (ec) return keeper_.failed(hold, ec);
@@ -81,15 +135,14 @@ void LockService::release_all_on_stop() {
     std::vector<ClientCore::EvalCall> calls;
     std::vector<std::future<void>> done;
     for (auto& hold : holds) {
-        {
-            std::lock_guard lock(hold->mutex);
-            if (hold->released || hold->lost || hold->count == 0) continue;
-            hold->released = true;
-        }
+        // Renewal in flight or not: every hold that is still ours goes.
+        if (!hold->drop()) continue;
+        keeper_.forget(hold);
         auto promise = std::make_shared<std::promise<void>>();
         done.push_back(promise->get_future());
-        calls.push_back({{hold->lock->keys.lock, hold->lock->keys.fence(), hold->lock->keys.channel()},
-                         {hold->owner, hold->lock->lease_ms, next_operation_id(), "1"},
+        const auto& keys = hold->lock->keys;
+        calls.push_back({{keys.lock, keys.fence(), keys.channel(), keys.tombstone(hold->owner)},
+                         {hold->owner, hold->lock->lease_ms, next_operation_id(), "all", hold->lock->retention_ms},
                          [promise](std::error_code, Reply&&) { promise->set_value(); }});
     }
     core_.eval_many(release_script(), calls);

@@ -1,14 +1,22 @@
 // What every lock of one client shares: the client's owner and operation
-// names, the local wait queues, and the lease keeper. Made on first use and
-// kept as long as the client; when the client stops it releases every lock
-// still held through it.
+// names, the holds by (name, owner), the local wait queues, the lease
+// keeper, and the client's inbox. Made on first use and kept as long as the
+// client; when the client stops it releases every lock still held through it.
+//
+// The inbox: one channel per client ("dlock:inbox:<client id>") on the
+// client's subscriber connection. A script that takes a lock away from its
+// owner (force-release) publishes there, so the holder hears of it within a
+// round trip instead of at its next renewal. After the subscriber
+// reconnects (messages may have been missed), every hold is renewed at once.
 #pragma once
 
 #include <memory>
 
-#include "lease_keeper.hpp"
-#include "name_queue.hpp"
-#include "owner_ids.hpp"
+#include "dlock/subscription.hpp"
+#include "hold/hold_registry.hpp"
+#include "hold/lease_keeper.hpp"
+#include "hold/name_queue.hpp"
+#include "hold/owner_ids.hpp"
 
 namespace dlock::detail {
 
@@ -18,18 +26,25 @@ public:
     static std::shared_ptr<LockService> of(ClientCore& core);
 
     LeaseKeeper& keeper() noexcept { return keeper_; }
+    HoldRegistry& holds() noexcept { return holds_; }
+    asio::io_context& io() noexcept { return core_.io(); }
 
 private:
     // Renewals due together leave in one write on the command connection.
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
     // With LockOptions::replica_ack: renew, then WAIT, on a dedicated connection.
     void send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent);
-    void on_renewed(const std::weak_ptr<Hold>& weak, LockClock::time_point sent, std::error_code ec,
+    void on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
                     const Reply& reply);
     void release_all_on_stop();
+    void listen_to_inbox();
+    void on_inbox(Subscription::Event event, std::string_view payload);
+    void check_eviction_policy();
 
     ClientCore& core_;
+    HoldRegistry holds_;
     LeaseKeeper keeper_;
+    Subscription inbox_;
 };
 
 }  // namespace dlock::detail

@@ -14,8 +14,15 @@ inline void validate_lock_request(const std::string& name, std::chrono::millisec
     if (name.empty()) throw Error(errc::invalid_argument, "lock name is empty");
     if (name.size() > max_lock_name_bytes)
         throw Error(errc::invalid_argument, "lock name is longer than " + std::to_string(max_lock_name_bytes) + " bytes");
-    if (lease <= std::chrono::milliseconds::zero()) throw Error(errc::invalid_argument, "lease must be positive");
+    if (lease < min_lease)
+        throw Error(errc::invalid_argument, "lease " + std::to_string(lease.count()) + " ms is shorter than " +
+                                                std::to_string(min_lease.count()) + " ms");
     if (lease > max_lease) throw Error(errc::invalid_argument, "lease is longer than 24 h");
+}
+
+inline void validate_retention(std::chrono::milliseconds retention) {
+    if (retention < std::chrono::seconds(1) || retention > std::chrono::hours(24 * 30))
+        throw Error(errc::invalid_argument, "retention must be 1 s .. 30 days");
 }
 
 inline void validate_handoff_slice(std::chrono::microseconds slice) {

@@ -61,8 +61,9 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
     for (auto& hold : due) {
         const auto& keys = hold->lock->keys;
         const auto fence = keys.fence();
-        std::string_view k[] = {keys.lock, fence};  // with the fence: take back a master that lost our key
-        std::string_view a[] = {hold->owner, hold->lock->lease_ms};
+        std::string_view k[] = {keys.lock, fence};
+        // '1': take back a master that lost our key (renew.lua).
+        std::string_view a[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "1"};
         std::weak_ptr<Hold> weak = hold;
         const auto n = size();
         // Only Redlocks put holds in this keeper.
@@ -86,10 +87,10 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
 
 std::shared_ptr<FanOut> MastersCore::send_release(const RedlockIdentity& identity, const std::string& owner) {
     const auto& keys = identity.keys;
-    const auto fence = keys.fence(), channel = keys.channel();
+    const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
     const auto operation = ids.next_operation_id();
-    std::string_view k[] = {keys.lock, fence, channel};
-    std::string_view a[] = {owner, identity.lease_ms, operation, "1"};
+    std::string_view k[] = {keys.lock, fence, channel, tombstone};
+    std::string_view a[] = {owner, identity.lease_ms, operation, "all", identity.retention_ms};
     return FanOut::send(cores, release_script(), k, a, Clock::now() + identity.node_timeout);
 }
 
@@ -107,11 +108,8 @@ void MastersCore::close() {
         releases.swap(stragglers_);
     }
     for (auto& hold : keeper_.live_holds()) {
-        {
-            std::lock_guard lock(hold->mutex);
-            if (hold->released || hold->lost || hold->count == 0) continue;
-            hold->released = true;
-        }
+        if (!hold->drop()) continue;
+        keeper_.forget(hold);
         releases.push_back(send_release(static_cast<const RedlockIdentity&>(*hold->lock), hold->owner));
     }
     for (auto& release : releases) release->wait([](const auto&) { return false; });

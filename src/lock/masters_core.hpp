@@ -11,9 +11,10 @@
 
 #include "dlock/client.hpp"
 #include "fan_out.hpp"
-#include "lease_keeper.hpp"
-#include "name_queue.hpp"
-#include "owner_ids.hpp"
+#include "hold/hold_registry.hpp"
+#include "hold/lease_keeper.hpp"
+#include "hold/name_queue.hpp"
+#include "hold/owner_ids.hpp"
 
 namespace dlock::detail {
 
@@ -36,6 +37,7 @@ public:
     const std::vector<std::shared_ptr<ClientCore>> cores;
     OwnerIds ids;
     QueueRegistry queues;
+    HoldRegistry holds;
     LeaseKeeper& keeper() noexcept { return keeper_; }
     // Drops every hold of owner on every master (release.lua with a fresh
     // operation id), each master given identity's node timeout.

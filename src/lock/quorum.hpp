@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstddef>
 
-#include "validity.hpp"
+#include "hold/validity.hpp"
 
 namespace dlock::detail {
 

@@ -4,7 +4,7 @@
 #include <condition_variable>
 #include <random>
 
-#include "hold_queries.hpp"
+#include "hold/hold_queries.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
 #include "quorum.hpp"
@@ -19,11 +19,13 @@ LockOptions as_lock_options(RedlockOptions& options) {
                        .renew = options.renew,
                        .ownership = options.ownership,
                        .on_lost = std::move(options.on_lost),
-                       .on_unlock_error = std::move(options.on_unlock_error)};
+                       .on_unlock_error = std::move(options.on_unlock_error),
+                       .retention = options.retention};
 }
 
 std::chrono::milliseconds checked_node_timeout(const std::string& name, const RedlockOptions& options) {
     validate_lock_request(name, options.lease);
+    validate_retention(options.retention);
     auto timeout = options.node_timeout.count() == 0 ? default_node_timeout(options.lease) : options.node_timeout;
     if (timeout <= std::chrono::milliseconds::zero()) throw Error(errc::invalid_argument, "node_timeout must be positive");
     if (timeout >= options.lease)
@@ -47,10 +49,12 @@ AcquireAnswer read_acquire(const Ballot& ballot) {
     if (ballot.error)
         return {ballot.error == errc::command_timeout ? Vote::timed_out : Vote::failed, ballot.error};
     const auto& reply = ballot.reply;
-    if (!reply.is_array() || reply.elements.size() != 3) return {Vote::failed, errc::protocol_error};
-    if (reply.elements[0].integer == 1)
+    if (!reply.is_array() || reply.elements.empty()) return {Vote::failed, errc::protocol_error};
+    const auto answer = reply.elements[0].integer;
+    if (answer == 1 && reply.elements.size() == 3)
         return {Vote::granted, {}, static_cast<std::uint64_t>(reply.elements[1].integer)};
-    return {Vote::held_by_another, {}, 0, reply.elements[1].integer};
+    if (answer == 0 && reply.elements.size() == 2) return {Vote::held_by_another, {}, 0, reply.elements[1].integer};
+    return {Vote::failed, errc::protocol_error};
 }
 
 // A sleep that only stop can cut short: after a split vote, release
@@ -108,33 +112,50 @@ bool RedlockCore::settle_token(const std::vector<Ballot>& ballots, const std::ve
         if (tokens[i] >= token) ++at_token;
         else lagging.push_back(masters->cores[i]);
     }
-    if (won(n, at_token)) return true;  // the usual case: the masters' counters agree
+    if (lagging.empty()) return won(n, at_token);  // the usual case: the masters' counters agree
+    // Every lagging granter is raised, not only as many as a majority needs:
+    // a master left behind would let a later majority that includes it
+    // issue a smaller token.
     const auto fence = identity->keys.fence();
     const auto value = std::to_string(token);
+    const auto keep = std::to_string((identity->options.lease + identity->options.retention).count());
     std::string_view k[] = {fence};
-    std::string_view a[] = {value};
-    auto raised = FanOut::send(lagging, raise_fence_script(), k, a, deadline)->wait([&](const auto& answers) {
+    std::string_view a[] = {value, keep};
+    auto raise = FanOut::send(lagging, raise_fence_script(), k, a, deadline);
+    if (won(n, at_token)) {
+        masters->finish_before_close(std::move(raise));  // the majority stands already: do not wait
+        return true;
+    }
+    auto raised = raise->wait([&](const auto& answers) {
         std::size_t ok = 0;
         for (const auto& answer : answers) ok += answer.answered && !answer.error;
         return won(n, at_token + ok);
     });
+    if (!raise->complete()) masters->finish_before_close(std::move(raise));
     for (const auto& answer : raised) at_token += answer.answered && !answer.error;
     return won(n, at_token);
 }
 
-RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, std::error_code& ec) {
+RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
+                                          std::optional<LockClock::time_point> caller_deadline, std::error_code& ec) {
     if ((ec = masters->usable())) return {Outcome::no_quorum};
     const auto n = masters->size();
     const auto& keys = identity->keys;
-    const auto fence = keys.fence();
+    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
     const auto operation = masters->ids.next_operation_id();
     const auto sent = LockClock::now();
-    const auto deadline = sent + identity->node_timeout;
-    std::string_view k[] = {keys.lock, fence};
-    std::string_view a[] = {owner, identity->lease_ms, operation};
+    // Each master gets its node timeout, and the caller's deadline is kept
+    // (a single attempt still gets its node timeout).
+    auto deadline = sent + identity->node_timeout;
+    if (caller_deadline && *caller_deadline > sent) deadline = std::min(deadline, *caller_deadline);
+    std::string_view k[] = {keys.lock, fence, tombstone};
+    // Counters are floored at the clock only when missing: the masters'
+    // counters then agree, and settling a token costs no extra round trip.
+    std::string_view a[] = {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "0"};
     // Stop as soon as a majority granted. A failure waits for every answer
     // (at most the node timeout), so that it can say what each master said.
-    auto ballots = FanOut::send(masters->cores, acquire_script(), k, a, deadline)->wait([n](const auto& so_far) {
+    auto fan = FanOut::send(masters->cores, acquire_script(), k, a, deadline);
+    auto ballots = fan->wait([n](const auto& so_far) {
         std::size_t granted = 0;
         for (const auto& ballot : so_far) granted += read_acquire(ballot).vote == Vote::granted;
         return won(n, granted);
@@ -159,9 +180,10 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, std::error_c
         }
     }
     if (won(n, granted) && remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0 &&
-        settle_token(ballots, tokens, token, deadline) &&
+        settle_token(ballots, tokens, token, sent + identity->node_timeout) &&
         remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0) {
-        record_acquired(owner, token, sent);
+        record_acquired(owner, slot, token, sent);
+        raise_late_granters(fan, token, ballots);
         return {Outcome::acquired};
     }
     // Not ours: undo every grant, also where no answer came (it may have
@@ -176,44 +198,63 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, std::error_c
     return {Outcome::split};
 }
 
-void RedlockCore::record_acquired(const std::string& owner, std::uint64_t token, LockClock::time_point sent) {
-    const auto lease = identity->options.lease;
-    std::shared_ptr<Hold> stale;
-    auto hold = holds_.obtain(identity, owner, false, stale);
-    if (stale) {
-        masters->keeper().forget(stale);
-        mark_lost(stale, errc::lease_lost);
+void RedlockCore::raise_late_granters(const std::shared_ptr<FanOut>& fan, std::uint64_t token,
+                                      const std::vector<Ballot>& counted) {
+    if (fan->complete()) return;
+    // Masters that answered after the majority was counted granted too, and
+    // may stand below the token: raise them as well, in the background.
+    std::vector<bool> seen;
+    for (const auto& ballot : counted) seen.push_back(ballot.answered);
+    std::weak_ptr<MastersCore> weak = masters;  // the callback must not keep the masters alive
+    auto identity_ = identity;
+    masters->finish_before_close(fan);
+    fan->when_complete([weak, identity_, token, seen](const std::vector<Ballot>& all) {
+        auto core = weak.lock();
+        if (!core || core->usable()) return;
+        std::vector<std::shared_ptr<ClientCore>> lagging;
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            auto answer = read_acquire(all[i]);
+            if (!seen[i] && answer.vote == Vote::granted && answer.token < token) lagging.push_back(core->cores[i]);
+        }
+        if (lagging.empty()) return;
+        const auto fence = identity_->keys.fence();
+        const auto value = std::to_string(token);
+        const auto keep = std::to_string((identity_->options.lease + identity_->options.retention).count());
+        std::string_view k[] = {fence};
+        std::string_view a[] = {value, keep};
+        core->finish_before_close(
+            FanOut::send(lagging, raise_fence_script(), k, a, Clock::now() + identity_->node_timeout));
+    });
+}
+
+void RedlockCore::record_acquired(const std::string& owner, OwnerSlot& slot, std::uint64_t token,
+                                  LockClock::time_point sent) {
+    auto hold = std::make_shared<Hold>(identity, owner, Grant{token, 1, sent, sent});
+    if (auto previous = slot.current()) {
+        masters->keeper().forget(previous);
+        mark_lost(previous, errc::lease_lost, masters->keeper().io());
     }
-    {
-        std::lock_guard lock(hold->mutex);
-        hold->count = 1;
-        hold->token = token;
-        hold->valid_until = valid_until(sent, lease);
-    }
-    masters->keeper().track(hold, identity->options.renew ? sent + renew_interval(lease) : valid_until(sent, lease));
+    slot.set(hold);
+    masters->keeper().track(hold, sent);
 }
 
 bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
     ec.clear();
+    if ((ec = masters->usable())) return false;
     const auto owner = current_owner();
-    if (auto hold = hold_of(owner)) {
+    OwnerOperation operation(masters->holds, identity->name, owner);
+    auto* slot = &operation.slot();
+    const bool single_attempt = deadline && *deadline <= LockClock::now();
+    auto gate_deadline = single_attempt ? std::optional(LockClock::now() + identity->node_timeout) : deadline;
+    if (!operation.enter(gate_deadline, stop)) return false;
+    if (auto hold = slot->current()) {
         // Re-entry is counted here: the masters hold one grant per owner.
-        {
-            std::lock_guard lock(hold->mutex);
-            if (hold->held_locked(LockClock::now())) {
-                ++hold->count;
-                return true;
-            }
-        }
-        // Lost or run out: forget it and acquire afresh.
-        holds_.erase(hold);
-        masters->keeper().forget(hold);
-        mark_lost(hold, errc::lease_lost);
+        auto view = hold->view();
+        if (hold->trusted(LockClock::now()) && hold->recount(view.count + 1)) return true;
     }
     const auto& options = masters->cores.front()->options();
     const auto unavailable_window = options.connect_timeout + options.command_timeout;
     std::optional<LockClock::time_point> unavailable_since;
-    const bool single_attempt = deadline && *deadline <= LockClock::now();
 
     std::shared_ptr<NameQueue> queue;
     std::optional<std::uint64_t> ticket;
@@ -227,7 +268,7 @@ bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::st
     bool subscribed = false;
     for (;;) {
         const auto seen = queue ? queue->generation() : 0;
-        auto result = attempt(owner, ec);
+        auto result = attempt(owner, *slot, deadline, ec);
         if (result.outcome == Outcome::acquired) return true;
         if (ec && ec != errc::no_quorum) return false;
         const auto now = LockClock::now();
@@ -255,7 +296,7 @@ bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::st
             // published before the subscription was active would go unseen.
             auto until = now + identity->node_timeout;
             if (deadline) until = std::min(until, *deadline);
-            subscribed = queue->ensure_subscribed(masters->cores, 1, identity->keys.channel(), until);
+            subscribed = queue->ensure_subscribed(masters->cores, 1, identity->keys.channel(), until, stop);
             continue;
         }
         if (result.outcome == Outcome::busy) {
@@ -272,33 +313,9 @@ bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::st
     }
 }
 
-void RedlockCore::release(std::error_code& ec) {
-    ec.clear();
-    const auto owner = current_owner();
-    auto hold = hold_of(owner);
-    if (!hold) {
-        ec = errc::not_owner;
-        return;
-    }
-    {
-        std::lock_guard lock(hold->mutex);
-        if (hold->lost || hold->count == 0) {
-            ec = errc::lease_lost;
-        } else if (hold->count > 1) {
-            --hold->count;
-            return;
-        } else {
-            hold->released = true;  // no renewal may follow the final release
-        }
-    }
-    holds_.erase(hold);
-    masters->keeper().forget(hold);
-    if (ec) {
-        release_everywhere(owner, false);  // in case some master still has it
-        return;
-    }
+void RedlockCore::release_final(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std::error_code& ec) {
     const auto n = masters->size();
-    // release.lua answers 0 (released) or -1 (not ours there).
+    // release.lua answers >= 0 (released) or -1 (not ours there).
     struct Tally {
         std::size_t released = 0, not_ours = 0, answered = 0;
     };
@@ -311,16 +328,68 @@ void RedlockCore::release(std::error_code& ec) {
         }
         return t;
     };
-    auto fan = masters->send_release(*identity, owner);
+    const auto sent = LockClock::now();
+    auto fan = masters->send_release(*identity, hold->owner);
     auto ballots = fan->wait([&](const auto& so_far) {
         auto t = tally(so_far);
         return won(n, t.released) || cannot_win(n, t.answered - t.released);
     });
-    hold->mark_count_zero();
     if (!fan->complete()) masters->finish_before_close(fan);
     auto result = tally(ballots);
-    if (won(n, result.released)) return;
-    ec = won(n, result.not_ours) ? errc::lease_lost : errc::no_quorum;
+    slot.clear(hold);
+    if (won(n, result.released)) return hold->release_answered(0, sent);
+    if (won(n, result.not_ours)) {
+        mark_lost(hold, errc::lease_lost, masters->keeper().io());
+        ec = errc::lease_lost;
+        return;
+    }
+    hold->release_unanswered();
+    ec = errc::no_quorum;
+}
+
+void RedlockCore::release(std::error_code& ec) {
+    ec.clear();
+    const auto owner = current_owner();
+    OwnerOperation operation(masters->holds, identity->name, owner);
+    (void)operation.enter(std::nullopt, {});
+    auto* slot = &operation.slot();
+    {
+        auto hold = slot->current();
+        if (!hold) {
+            ec = errc::not_owner;
+        } else if (hold->final()) {
+            ec = errc::lease_lost;
+            if (hold->forget_lost_holds(1) == 0) slot->clear(hold);
+            release_everywhere(owner, false);  // in case some master still has it
+        } else if (auto view = hold->view(); view.count > 1) {
+            hold->recount(view.count - 1);
+        } else if (hold->begin_final_release()) {
+            masters->keeper().forget(hold);  // no renewal may follow the final release
+            release_final(hold, *slot, ec);
+        } else {
+            ec = errc::lease_lost;
+        }
+    }
+}
+
+void RedlockCore::release_outstanding() noexcept {
+    try {
+        if (masters->usable()) return;
+        // Only this object's owners can hold through it (the owner names the object).
+        for (const auto& owner : {current_owner()}) {
+            auto hold = hold_of(owner);
+            if (!hold || hold->final()) continue;
+            OwnerOperation operation(masters->holds, identity->name, owner);
+            (void)operation.enter(std::nullopt, {});
+            if (!hold->begin_final_release()) continue;
+            masters->keeper().forget(hold);
+            operation.slot().clear(hold);
+            release_everywhere(owner, true);
+            hold->release_answered(0, LockClock::now());
+        }
+    } catch (...) {
+        // Best effort: the lease ends what is left.
+    }
 }
 
 void RedlockCore::release_everywhere(const std::string& owner, bool wait) {
@@ -366,20 +435,17 @@ Redlock::Redlock(Masters& masters, std::string name, RedlockOptions options)
     : core_(std::make_shared<detail::RedlockCore>(masters.core(), std::move(name), std::move(options))) {}
 
 Redlock::Redlock(Redlock&&) noexcept = default;
-Redlock& Redlock::operator=(Redlock&&) noexcept = default;
+
+Redlock& Redlock::operator=(Redlock&& other) noexcept {
+    if (this != &other) {
+        if (core_) core_->release_outstanding();
+        core_ = std::move(other.core_);
+    }
+    return *this;
+}
 
 Redlock::~Redlock() {
-    if (!core_ || core_->masters->usable()) return;
-    for (auto& hold : core_->all_holds()) {
-        bool live;
-        {
-            std::lock_guard lock(hold->mutex);
-            live = hold->count > 0 && !hold->released && !hold->lost;
-            hold->released = true;
-        }
-        core_->masters->keeper().forget(hold);
-        if (live) core_->release_everywhere(hold->owner, true);
-    }
+    if (core_) core_->release_outstanding();
 }
 
 bool Redlock::lock(std::stop_token stop) {

@@ -12,7 +12,6 @@
 
 #include "dlock/redlock.hpp"
 #include "fan_out.hpp"
-#include "hold_table.hpp"
 #include "masters_core.hpp"
 
 namespace dlock::detail {
@@ -22,17 +21,20 @@ public:
     RedlockCore(std::shared_ptr<MastersCore> masters, std::string name, RedlockOptions options);
 
     std::string current_owner() const;
-    std::shared_ptr<Hold> hold_of(const std::string& owner) const { return holds_.find(owner); }
-    std::vector<std::shared_ptr<Hold>> all_holds() const { return holds_.all(); }
+    std::shared_ptr<Hold> hold_of(const std::string& owner) const {
+        return masters->holds.current(identity->name, owner);
+    }
     std::vector<MasterOutcome> last_outcomes() const;
 
     // Blocks until held, deadline, stop, or failure (ec set; *failure gets
     // the per-master outcomes of a no_quorum failure).
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
     void release(std::error_code& ec);
-    // Drops the owner's grant on every master, without waiting (destructor,
-    // lost-hold cleanup).
+    // Drops the owner's grant on every master (destructor, lost-hold
+    // cleanup, a failed attempt).
     void release_everywhere(const std::string& owner, bool wait);
+    // Releases the holds this object made (destructor, move-assignment).
+    void release_outstanding() noexcept;
 
     const std::shared_ptr<MastersCore> masters;
     const std::shared_ptr<const RedlockIdentity> identity;
@@ -45,17 +47,20 @@ private:
         std::chrono::milliseconds pttl{0};  // busy: the shortest lease left among other owners' grants
     };
 
-    Attempt attempt(const std::string& owner, std::error_code& ec);
-    // Raises lagging granters' fencing counters to token until a majority
-    // stands at it. False when too few confirmed in time.
+    Attempt attempt(const std::string& owner, OwnerSlot& slot, std::optional<LockClock::time_point> deadline,
+                    std::error_code& ec);
+    // Raises every granter's fencing counter that is below token to it, and
+    // waits until a majority stands at it. False when too few confirmed in time.
     bool settle_token(const std::vector<Ballot>& ballots, const std::vector<std::uint64_t>& tokens,
                       std::uint64_t token, LockClock::time_point deadline);
     void record_outcomes(const std::vector<Ballot>& ballots);
-    void record_acquired(const std::string& owner, std::uint64_t token, LockClock::time_point sent);
+    void raise_late_granters(const std::shared_ptr<FanOut>& fan, std::uint64_t token,
+                             const std::vector<Ballot>& counted);
+    void record_acquired(const std::string& owner, OwnerSlot& slot, std::uint64_t token, LockClock::time_point sent);
+    void release_final(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std::error_code& ec);
     std::chrono::milliseconds random_retry_delay();
 
     const std::string object_owner_;  // this object's owner base (see redlock.hpp on reentrancy)
-    HoldTable holds_;
 
     mutable std::mutex outcomes_mutex_;
     std::vector<MasterOutcome> last_outcomes_;

@@ -27,14 +27,6 @@ std::string& format_buffer() {
     return buffer;
 }
 
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
 struct SyncCall {
     std::binary_semaphore done{0};
     std::error_code ec;
@@ -155,24 +147,6 @@ void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completi
         deadline);
 }
 
-// A reply on loopback comes back in tens of microseconds; sleeping on a
-// futex and being woken by the I/O thread adds a cross-CPU wake-up of about
-// as much. One waiter at a time may spin for a reply instead; the others
-// sleep, so many threads never burn the cores the I/O thread needs.
-bool ClientCore::spin_for(std::binary_semaphore& done) noexcept {
-    if (spinning_.exchange(true, std::memory_order_acquire)) return false;
-    const auto until = Clock::now() + std::chrono::microseconds(60);
-    bool acquired = false;
-    do {
-        for (int i = 0; i < 64 && !acquired; ++i) {
-            acquired = done.try_acquire();
-            if (!acquired) cpu_relax();
-        }
-    } while (!acquired && Clock::now() < until);
-    spinning_.store(false, std::memory_order_release);
-    return acquired;
-}
-
 template <typename Start>
 Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
     try {
@@ -250,9 +224,14 @@ void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
 }
 
 void ClientCore::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones) {
+    submit_many(formatted, dones, deadline());
+}
+
+void ClientCore::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
+                             Clock::time_point until) {
     if (dones.empty()) return;
     std::error_code ec = usable();
-    if (!ec) ec = commands_->submit_many(formatted, dones, deadline());
+    if (!ec) ec = commands_->submit_many(formatted, dones, until);
     if (!ec) return;
     for (auto& done : dones)
         if (done) asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });

@@ -56,6 +56,8 @@ public:
     // Formatted commands that leave in one write; each done runs once. No
     // NOSCRIPT fallback: a caller sending EVALSHA this way handles it.
     void submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones);
+    void submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
+                     Clock::time_point deadline);
 
     Subscription subscribe(std::string channel, Subscription::Listener listener);
 
@@ -84,10 +86,36 @@ public:
     const ServerAddress& address() const noexcept { return address_; }
     const ClientOptions& options() const noexcept { return options_; }
 
+    // A reply on loopback comes back in tens of microseconds; sleeping on a
+    // futex and being woken by the I/O thread adds a cross-CPU wake-up of
+    // about as much. One waiter at a time may spin for its reply instead
+    // (at most 60 µs); the others sleep, so many threads never burn the
+    // cores the I/O thread needs. True when done was acquired.
+    template <typename Semaphore>
+    bool spin_for(Semaphore& done) noexcept {
+        if (spinning_.exchange(true, std::memory_order_acquire)) return false;
+        const auto until = Clock::now() + std::chrono::microseconds(60);
+        bool acquired = false;
+        do {
+            for (int i = 0; i < 64 && !acquired; ++i) {
+                acquired = done.try_acquire();
+                if (!acquired) cpu_relax();
+            }
+        } while (!acquired && Clock::now() < until);
+        spinning_.store(false, std::memory_order_release);
+        return acquired;
+    }
+
 private:
     template <typename Start>
     Reply wait_for(Start start, std::error_code& ec) noexcept;
-    bool spin_for(std::binary_semaphore& done) noexcept;
+    static void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        asm volatile("yield");
+#endif
+    }
 
     const ServerAddress address_;
     const ClientOptions options_;

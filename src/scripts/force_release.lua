@@ -1,6 +1,9 @@
--- An operator's override: remove the lock whoever holds it and wake its waiters.
+-- An operator's override: remove the lock whoever holds it, wake its waiters, and tell
+-- the holder at once on its client's inbox channel ('dlock:inbox:' + the owner's client
+-- id, the part of the owner before the first ':').
 -- KEYS[1] lock hash   KEYS[2] release channel
 -- Returns {owner, count} of the removed holder, or false when the lock was free.
+-- The fence (last token) is left to expire by itself, retention after the last renewal.
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then
   return false
@@ -8,4 +11,5 @@ end
 local count = tonumber(redis.call('HGET', KEYS[1], 'count'))
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], 'released')
+redis.call('PUBLISH', 'dlock:inbox:' .. string.match(owner, '^[^:]*'), 'revoked ' .. owner .. ' ' .. KEYS[1])
 return {owner, count}

@@ -1,30 +1,34 @@
--- Release one hold of a lock.
--- KEYS[1] lock hash   KEYS[2] fence hash   KEYS[3] release channel
--- ARGV[1] owner id   ARGV[2] lease in ms   ARGV[3] operation id   ARGV[4] '1' to drop every hold
--- Returns the holds left (0: released, a message was published), or -1 when the
--- caller does not hold the lock (never did, or its lease ran out).
--- A retried call with the same operation id answers as the first did: the
--- final release leaves "owner|operation" in the fence hash for that purpose.
+-- Release holds of a lock.
+-- KEYS[1] lock hash   KEYS[2] fence hash   KEYS[3] release channel   KEYS[4] the owner's release tombstone
+-- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] how many holds, or 'all'
+-- ARGV[5] retention ms   ARGV[6] (optional) an operation id: release only if that operation
+--   was the owner's last one (undoing a grant or re-entry nobody will use, and nothing else)
+-- Returns the holds left (0: released, waiters told), -1 when the caller does not hold
+-- the lock, -2 for a late copy of an older operation, -3 when ARGV[6] was not the last.
+-- A retry with the same operation id answers as the first copy did: the final release
+-- leaves its operation id in the owner's own tombstone, which expires after retention.
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner ~= ARGV[1] then
-  if redis.call('HGET', KEYS[2], 'released') == ARGV[1] .. '|' .. ARGV[3] then
-    return 0
-  end
+  if redis.call('GET', KEYS[4]) == ARGV[3] then return 0 end
   return -1
 end
-if redis.call('HGET', KEYS[1], 'seq') == ARGV[3] then
-  return tonumber(redis.call('HGET', KEYS[1], 'count'))
-end
+local op = op_number(ARGV[3])
+local seq = op_number(redis.call('HGET', KEYS[1], 'seq'))
+if op == seq then return tonumber(redis.call('HGET', KEYS[1], 'count')) end
+if op < seq then return -2 end
+if ARGV[6] and ARGV[6] ~= '' and seq ~= op_number(ARGV[6]) then return -3 end
 local count = 0
-if ARGV[4] ~= '1' then
-  count = redis.call('HINCRBY', KEYS[1], 'count', -1)
+if ARGV[4] ~= 'all' then
+  count = redis.call('HINCRBY', KEYS[1], 'count', -tonumber(ARGV[4]))
 end
 if count > 0 then
   redis.call('HSET', KEYS[1], 'seq', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
+  keep_fence(KEYS[2], ARGV[2] + ARGV[5])
   return count
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[2], 'released', ARGV[1] .. '|' .. ARGV[3])
+redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[5])
+keep_fence(KEYS[2], tonumber(ARGV[5]))
 redis.call('PUBLISH', KEYS[3], 'released')
 return 0

@@ -1,5 +1,5 @@
 #include "lock/quorum.hpp"
-#include "lock/validity.hpp"
+#include "hold/validity.hpp"
 
 #include <gtest/gtest.h>
 

@@ -54,7 +54,7 @@ void NameQueue::wait_change(std::uint64_t seen, LockClock::time_point wake_at, s
     waiters_.front().wake.wait_until(lock, stop, wake_at, [&] { return generation_ != seen; });
 }
 
-std::optional<NameQueue::Grant> NameQueue::sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at,
+std::optional<NameQueue::Handed> NameQueue::sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at,
                                                         std::stop_token stop, const std::string& owner,
                                                         const std::string& lease_ms) {
     std::unique_lock lock(mutex_);
@@ -80,15 +80,16 @@ bool NameQueue::claim_head(std::string& owner, std::string& lease_ms) {
     return true;
 }
 
-void NameQueue::finish_handoff(std::optional<Grant> grant) {
+void NameQueue::finish_handoff(std::optional<Handed> handed) {
     std::lock_guard lock(mutex_);
-    grant_ = grant;
+    grant_ = std::move(handed);
     head_state_ = HeadState::sleeping;
     wake_head_locked();
 }
 
 bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,
-                                  const std::string& channel, LockClock::time_point deadline) {
+                                  const std::string& channel, LockClock::time_point deadline,
+                                  std::stop_token stop) {
     {
         std::lock_guard lock(mutex_);
         if (subscriptions_.empty()) {
@@ -103,9 +104,20 @@ bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> s
     // count once enough others have confirmed.
     std::size_t active = 0;
     for (auto& subscription : subscriptions_) active += subscription.active();
+    // The confirmation is a round trip; a stop request is honoured within a
+    // slice of that wait.
+    constexpr std::chrono::milliseconds slice{10};
     for (auto& subscription : subscriptions_) {
         if (active >= needed) return true;
-        if (!subscription.active() && subscription.wait_active(deadline)) ++active;
+        if (subscription.active()) continue;
+        while (!stop.stop_requested()) {
+            auto until = std::min(deadline, LockClock::now() + slice);
+            if (subscription.wait_active(until)) {
+                ++active;
+                break;
+            }
+            if (until >= deadline) break;
+        }
     }
     return active >= needed;
 }

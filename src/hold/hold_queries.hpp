@@ -1,5 +1,7 @@
 // What Lock and Redlock answer about the caller's own hold, how both report
 // a failed unlock(), and their error_code twins: one definition for both.
+// A hold that is lost or released describes nothing: count 0, token 0,
+// valid_until time_point{}.
 #pragma once
 
 #include <chrono>
@@ -13,23 +15,23 @@
 
 namespace dlock::detail {
 
-// Each takes the caller's hold, or null when it has none.
-inline bool hold_is_held(const std::shared_ptr<Hold>& hold) {
-    if (!hold) return false;
-    std::lock_guard lock(hold->mutex);
-    return hold->held_locked(LockClock::now());
+inline bool describes_a_hold(const Hold::View& view) {
+    return view.state == HoldState::held || view.state == HoldState::releasing;
 }
+
+// Each takes the caller's hold, or null when it has none.
+inline bool hold_is_held(const std::shared_ptr<Hold>& hold) { return hold && hold->trusted(LockClock::now()); }
 
 inline unsigned hold_count_of(const std::shared_ptr<Hold>& hold) {
     if (!hold) return 0;
-    std::lock_guard lock(hold->mutex);
-    return hold->lost ? 0 : hold->count;
+    auto view = hold->view();
+    return describes_a_hold(view) ? view.count : 0;
 }
 
 inline std::uint64_t fencing_token_of(const std::shared_ptr<Hold>& hold) {
     if (!hold) return 0;
-    std::lock_guard lock(hold->mutex);
-    return hold->count > 0 ? hold->token : 0;
+    auto view = hold->view();
+    return describes_a_hold(view) ? view.token : 0;
 }
 
 inline std::stop_token lost_token_of(const std::shared_ptr<Hold>& hold) {
@@ -38,8 +40,8 @@ inline std::stop_token lost_token_of(const std::shared_ptr<Hold>& hold) {
 
 inline LockClock::time_point valid_until_of(const std::shared_ptr<Hold>& hold) {
     if (!hold) return {};
-    std::lock_guard lock(hold->mutex);
-    return hold->count > 0 ? hold->valid_until : LockClock::time_point{};
+    auto view = hold->view();
+    return describes_a_hold(view) ? view.valid_until : LockClock::time_point{};
 }
 
 // unlock() never throws: a failure goes to on_unlock_error, whose own

@@ -38,10 +38,12 @@ class ClientCore;
 
 class NameQueue : public std::enable_shared_from_this<NameQueue> {
 public:
-    struct Grant {
-        std::uint64_t token;
-        LockClock::time_point sent;         // when the hand-off was sent: validity counts from there
-        LockClock::time_point slice_start;  // carried on from hold to hold
+    // What a hand-off gives the head: the grant (its validity counts from
+    // the hand-off's send; slice_start carries on from hold to hold), and the
+    // hand-off's operation id, should the head have to give it back.
+    struct Handed {
+        Grant grant;
+        std::string operation;
     };
 
     std::uint64_t enqueue();
@@ -58,20 +60,20 @@ public:
     // or stop, and may be handed the lock meanwhile (returned). owner and
     // lease_ms say whom to hand it to. A hand-off under way is always waited
     // for, even past wake_at or stop.
-    std::optional<Grant> sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop,
+    std::optional<Handed> sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop,
                                        const std::string& owner, const std::string& lease_ms);
     // A releasing thread: claims the sleeping head for a hand-off, when
     // there is one. Fills owner and lease_ms.
     bool claim_head(std::string& owner, std::string& lease_ms);
     // Ends a claimed hand-off: the head wakes holding the lock, or (nullopt)
     // goes back to waiting as before.
-    void finish_handoff(std::optional<Grant> grant);
+    void finish_handoff(std::optional<Handed> handed);
 
     // Subscribes to channel on every server, once for the whole queue, and
-    // waits until `needed` of them confirmed it (or deadline). False when
-    // not confirmed in time.
-    bool ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed, const std::string& channel,
-                           LockClock::time_point deadline);
+    // waits until `needed` of them confirmed it (or deadline, or stop).
+    // False when not confirmed in time.
+    bool ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,
+                           const std::string& channel, LockClock::time_point deadline, std::stop_token stop);
 
 private:
     // Each waiter sleeps on its own condition variable: a release, a
@@ -92,7 +94,7 @@ private:
     enum class HeadState { awake, sleeping, receiving };
     HeadState head_state_ = HeadState::awake;
     std::string head_owner_, head_lease_ms_;
-    std::optional<Grant> grant_;
+    std::optional<Handed> grant_;
 };
 
 // The queues of one client (or Redlock group), by lock name; a queue lives

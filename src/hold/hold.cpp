@@ -1,0 +1,174 @@
+#include "hold.hpp"
+
+#include "dlock/error.hpp"
+
+namespace dlock::detail {
+
+Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const Grant& grant)
+    : lock(std::move(lock_)),
+      owner(std::move(owner_)),
+      count_(grant.count),
+      token_(grant.token),
+      valid_until_(valid_until(grant.sent, lock->options.lease)),
+      slice_start_(grant.slice_start) {}
+
+Hold::View Hold::view() const {
+    std::lock_guard guard(mutex_);
+    return {state_, count_, token_, valid_until_, slice_start_};
+}
+
+HoldState Hold::state() const {
+    std::lock_guard guard(mutex_);
+    return state_;
+}
+
+bool Hold::trusted(LockClock::time_point now) const {
+    std::lock_guard guard(mutex_);
+    return state_ == HoldState::held && now < valid_until_;
+}
+
+bool Hold::final() const {
+    std::lock_guard guard(mutex_);
+    return state_ == HoldState::released || state_ == HoldState::lost;
+}
+
+void Hold::extend_validity_locked(LockClock::time_point sent, std::chrono::milliseconds lease) {
+    valid_until_ = std::max(valid_until_, valid_until(sent, lease));
+}
+
+bool Hold::reentered(unsigned count, LockClock::time_point sent, std::chrono::milliseconds lease) {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::held) return false;
+    count_ = count;
+    extend_validity_locked(sent, lease);
+    return true;
+}
+
+bool Hold::renewed(LockClock::time_point sent) {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::held) return false;
+    extend_validity_locked(sent, lock->options.lease);
+    renewal_error_.clear();
+    return true;
+}
+
+bool Hold::partly_released(unsigned count, LockClock::time_point sent, std::chrono::milliseconds lease) {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::held) return false;
+    count_ = count;
+    extend_validity_locked(sent, lease);
+    return true;
+}
+
+bool Hold::recount(unsigned count) {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::held) return false;
+    count_ = count;
+    return true;
+}
+
+bool Hold::begin_final_release() {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::held) return false;
+    state_ = HoldState::releasing;
+    return true;
+}
+
+void Hold::release_answered(unsigned left, LockClock::time_point sent) {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::releasing) return;
+    if (left == 0) {
+        state_ = HoldState::released;
+        count_ = 0;
+        return;
+    }
+    // The server still counts holds of ours: it is still ours, and renewed.
+    state_ = HoldState::held;
+    count_ = left;
+    extend_validity_locked(sent, lock->options.lease);
+}
+
+void Hold::release_unanswered() {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::releasing) return;
+    state_ = HoldState::released;
+    count_ = 0;
+}
+
+bool Hold::lose(std::error_code reason) {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::held && state_ != HoldState::releasing) return false;
+    state_ = HoldState::lost;
+    lost_reason_ = reason;
+    return true;
+}
+
+bool Hold::drop() {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::held) return false;
+    state_ = HoldState::released;
+    count_ = 0;
+    return true;
+}
+
+unsigned Hold::forget_lost_holds(unsigned holds) {
+    std::lock_guard guard(mutex_);
+    if (state_ != HoldState::lost) return count_;
+    count_ = holds >= count_ ? 0 : count_ - holds;
+    return count_;
+}
+
+std::stop_token Hold::lost_token() {
+    std::lock_guard guard(mutex_);
+    if (!lost_source_) {
+        lost_source_.emplace();
+        // A token asked for after the loss starts stopped.
+        if (state_ == HoldState::lost) lost_source_->request_stop();
+    }
+    return lost_source_->get_token();
+}
+
+std::error_code Hold::lost_reason() const {
+    std::lock_guard guard(mutex_);
+    return lost_reason_;
+}
+
+void Hold::note_renewal_error(std::error_code ec) {
+    std::lock_guard guard(mutex_);
+    renewal_error_ = ec;
+}
+
+std::error_code Hold::renewal_error() const {
+    std::lock_guard guard(mutex_);
+    return renewal_error_;
+}
+
+void Hold::request_lost_stop() {
+    std::optional<std::stop_source> source;
+    {
+        std::lock_guard guard(mutex_);
+        if (!lost_source_) return;  // nobody asked for a token; one made later starts stopped
+        source = lost_source_;      // a stop_source is a shared handle
+    }
+    source->request_stop();  // outside the mutex: stop callbacks are the holder's code
+}
+
+void notify_lost(const std::shared_ptr<Hold>& hold, asio::io_context& io) {
+    // One thread for every notice, whoever noticed the loss: the I/O thread.
+    asio::post(io, [hold] {
+        hold->request_lost_stop();
+        const auto& options = hold->lock->options;
+        if (!options.on_lost) return;
+        try {
+            options.on_lost(hold->lock->name, hold->lost_reason());
+        } catch (...) {
+            // The holder's callback must not take the I/O thread down.
+        }
+    });
+}
+
+void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io) {
+    if (hold->lose(reason)) notify_lost(hold, io);
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,178 @@
+// One owner's hold on one lock: the one state machine that every lock kind
+// (Lock, Redlock, and the kinds built on them), the lease keeper and the
+// synchronous API drive. Local state changes only on a confirmed server
+// answer or on a deadline, and the server's answer wins.
+//
+// States:
+//   held       the server granted it and it has not been given up; count >= 1.
+//              Trusted only while now < valid_until.
+//   releasing  the final release is on its way: no renewal may follow it.
+//   released   final: released by its owner, handed to the next owner, or
+//              dropped as the client stopped (and released in bulk).
+//   lost       final: the server answered that it is not ours (a renewal,
+//              re-entry or release refused; a force-release on the inbox),
+//              or valid_until passed before a renewal was confirmed.
+// "Acquiring" has no Hold: the acquisition holds its owner's gate
+// (hold_registry.hpp) while it is in flight, and a Hold is made only from a
+// confirmed grant. A final hold is never revived; the next acquisition makes
+// a new one.
+//
+// Transitions (each under the hold's mutex; there are no others):
+//   Hold(grant)                    -> held
+//   reentered(count, sent, lease)  held -> held        count from the server
+//   renewed(sent)                  held -> held
+//   partly_released(count, sent, lease)  held -> held  count from the server
+//   recount(count)                 held -> held        re-entry counted locally (Redlock)
+//   begin_final_release()          held -> releasing
+//   release_answered(left, sent)   releasing -> released (left == 0)
+//                                  releasing -> held     (left > 0: the server wins)
+//   release_unanswered()           releasing -> released (its lease ends it)
+//   lose(reason)                   held | releasing -> lost
+//   drop()                         held -> released
+//
+// Validity: every confirmed answer that set the lease moves valid_until to
+// (send time of that request — the first send, if it was retried) + lease −
+// drift, and never back: the scripts only ever lengthen a lease (PEXPIRE GT).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+
+#include "dlock/lock.hpp"
+#include "lock/lock_keys.hpp"
+#include "redis/asio.hpp"
+#include "validity.hpp"
+
+namespace dlock::detail {
+
+using LockClock = std::chrono::steady_clock;
+
+// What every hold made through one lock object shares; immutable.
+struct LockIdentity {
+    LockIdentity(std::string name_, LockOptions options_)
+        : name(std::move(name_)),
+          keys(name),
+          options(std::move(options_)),
+          lease_ms(std::to_string(options.lease.count())),
+          retention_ms(std::to_string(options.retention.count())) {}
+    virtual ~LockIdentity() = default;
+
+    std::string name;
+    LockKeys keys;
+    LockOptions options;
+    std::string lease_ms;
+    std::string retention_ms;
+};
+
+// A Redlock's identity: every hold in a Masters' lease keeper has one.
+struct RedlockIdentity : LockIdentity {
+    RedlockIdentity(std::string name_, LockOptions options_, std::chrono::milliseconds node_timeout_)
+        : LockIdentity(std::move(name_), std::move(options_)), node_timeout(node_timeout_) {}
+
+    std::chrono::milliseconds node_timeout;  // how long one master may take to answer
+};
+
+enum class HoldState { held, releasing, released, lost };
+
+// A confirmed grant: what the server answered, and when the request left.
+struct Grant {
+    std::uint64_t token = 0;
+    unsigned count = 1;
+    LockClock::time_point sent{};
+    LockClock::time_point slice_start{};  // when this process took the lock from the server (hand-offs)
+};
+
+class Hold {
+public:
+    Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const Grant& grant);
+
+    const std::shared_ptr<const LockIdentity> lock;
+    const std::string owner;
+
+    // A consistent picture, for the queries of the lock objects.
+    struct View {
+        HoldState state;
+        unsigned count;
+        std::uint64_t token;
+        LockClock::time_point valid_until;
+        LockClock::time_point slice_start;
+    };
+    View view() const;
+    HoldState state() const;
+    // held and now < valid_until.
+    bool trusted(LockClock::time_point now) const;
+    bool final() const;  // released or lost
+
+    // The transitions above. Each returns whether it applied (false: the
+    // hold was not in a state it leaves from, e.g. already lost).
+    // `lease` is the one the request asked for (another lock object for the
+    // same name may ask for another lease than this hold's own).
+    bool reentered(unsigned count, LockClock::time_point sent, std::chrono::milliseconds lease);
+    bool renewed(LockClock::time_point sent);
+    bool partly_released(unsigned count, LockClock::time_point sent, std::chrono::milliseconds lease);
+    bool recount(unsigned count);
+    bool begin_final_release();
+    void release_answered(unsigned left, LockClock::time_point sent);
+    void release_unanswered();
+    // True when this call made it lost: the caller then tells the holder
+    // (notify_lost). A final hold stays as it is.
+    bool lose(std::error_code reason);
+    bool drop();
+    // Bookkeeping of a lost hold, not a transition: the caller's unlocks
+    // after a loss each take one of its holds away (each reports lease_lost).
+    // Returns how many are left.
+    unsigned forget_lost_holds(unsigned holds);
+
+    // A token that is stop-requested once this hold is lost (at once if it
+    // already is; never for a released hold).
+    std::stop_token lost_token();
+    // Stop-requests the token of a lost hold (notify_lost does it).
+    void request_lost_stop();
+    std::error_code lost_reason() const;
+    // The last renewal failure, reported as the reason when validity runs out.
+    void note_renewal_error(std::error_code ec);
+    std::error_code renewal_error() const;
+
+    // The lease keeper's bookkeeping; guarded by the keeper's mutex, not by
+    // this hold's.
+    struct KeeperEntry {
+        std::multimap<LockClock::time_point, std::shared_ptr<Hold>>::iterator at;
+        bool scheduled = false;
+        bool renewal_in_flight = false;
+        LockClock::time_point renewal_sent{};
+        std::string renew_command;  // formatted once: it never changes
+    } keeper;
+
+private:
+    void extend_validity_locked(LockClock::time_point sent, std::chrono::milliseconds lease);
+
+    mutable std::mutex mutex_;
+    HoldState state_ = HoldState::held;
+    unsigned count_;
+    std::uint64_t token_;
+    LockClock::time_point valid_until_;
+    LockClock::time_point slice_start_;
+    std::error_code lost_reason_;
+    std::error_code renewal_error_;
+    // Made on the first lost_token(): most holders never ask, and its state
+    // is an allocation per hold.
+    std::optional<std::stop_source> lost_source_;
+};
+
+// Tells the holder that hold was lost: its lost_token is stop-requested and
+// LockOptions::on_lost runs, both on `io`'s thread (the client's I/O thread),
+// whichever thread noticed the loss. Call once, after lose() returned true.
+void notify_lost(const std::shared_ptr<Hold>& hold, asio::io_context& io);
+
+// lose() and, when that made it lost, notify_lost(): the one way to mark a
+// hold lost.
+void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io);
+
+}  // namespace dlock::detail

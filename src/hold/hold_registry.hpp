@@ -1,0 +1,175 @@
+// The holds of one client (or one set of Redlock masters), by lock name and
+// owner. Every lock object for a name shares them: two Lock objects used by
+// one thread for one name are one owner with one hold and one count, so
+// neither can release what the other still holds.
+//
+// Each (name, owner) has a slot: its current hold, and a gate that lets one
+// operation of that owner on that name be in flight at a time. The scripts
+// keep one operation id per owner on the server (lock.hpp, "Retries"); with
+// the gate, a retry can never be mistaken for a new operation of the same
+// owner, nor a new one for a retry — also with Ownership::handle, where many
+// threads act for one owner. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hold.hpp"
+
+namespace dlock::detail {
+
+class OwnerGate {
+public:
+    // Waits until no other operation of this owner is in flight, then
+    // enters. False at the deadline or when stop is requested.
+    bool enter(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
+        std::unique_lock lock(mutex_);
+        auto free = [&] { return !busy_; };
+        bool entered = deadline ? free_.wait_until(lock, stop, *deadline, free) : free_.wait(lock, stop, free);
+        if (entered) busy_ = true;
+        return entered;
+    }
+    void leave() {
+        {
+            std::lock_guard lock(mutex_);
+            busy_ = false;
+        }
+        free_.notify_one();
+    }
+    bool busy() {
+        std::lock_guard lock(mutex_);
+        return busy_;
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable_any free_;
+    bool busy_ = false;
+};
+
+struct OwnerSlot {
+    OwnerGate gate;
+
+    std::shared_ptr<Hold> current() const {
+        std::lock_guard lock(mutex);
+        return hold;
+    }
+    void set(std::shared_ptr<Hold> h) {
+        std::lock_guard lock(mutex);
+        hold = std::move(h);
+    }
+    // Forgets h if it is still the current hold.
+    void clear(const std::shared_ptr<Hold>& h) {
+        std::lock_guard lock(mutex);
+        if (hold == h) hold.reset();
+    }
+
+    mutable std::mutex mutex;
+    std::shared_ptr<Hold> hold;  // the latest hold of this owner; may be final until replaced or cleared
+};
+
+// The gate of one slot, entered; leaves it when destroyed. Movable, so an
+// operation the caller walked away from can carry it to its end.
+class GateTicket {
+public:
+    GateTicket() = default;
+    explicit GateTicket(std::shared_ptr<OwnerSlot> slot) : slot_(std::move(slot)) {}
+    GateTicket(GateTicket&& other) noexcept = default;
+    GateTicket& operator=(GateTicket&& other) noexcept {
+        if (this != &other) {
+            leave();
+            slot_ = std::move(other.slot_);
+        }
+        return *this;
+    }
+    ~GateTicket() { leave(); }
+    void leave() {
+        if (slot_) std::exchange(slot_, nullptr)->gate.leave();
+    }
+    explicit operator bool() const noexcept { return slot_ != nullptr; }
+
+private:
+    std::shared_ptr<OwnerSlot> slot_;
+};
+
+class HoldRegistry {
+public:
+    // The slot of (name, owner), made on first use.
+    std::shared_ptr<OwnerSlot> slot(const std::string& name, const std::string& owner) {
+        std::lock_guard lock(mutex_);
+        auto& entry = slots_[key(name, owner)];
+        if (!entry) entry = std::make_shared<OwnerSlot>();
+        return entry;
+    }
+
+    // The current hold of (name, owner), or null; makes no slot.
+    std::shared_ptr<Hold> current(const std::string& name, const std::string& owner) const {
+        std::lock_guard lock(mutex_);
+        auto it = slots_.find(key(name, owner));
+        return it == slots_.end() ? nullptr : it->second->current();
+    }
+
+    // Drops the slot when nothing uses it any more: no hold that is not
+    // final, no operation in flight, no one else holding it. Keeps the map
+    // from growing with every (name, owner) ever used.
+    void release_if_idle(const std::string& name, const std::string& owner) {
+        std::lock_guard lock(mutex_);
+        auto it = slots_.find(key(name, owner));
+        if (it == slots_.end() || it->second.use_count() > 1) return;
+        auto hold = it->second->current();
+        if ((hold && !hold->final()) || it->second->gate.busy()) return;
+        slots_.erase(it);
+    }
+
+private:
+    static std::string key(const std::string& name, const std::string& owner) {
+        std::string k;
+        k.reserve(name.size() + owner.size() + 1);
+        k.append(owner).push_back('\n');  // owners never hold a newline
+        k.append(name);
+        return k;
+    }
+
+    mutable std::mutex mutex_;
+    std::unordered_map<std::string, std::shared_ptr<OwnerSlot>> slots_;
+};
+
+// One operation of an owner on a name: its slot, its gate entered for the
+// operation's length, and the slot dropped afterwards if nothing uses it.
+class OwnerOperation {
+public:
+    OwnerOperation(HoldRegistry& registry, const std::string& name, const std::string& owner)
+        : registry_(registry), name_(name), owner_(owner), slot_(registry.slot(name, owner)) {}
+    ~OwnerOperation() {
+        ticket.leave();
+        slot_.reset();
+        registry_.release_if_idle(name_, owner_);
+    }
+    OwnerOperation(const OwnerOperation&) = delete;
+    OwnerOperation& operator=(const OwnerOperation&) = delete;
+
+    // Waits for the gate (see OwnerGate::enter). False at the deadline or on stop.
+    bool enter(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
+        if (!slot_->gate.enter(deadline, stop)) return false;
+        ticket = GateTicket(slot_);
+        return true;
+    }
+    OwnerSlot& slot() noexcept { return *slot_; }
+
+    GateTicket ticket;  // may be handed to a call the caller walks away from
+
+private:
+    HoldRegistry& registry_;
+    const std::string& name_;
+    const std::string& owner_;
+    std::shared_ptr<OwnerSlot> slot_;
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,99 @@
+#include "retried_call.hpp"
+
+#include "dlock/error.hpp"
+#include "redis/command_format.hpp"
+
+namespace dlock::detail {
+namespace {
+
+// A dropped connection is being re-established; give it a moment between copies.
+constexpr std::chrono::milliseconds retry_pause{10};
+
+bool retryable(std::error_code ec) {
+    return outcome_unknown(ec) || ec == errc::connect_timeout || ec == errc::not_connected ||
+           ec == errc::connection_refused;
+}
+
+}  // namespace
+
+RetriedCall::RetriedCall(std::shared_ptr<ClientCore> client, const Script& script, Clock::time_point give_up_by)
+    : client_(std::move(client)), script_(script), give_up_by_(give_up_by) {}
+
+std::shared_ptr<RetriedCall> RetriedCall::start(const std::shared_ptr<ClientCore>& client, const Script& script,
+                                                ClientCore::Args keys, ClientCore::Args argv,
+                                                Clock::time_point give_up_by) {
+    auto call = std::make_shared<RetriedCall>(client, script, give_up_by);
+    append_eval(call->evalsha_, "EVALSHA", script.sha1(), keys, argv);
+    call->first_sent_ = Clock::now();
+    call->send(call->evalsha_);
+    return call;
+}
+
+void RetriedCall::send(std::string_view bytes) {
+    // Each copy may wait for a command timeout, never past the window.
+    auto deadline = std::min(Clock::now() + client_->options().command_timeout, give_up_by_);
+    client_->submit_formatted(
+        bytes, [self = shared_from_this()](std::error_code ec, Reply&& reply) { self->on_reply(ec, std::move(reply)); },
+        deadline);
+}
+
+void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
+    if (ec == errc::no_script) {
+        // The server forgot the script (SCRIPT FLUSH, restart, failover):
+        // the same call as EVAL, which also caches it for the next EVALSHA.
+        was_sent_ = true;
+        return send(rewrite_evalsha_as_eval(evalsha_, script_.sha1(), script_.text()));
+    }
+    if (!ec || !retryable(ec)) return finish(ec, std::move(reply));
+    if (outcome_unknown(ec)) was_sent_ = true;
+    if (!was_sent_ || Clock::now() + retry_pause >= give_up_by_) return finish(ec, std::move(reply));
+    if (!retry_timer_) retry_timer_.emplace(client_->io());
+    retry_timer_->expires_after(retry_pause);
+    retry_timer_->async_wait([self = shared_from_this()](std::error_code timer_ec) {
+        if (timer_ec) return self->finish(errc::client_closed, Reply{});
+        self->send(self->evalsha_);
+    });
+}
+
+void RetriedCall::finish(std::error_code ec, Reply&& reply) {
+    Done handler;
+    {
+        std::lock_guard lock(mutex_);
+        if (finished_) return;
+        finished_ = true;
+        if (walked_away_) {
+            handler = std::move(if_walked_away_);
+        } else {
+            ec_ = ec;
+            reply_ = std::move(reply);
+        }
+    }
+    if (handler) return handler(ec, std::move(reply));
+    done_.release();
+}
+
+bool RetriedCall::wait(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec,
+                       Reply& reply, Done if_walked_away) {
+    std::atomic<bool> woken_by_stop{false};
+    std::optional<std::stop_callback<std::function<void()>>> on_stop;
+    if (stop.stop_possible())
+        on_stop.emplace(stop, std::function<void()>([&] {
+                            if (!woken_by_stop.exchange(true)) done_.release();
+                        }));
+    if (!client_->spin_for(done_)) {
+        if (deadline) (void)done_.try_acquire_until(*deadline);
+        else done_.acquire();
+    }
+    on_stop.reset();
+    std::lock_guard lock(mutex_);
+    if (finished_) {
+        ec = ec_;
+        reply = std::move(reply_);
+        return true;
+    }
+    walked_away_ = true;
+    if_walked_away_ = std::move(if_walked_away);
+    return false;
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,82 @@
+// One lock operation, sent until its outcome is known.
+//
+// A lock script that fails in transit (connection lost, no reply in time)
+// may or may not have run. The call is then sent again, byte for byte — the
+// same operation id, which the scripts answer as they answered the first
+// copy — until an answer comes or the retry window ends. A call that was
+// never sent (refused, not connected) fails at once: there is nothing to
+// learn.
+//
+// The caller waits with its own deadline and stop token, and may walk away
+// before the outcome is known (try_lock_until's deadline, a stop request).
+// The call then carries on by itself on the client's I/O thread, and the
+// caller's `if_walked_away` handler gets the outcome when it comes (to undo
+// a grant nobody will use), or an error at the end of the window.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <semaphore>
+#include <stop_token>
+#include <string>
+
+#include "dlock/error.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/script.hpp"
+#include "redis/client_core.hpp"
+#include "validity.hpp"
+
+namespace dlock::detail {
+
+// Failures after which the call may or may not have run on the server.
+inline bool outcome_unknown(std::error_code ec) {
+    return ec == errc::connection_lost || ec == errc::command_timeout;
+}
+
+class RetriedCall : public std::enable_shared_from_this<RetriedCall> {
+public:
+    using Done = std::function<void(std::error_code, Reply&&)>;
+
+    // Sends script(keys, argv) now; retries until give_up_by at the latest.
+    static std::shared_ptr<RetriedCall> start(const std::shared_ptr<ClientCore>& client, const Script& script,
+                                              ClientCore::Args keys, ClientCore::Args argv,
+                                              Clock::time_point give_up_by);
+
+    // Blocks until the outcome is known (true: ec and reply set), or until
+    // deadline or stop (false: walked away; if_walked_away runs once on the
+    // I/O thread with the outcome, when it comes).
+    bool wait(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec, Reply& reply,
+              Done if_walked_away);
+
+    // When the first copy left: a lease granted by any copy started no earlier.
+    Clock::time_point first_sent() const noexcept { return first_sent_; }
+
+    RetriedCall(std::shared_ptr<ClientCore> client, const Script& script, Clock::time_point give_up_by);
+
+private:
+    void send(std::string_view bytes);
+    void on_reply(std::error_code ec, Reply&& reply);
+    void finish(std::error_code ec, Reply&& reply);
+
+    const std::shared_ptr<ClientCore> client_;
+    const Script& script_;
+    const Clock::time_point give_up_by_;
+    Clock::time_point first_sent_{};
+    std::string evalsha_;
+    bool was_sent_ = false;  // I/O thread after the first send: some copy may have run
+    std::optional<asio::steady_timer> retry_timer_;
+
+    std::mutex mutex_;
+    bool finished_ = false;
+    bool walked_away_ = false;
+    std::error_code ec_;
+    Reply reply_;
+    Done if_walked_away_;
+    // Released by the outcome and by a stop request: hence two.
+    std::counting_semaphore<2> done_{0};
+};
+
+}  // namespace dlock::detail
