@@ -289,6 +289,24 @@ TEST(Cli, CommandWithOnLostIgnoreOutlivesDlockKilledWithSigkill) {
     kill(command, SIGKILL);  // started by this test: not left behind
 }
 
+TEST(Cli, CommandInheritsNoSocketBesidesStdio) {
+    dlock::support::RedisServer server;
+    // The command's own shell lists its descriptors as "<fd> <target>".
+    auto f = dlock_cli({"--url", server.uri(), "run", "fds", "--", "sh", "-c",
+                        "for f in /proc/$$/fd/*; do echo \"${f##*/} $(readlink \"$f\")\"; done"});
+    ASSERT_EQ(f.code, 0) << f.err;
+    std::istringstream lines(f.out);
+    int listed = 0;
+    std::string leaked;
+    for (std::string line; std::getline(lines, line); ++listed) {
+        auto space = line.find(' ');
+        ASSERT_NE(space, std::string::npos) << line;
+        if (std::stoi(line.substr(0, space)) > 2 && line.compare(space + 1, 7, "socket:") == 0) leaked += line + "\n";
+    }
+    EXPECT_GE(listed, 3) << f.out;
+    EXPECT_EQ(leaked, "") << "sockets inherited across exec";
+}
+
 TEST(Cli, InterruptWhileWaitingForTheLockEndsTheWait) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
