@@ -3,9 +3,11 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "ping.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
+using dlock::support::ping;
 
 namespace {
 
@@ -15,13 +17,6 @@ std::error_code timed(std::chrono::milliseconds limit, F f) {
     auto start = std::chrono::steady_clock::now();
     std::error_code ec = f();
     EXPECT_LT(std::chrono::steady_clock::now() - start, limit);
-    return ec;
-}
-
-std::error_code ping(dlock::Client& client) {
-    std::error_code ec;
-    std::string_view args[] = {"PING"};
-    client.command(args, ec);
     return ec;
 }
 

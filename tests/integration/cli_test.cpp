@@ -80,6 +80,15 @@ bool held(const dlock::support::RedisServer& server, const std::string& key) {
     return server.cli({"EXISTS", "dlock:{" + key + "}"}) == "1";
 }
 
+// Whether pid is a live process: not gone and not a zombie waiting to be reaped.
+bool alive(pid_t pid) {
+    auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    auto end_of_name = stat.rfind(')');
+    if (end_of_name == std::string::npos || end_of_name + 2 >= stat.size()) return false;
+    char state = stat[end_of_name + 2];
+    return state != 'Z' && state != 'X';
+}
+
 using dlock::support::eventually;
 
 }  // namespace
@@ -237,6 +246,66 @@ TEST(Cli, SignalsSentToDlockReachTheCommand) {
     EXPECT_EQ(f.code, 7);
     EXPECT_EQ(read_file(marker), "got\n");
     EXPECT_FALSE(held(server, "job"));
+}
+
+namespace {
+
+// Starts `dlock run ARGS -- <a shell that execs sleep 60>` on server, SIGKILLs
+// dlock once the command runs, and returns the command's pid.
+pid_t kill_dlock_under_running_command(const dlock::support::RedisServer& server, std::vector<std::string> args) {
+    auto pid_file = temp_path("pid");
+    std::vector<std::string> all{"--url", server.uri(), "run"};
+    all.insert(all.end(), args.begin(), args.end());
+    all.insert(all.end(), {"orphan", "--", "sh", "-c", "echo $$ > " + pid_file + "; exec sleep 60"});
+    auto run = start(all);
+    EXPECT_TRUE(eventually([&] { return read_file(pid_file).find('\n') != std::string::npos; }));
+    const pid_t command = std::stoi("0" + read_file(pid_file));
+    EXPECT_TRUE(command > 0 && alive(command));
+    kill(run.pid, SIGKILL);
+    EXPECT_EQ(finish(run).code, 128 + SIGKILL);
+    return command;
+}
+
+}  // namespace
+
+TEST(Cli, CommandDoesNotOutliveDlockKilledWithSigkill) {
+    // Nobody renews the lease after dlock is gone: a command left running
+    // would run unprotected once it expires.
+    dlock::support::RedisServer server;
+    const pid_t command = kill_dlock_under_running_command(server, {"--ttl", "5s"});
+    ASSERT_GT(command, 0);
+    const bool ended = eventually([&] { return !alive(command); }, 2s);
+    if (!ended) kill(command, SIGKILL);  // started by this test: not left behind
+    EXPECT_TRUE(ended) << "the command outlived dlock";
+}
+
+TEST(Cli, CommandWithOnLostIgnoreOutlivesDlockKilledWithSigkill) {
+    // --on-lost ignore lets the command finish after the lease is lost, and
+    // dlock's death loses it.
+    dlock::support::RedisServer server;
+    const pid_t command = kill_dlock_under_running_command(server, {"--ttl", "5s", "--on-lost", "ignore"});
+    ASSERT_GT(command, 0);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_TRUE(alive(command));
+    kill(command, SIGKILL);  // started by this test: not left behind
+}
+
+TEST(Cli, CommandInheritsNoSocketBesidesStdio) {
+    dlock::support::RedisServer server;
+    // The command's own shell lists its descriptors as "<fd> <target>".
+    auto f = dlock_cli({"--url", server.uri(), "run", "fds", "--", "sh", "-c",
+                        "for f in /proc/$$/fd/*; do echo \"${f##*/} $(readlink \"$f\")\"; done"});
+    ASSERT_EQ(f.code, 0) << f.err;
+    std::istringstream lines(f.out);
+    int listed = 0;
+    std::string leaked;
+    for (std::string line; std::getline(lines, line); ++listed) {
+        auto space = line.find(' ');
+        ASSERT_NE(space, std::string::npos) << line;
+        if (std::stoi(line.substr(0, space)) > 2 && line.compare(space + 1, 7, "socket:") == 0) leaked += line + "\n";
+    }
+    EXPECT_GE(listed, 3) << f.out;
+    EXPECT_EQ(leaked, "") << "sockets inherited across exec";
 }
 
 TEST(Cli, InterruptWhileWaitingForTheLockEndsTheWait) {

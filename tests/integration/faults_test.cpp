@@ -7,10 +7,12 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "ping.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using dlock::support::ping;
 
 namespace {
 
@@ -20,13 +22,6 @@ dlock::ClientOptions short_timeouts() {
     o.command_timeout = 500ms;
     o.reconnect_backoff_max = 200ms;
     return o;
-}
-
-std::error_code ping(dlock::Client& client) {
-    std::error_code ec;
-    std::string_view args[] = {"PING"};
-    client.command(args, ec);
-    return ec;
 }
 
 bool recovers_within(dlock::Client& client, std::chrono::milliseconds limit) {

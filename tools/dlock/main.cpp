@@ -38,6 +38,9 @@ Exit status of `dlock run`: the command's own (128 + N if it died of signal N);
 lease was lost while the command ran; 64 for usage errors; 69 when Redis cannot be
 reached or refuses us (also: authentication, TLS).
 
+If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
+ignore): nobody would renew the lease, and it must not run on after it expires.
+
 Example: a nightly job that must run on one host only (crontab on every host):
   0 3 * * *  dlock --url redis://locks.internal:6379 run --no-wait nightly-report -- /usr/local/bin/report)";
 

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +82,35 @@ int status_to_exit_code(int status) {
 }
 
 std::string describe(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+// In the forked child: makes the kernel kill the command when dlock dies
+// without passing anything on (SIGKILL, a crash). Nobody renews the lease
+// then, so a command left running would be unprotected once it expires.
+// SIGKILL rather than SIGTERM: no dlock is left to follow a SIGTERM with
+// SIGKILL after --grace, and a command that traps TERM or stops slowly would
+// outlive the lease. --on-lost ignore lets the command finish after a lost
+// lease, and dlock's death is one. False if the command must not start.
+bool dies_with_dlock(pid_t dlock_pid, OnLost on_lost) {
+    if (on_lost == OnLost::ignore) return true;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        std::fprintf(stderr, "dlock: cannot tie the command to dlock: %s\n", std::strerror(errno));
+        return false;
+    }
+    // dlock may have died between fork() and prctl(): then no signal will
+    // come, and this process already has another parent.
+    return getppid() == dlock_pid;
+}
+
+// In the forked child: execs the command, or exits as a shell would.
+[[noreturn]] void exec_command(const RunOptions& options, pid_t dlock_pid, const sigset_t& original,
+                               std::vector<char*>& argv, std::vector<char*>& env) {
+    if (!dies_with_dlock(dlock_pid, options.on_lost)) _exit(exit_internal);
+    pthread_sigmask(SIG_SETMASK, &original, nullptr);
+    execvpe(argv[0], argv.data(), env.data());
+    int code = errno == ENOENT ? 127 : 126;  // as shells do
+    std::fprintf(stderr, "dlock: %s: %s\n", argv[0], std::strerror(errno));
+    _exit(code);
+}
 
 }  // namespace
 
@@ -161,19 +191,16 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
     auto env_pointers = pointers(env);
     auto argv = options.command;
     auto argv_pointers = pointers(argv);
+    // The parent-death signal follows the thread that forks: this one, which
+    // lives as long as dlock.
+    const pid_t dlock_pid = getpid();
     pid_t child = fork();
     if (child < 0) {
         complain(std::string("fork failed: ") + std::strerror(errno));
         lock.unlock();
         return exit_internal;
     }
-    if (child == 0) {
-        pthread_sigmask(SIG_SETMASK, &original, nullptr);
-        execvpe(argv_pointers[0], argv_pointers.data(), env_pointers.data());
-        int code = errno == ENOENT ? 127 : 126;  // as shells do
-        std::fprintf(stderr, "dlock: %s: %s\n", argv_pointers[0], std::strerror(errno));
-        _exit(code);
-    }
+    if (child == 0) exec_command(options, dlock_pid, original, argv_pointers, env_pointers);
 
     bool lost = false;
     int status = 0;
