@@ -357,7 +357,9 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     const auto& keys = identity->keys;
     const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
-    const auto how_many = final_release ? std::string("all") : std::to_string(holds);
+    // The number of holds, also for the final release: if the server counts
+    // more of ours than we do, it keeps them, says so, and its answer wins.
+    const auto how_many = std::to_string(holds);
     // No deadline: unlock waits for the answer, up to the retry window.
     auto answer = run(release_script(), {keys.lock, fence, channel, tombstone},
                       {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, std::nullopt, {},

@@ -15,6 +15,7 @@ ClientOptions client_options(const GlobalOptions& global) {
     options.tls.ca_file = global.tls_ca;
     options.tls.cert_file = global.tls_cert;
     options.tls.key_file = global.tls_key;
+    if (!global.quiet) options.on_warning = [](std::string_view message) { complain("warning: " + std::string(message)); };
     return options;
 }
 

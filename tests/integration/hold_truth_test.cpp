@@ -1,0 +1,513 @@
+// One truth for a hold: the lock's local view always matches Redis, a lost
+// lease is told by the end of its validity, deadlines are kept, and nothing
+// stays in Redis past its retention. Each test is one way the local view
+// drifted from the server's before, against real redis-server processes; a
+// TCP proxy between client and server stands in for a bad network.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "child_process.hpp"
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/redlock.hpp"
+#include "eventually.hpp"
+#include "redis_server.hpp"
+#include "tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::eventually;
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+// A client behind a proxy, with timeouts short enough for a test.
+struct Proxied {
+    explicit Proxied(dlock::ClientOptions options = quick()) : proxy(server.port()), client(proxy.uri(), options) {
+        client.wait_connected();
+    }
+    static dlock::ClientOptions quick() {
+        dlock::ClientOptions o;
+        o.connect_timeout = 300ms;
+        o.command_timeout = 300ms;
+        o.reconnect_backoff_max = 50ms;
+        return o;
+    }
+    // Ends a black hole: what it held back dies with the connections, and the
+    // client is connected again (a failed attempt backs off for a while).
+    void heal() {
+        proxy.drop_connections();
+        proxy.black_hole(false);
+        ASSERT_TRUE(eventually([&] {
+            std::error_code ec;
+            client.wait_connected(ec);
+            return !ec;
+        }, 3s));
+    }
+
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy;
+    dlock::Client client;
+};
+
+// Loads every script the tests below need, so that no NOSCRIPT round trip
+// hides behind a delayed reply.
+void warm_up(dlock::Client& client) {
+    auto lock = client.lock("warm-up");
+    lock.lock();
+    lock.lock();
+    lock.unlock();
+    lock.unlock();
+}
+
+std::string cli_count(const dlock::support::RedisServer& server, const std::string& name) {
+    return server.cli({"HGET", key_of(name), "count"});
+}
+
+}  // namespace
+
+// Defect 1.
+TEST(HoldTruth, TwoLockObjectsForOneNameOnOneThreadShareOneHold) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    auto outer = client.lock("shared-name");
+    outer.lock();
+    {
+        auto helper = client.lock("shared-name");
+        helper.lock();  // the same owner: a re-entry, not a second owner
+        EXPECT_EQ(helper.hold_count(), 2u);
+        helper.unlock();
+    }  // the helper's Lock is destroyed here
+    EXPECT_TRUE(outer.is_held());
+    EXPECT_EQ(outer.hold_count(), 1u);
+    EXPECT_EQ(cli_count(server, "shared-name"), "1");
+    EXPECT_FALSE(other.lock("shared-name").try_lock()) << "another client got a lock the outer scope still holds";
+    {
+        auto forgetful = client.lock("shared-name");
+        forgetful.lock();  // and never unlocked: its destructor gives back only its own hold
+    }
+    EXPECT_TRUE(outer.is_held());
+    EXPECT_EQ(cli_count(server, "shared-name"), "1");
+    outer.unlock();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("shared-name")}), "0");
+}
+
+// Defect 2.
+TEST(HoldTruth, LockAfterALostHoldYieldsATrackedRenewedHold) {
+    Proxied p;
+    auto lock = p.client.lock("relost", {.lease = 600ms, .ownership = dlock::Ownership::handle});
+    lock.lock();
+    const auto first = lock.fencing_token();
+    p.proxy.black_hole(true);  // renewals cannot get through
+    ASSERT_TRUE(eventually([&] { return lock.lost_token().stop_requested(); }, 2s));
+    // The server still has our key for a while (a lease longer on the server
+    // than trusted here, a blip shorter than the lease...).
+    p.server.cli({"PEXPIRE", key_of("relost"), "5000"});
+    p.heal();
+    lock.lock();
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_EQ(lock.hold_count(), 1u);
+    EXPECT_GT(lock.fencing_token(), first) << "a new acquisition gets a new token";
+    EXPECT_EQ(cli_count(p.server, "relost"), "1");
+    std::this_thread::sleep_for(1500ms);  // several leases: only renewals keep it
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_EQ(p.server.cli({"EXISTS", key_of("relost")}), "1");
+    lock.unlock();
+    EXPECT_EQ(p.server.cli({"EXISTS", key_of("relost")}), "0");
+}
+
+// Defect 3.
+TEST(HoldTruth, AHoldTheClientForgotIsNotReenteredButAcquiredAfresh) {
+    Proxied p;
+    auto lock = p.client.lock("phantom", {.ownership = dlock::Ownership::handle});
+    lock.lock();
+    const auto first = lock.fencing_token();
+    // The unlock never reaches the server: the client gives up, the server keeps the key.
+    p.proxy.black_hole(true);
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_TRUE(ec) << "the release cannot have been confirmed";
+    p.heal();  // the release's bytes die with the connection
+    ASSERT_EQ(p.server.cli({"EXISTS", key_of("phantom")}), "1");
+    lock.lock();
+    EXPECT_EQ(lock.hold_count(), 1u);
+    EXPECT_EQ(cli_count(p.server, "phantom"), "1") << "taken as a re-entry of the forgotten hold";
+    EXPECT_GT(lock.fencing_token(), first) << "the old fencing token was handed out again";
+    lock.unlock();
+    EXPECT_EQ(p.server.cli({"EXISTS", key_of("phantom")}), "0") << "the lock stayed held after the last unlock";
+}
+
+// Defect 4.
+TEST(HoldTruth, ALostLeaseIsToldByTheEndOfItsValidityUnderABlackHole) {
+    dlock::ClientOptions options = Proxied::quick();
+    options.command_timeout = 5s;  // the library default: the bound must be the validity, not this
+    Proxied p(options);
+    std::promise<Clock::time_point> told;
+    auto lock = p.client.lock("black-holed", {.lease = 1s, .on_lost = [&](std::string_view, std::error_code) {
+                                                  told.set_value(Clock::now());
+                                              }});
+    lock.lock();
+    auto lost = lock.lost_token();
+    const auto valid_until = lock.valid_until();
+    p.proxy.black_hole(true);
+    auto when = told.get_future();
+    ASSERT_EQ(when.wait_for(3s), std::future_status::ready) << "the loss was never told";
+    const auto at = when.get();
+    EXPECT_LE(at, valid_until + 2ms) << "told " << (at - valid_until) / 1ms << " ms after the validity ended";
+    EXPECT_TRUE(lost.stop_requested());
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_EQ(lock.fencing_token(), 0u);
+    p.proxy.black_hole(false);
+}
+
+// Defect 5.
+TEST(HoldTruth, ValidityAfterAPartialUnlockCountsFromTheRequestsSend) {
+    Proxied p;
+    constexpr auto lease = 1000ms;
+    warm_up(p.client);
+    auto lock = p.client.lock("partial", {.lease = lease, .renew = false});
+    lock.lock();
+    lock.lock();
+    p.proxy.delay_replies(250ms);  // below the command timeout: the reply comes, late
+    const auto sent = Clock::now();
+    lock.unlock();
+    EXPECT_GE(Clock::now() - sent, 250ms);
+    EXPECT_EQ(lock.hold_count(), 1u);
+    EXPECT_LE(lock.valid_until(), sent + lease) << "validity counted from the reply, not the send";
+    p.proxy.delay_replies(0ms);
+    lock.unlock();
+}
+
+// Defect 6.
+TEST(HoldTruth, DeadlinesAndStopRequestsAreKeptAgainstAServerThatDoesNotAnswer) {
+    dlock::ClientOptions options = Proxied::quick();
+    options.command_timeout = 5s;
+    options.connect_timeout = 5s;
+    Proxied p(options);
+    auto warm = p.client.lock("warm");
+    warm.lock();
+    warm.unlock();
+    p.proxy.black_hole(true);
+    auto lock = p.client.lock("unanswered", {.ownership = dlock::Ownership::handle});
+    auto start = Clock::now();
+    std::error_code ec;
+    EXPECT_FALSE(lock.try_lock_until(Clock::now() + 100ms, ec));
+    EXPECT_LT(Clock::now() - start, 600ms) << "try_lock_for(100ms) took " << (Clock::now() - start) / 1ms << " ms";
+    EXPECT_EQ(ec, dlock::errc::command_timeout) << ec.message();
+    std::stop_source stop;
+    auto stopped = std::async(std::launch::async, [&] {
+        auto t0 = Clock::now();
+        bool got = lock.lock(stop.get_token());
+        return std::make_pair(got, Clock::now() - t0);
+    });
+    std::this_thread::sleep_for(100ms);
+    stop.request_stop();
+    ASSERT_EQ(stopped.wait_for(2s), std::future_status::ready) << "lock(stop) ignored the stop request";
+    auto [got, took] = stopped.get();
+    EXPECT_FALSE(got);
+    EXPECT_LT(took, 700ms);
+    p.proxy.black_hole(false);
+}
+
+TEST(HoldTruth, ADeadlineIsKeptWhileSubscribingToABusyLocksChannel) {
+    dlock::ClientOptions options = Proxied::quick();
+    options.command_timeout = 5s;
+    Proxied p(options);
+    dlock::Client holder(p.server.uri());
+    auto held = holder.lock("busy");
+    held.lock();
+    auto lock = p.client.lock("busy");
+    auto start = Clock::now();
+    // The first attempt is answered "busy"; then the subscription and every
+    // later attempt meet a server that no longer answers.
+    auto result = std::async(std::launch::async, [&] {
+        std::error_code ec;
+        return lock.try_lock_until(Clock::now() + 300ms, ec);
+    });
+    std::this_thread::sleep_for(20ms);
+    p.proxy.black_hole(true);
+    ASSERT_EQ(result.wait_for(2s), std::future_status::ready);
+    EXPECT_FALSE(result.get());
+    EXPECT_LT(Clock::now() - start, 900ms);
+    p.proxy.black_hole(false);
+}
+
+// Defect 7.
+TEST(HoldTruth, AReleaseWhoseReplyWasLostIsNotReportedLostWhenOthersTookTheLockMeanwhile) {
+    Proxied p;
+    dlock::Client other(p.server.uri());
+    warm_up(p.client);
+    auto lock = p.client.lock("retried-release", {.ownership = dlock::Ownership::handle});
+    lock.lock();
+    p.proxy.delay_replies(5s);  // the release runs; its reply is held back
+    auto released = std::async(std::launch::async, [&] {
+        std::error_code ec;
+        lock.unlock(ec);
+        return ec;
+    });
+    ASSERT_TRUE(eventually([&] { return p.server.cli({"EXISTS", key_of("retried-release")}) == "0"; }, 2s));
+    auto theirs = other.lock("retried-release");
+    theirs.lock();  // another owner takes it and lets go before our retry
+    theirs.unlock();
+    p.proxy.drop_connections();  // the held-back reply is gone; the client retries
+    p.proxy.delay_replies(0ms);
+    auto ec = released.get();
+    EXPECT_FALSE(ec) << "a release that ran was reported as " << ec.message();
+}
+
+// Defect 8.
+TEST(HoldTruth, AHandleReenteredOnOneThreadAndUnlockedOnAnotherCountsRight) {
+    Proxied p;
+    warm_up(p.client);
+    auto lock = p.client.lock("two-threads", {.ownership = dlock::Ownership::handle});
+    lock.lock();
+    p.proxy.delay_replies(5s);
+    auto reentry = std::async(std::launch::async, [&] { lock.lock(); });  // its reply will be lost
+    ASSERT_TRUE(eventually([&] { return cli_count(p.server, "two-threads") == "2"; }, 2s));
+    auto unlocking = std::async(std::launch::async, [&] {
+        std::error_code ec;
+        lock.unlock(ec);
+        return ec;
+    });
+    std::this_thread::sleep_for(100ms);
+    p.proxy.drop_connections();  // the re-entry's retry comes now
+    p.proxy.delay_replies(0ms);
+    reentry.get();
+    EXPECT_FALSE(unlocking.get());
+    EXPECT_EQ(lock.hold_count(), 1u);
+    EXPECT_EQ(cli_count(p.server, "two-threads"), "1") << "the re-entry was counted twice";
+    lock.unlock();
+    EXPECT_EQ(p.server.cli({"EXISTS", key_of("two-threads")}), "0");
+}
+
+TEST(HoldTruth, AFinalUnlockAnsweredWithHoldsLeftKeepsTheHoldHeldAndRenewed) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("server-wins", {.lease = 300ms});
+    lock.lock();
+    server.cli({"HINCRBY", key_of("server-wins"), "count", "1"});  // a hold the server counts and we do not
+    lock.unlock();
+    EXPECT_TRUE(lock.is_held()) << "the server still counts a hold of ours";
+    EXPECT_EQ(lock.hold_count(), 1u);
+    std::this_thread::sleep_for(900ms);  // three leases: only renewals keep it
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_EQ(server.cli({"EXISTS", key_of("server-wins")}), "1");
+    lock.unlock();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("server-wins")}), "0");
+}
+
+// Defect 9.
+TEST(HoldTruth, AGrantWhoseValidityIsAlreadyOverIsNotReportedHeld) {
+    dlock::ClientOptions options = Proxied::quick();
+    options.command_timeout = 3s;
+    Proxied p(options);
+    auto lock = p.client.lock("stale-grant", {.lease = 200ms, .ownership = dlock::Ownership::handle});
+    p.proxy.hold_requests(true);  // the request waits (a paused server, a slow network)
+    auto tried = std::async(std::launch::async, [&] { return lock.try_lock(); });
+    std::this_thread::sleep_for(400ms);  // longer than the lease
+    p.proxy.hold_requests(false);
+    EXPECT_FALSE(tried.get()) << "a lock whose validity was over when it arrived was reported held";
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_TRUE(eventually([&] { return p.server.cli({"EXISTS", key_of("stale-grant")}) == "0"; }, 1s))
+        << "the useless grant was not given back";
+}
+
+// Defect 13.
+TEST(HoldTruth, ClosingTheClientReleasesHoldsWhoseRenewalIsInFlight) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::ClientOptions options = Proxied::quick();
+    options.command_timeout = 1s;
+    auto client = std::make_unique<dlock::Client>(proxy.uri(), options);
+    warm_up(*client);
+    auto lock = client->lock("in-flight", {.lease = 3s});
+    lock.lock();
+    std::this_thread::sleep_for(900ms);
+    proxy.delay_replies(3s);  // the renewal due at 1 s gets no answer in time
+    std::this_thread::sleep_for(300ms);
+    client.reset();  // must release every hold, its renewal in flight or not
+    EXPECT_EQ(server.cli({"EXISTS", key_of("in-flight")}), "0") << "the hold was left to its lease";
+}
+
+// Defect 14.
+TEST(HoldTruth, OnLostAlwaysRunsOnTheIoThread) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    std::promise<std::thread::id> by_caller_path, by_keeper_path;
+    auto a = client.lock("noticed-by-caller", {.on_lost = [&](std::string_view, std::error_code) {
+                                                   by_caller_path.set_value(std::this_thread::get_id());
+                                               }});
+    auto b = client.lock("noticed-by-keeper", {.lease = 200ms, .on_lost = [&](std::string_view, std::error_code) {
+                                                   by_keeper_path.set_value(std::this_thread::get_id());
+                                               }});
+    a.lock();
+    b.lock();
+    server.cli({"DEL", key_of("noticed-by-caller")});
+    a.lock();  // the re-entry finds it gone: this thread notices, on_lost still runs on the I/O thread
+    server.cli({"DEL", key_of("noticed-by-keeper")});
+    auto caller = by_caller_path.get_future(), keeper = by_keeper_path.get_future();
+    ASSERT_EQ(caller.wait_for(2s), std::future_status::ready);
+    ASSERT_EQ(keeper.wait_for(2s), std::future_status::ready);
+    auto caller_thread = caller.get();
+    EXPECT_NE(caller_thread, std::this_thread::get_id());
+    EXPECT_EQ(caller_thread, keeper.get());
+    a.unlock();
+}
+
+TEST(HoldTruth, MoveAssigningOverAHoldingLockReleasesIt) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("replaced");
+    lock.lock();
+    lock = client.lock("replacement");
+    EXPECT_EQ(server.cli({"EXISTS", key_of("replaced")}), "0");
+}
+
+TEST(HoldTruth, LeasesTooShortToBeTrustedAreRejected) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    for (auto lease : {1ms, 2ms, 9ms}) {
+        try {
+            (void)client.lock("tiny", {.lease = lease});
+            ADD_FAILURE() << lease.count() << " ms was accepted";
+        } catch (const dlock::Error& e) {
+            EXPECT_EQ(e.code(), dlock::errc::invalid_argument);
+        }
+    }
+    auto shortest = client.lock("tiny", {.lease = dlock::min_lease});
+    EXPECT_TRUE(shortest.try_lock());
+    shortest.unlock();
+}
+
+TEST(HoldTruth, ALostHoldDescribesNoTokenAndNoValidity) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("described");
+    lock.lock();
+    dlock::force_release(client, "described");
+    ASSERT_TRUE(eventually([&] { return lock.lost_token().stop_requested(); }, 1s));
+    EXPECT_EQ(lock.fencing_token(), 0u);
+    EXPECT_EQ(lock.valid_until(), Clock::time_point{});
+    EXPECT_EQ(lock.hold_count(), 0u);
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::lease_lost);
+}
+
+TEST(HoldTruth, AMovedFromLockGivesATypedError) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("moved");
+    auto other = std::move(lock);
+    try {
+        (void)lock.try_lock();  // NOLINT(bugprone-use-after-move): the point of the test
+        ADD_FAILURE() << "no error";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::invalid_argument);
+    }
+    EXPECT_FALSE(lock.is_held());
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::invalid_argument);
+    EXPECT_TRUE(other.try_lock());
+    other.unlock();
+}
+
+// Defect 15.
+TEST(HoldTruth, AForceReleaseIsHeardWithinARoundTrip) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri()), operator_client(server.uri());
+    auto lock = client.lock("revoked");  // 30 s lease: the next renewal is 10 s away
+    lock.lock();
+    auto lost = lock.lost_token();
+    const auto start = Clock::now();
+    ASSERT_TRUE(dlock::force_release(operator_client, "revoked").has_value());
+    ASSERT_TRUE(eventually([&] { return lost.stop_requested(); }, 2s));
+    EXPECT_LT(Clock::now() - start, 500ms);
+    EXPECT_FALSE(lock.is_held());
+}
+
+// No key lives forever.
+TEST(HoldTruth, NothingOfAFreeLockStaysPastItsRetention) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    for (int i = 0; i < 200; ++i) {
+        auto lock = client.lock("order:" + std::to_string(i), {.retention = 1s});
+        lock.lock();
+        lock.unlock();
+    }
+    // A holder that dies: its lease, then the retention, and nothing is left.
+    auto child = dlock::support::run_in_child([&] {
+        dlock::Client c(server.uri());
+        auto lock = c.lock("dies-holding", {.lease = 300ms, .retention = 1s});
+        lock.lock();
+        std::_Exit(0);  // dies holding it: no release, no destructor
+        return 0;
+    });
+    EXPECT_EQ(dlock::support::wait_child(child), 0);
+    EXPECT_NE(server.cli({"DBSIZE"}), "0");
+    EXPECT_TRUE(eventually([&] { return server.cli({"DBSIZE"}) == "0"; }, 4s))
+        << server.cli({"DBSIZE"}) << " keys left: " << server.cli({"KEYS", "*"});
+}
+
+TEST(HoldTruth, TokensKeepGrowingAfterTheFenceExpiresIsEvictedOrTheServerRestartsEmpty) {
+    dlock::support::RedisServer server;
+    auto token_now = [&](const dlock::LockOptions& options = {}) {
+        dlock::Client client(server.uri());
+        auto lock = client.lock("monotonic", options);
+        lock.lock();
+        auto token = lock.fencing_token();
+        lock.unlock();
+        return token;
+    };
+    auto last = token_now();
+    // Evicted (or deleted): the counter is gone.
+    server.cli({"DEL", key_of("monotonic") + ":fence"});
+    auto next = token_now();
+    EXPECT_GT(next, last);
+    last = next;
+    // Restarted without persistence: everything is gone.
+    server.restart();
+    next = token_now();
+    EXPECT_GT(next, last);
+    last = next;
+    // Expired after its retention.
+    last = token_now({.retention = 1s});
+    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("monotonic") + ":fence"}) == "0"; }, 3s));
+    EXPECT_GT(token_now(), last);
+}
+
+TEST(HoldTruth, AnEvictingMaxmemoryPolicyIsWarnedOfOnce) {
+    dlock::support::RedisServer evicting({.extra_args = {"--maxmemory-policy", "allkeys-lru"}});
+    dlock::support::RedisServer safe;
+    std::mutex mutex;
+    std::vector<std::string> warnings;
+    dlock::ClientOptions options;
+    options.on_warning = [&](std::string_view message) {
+        std::lock_guard lock(mutex);
+        warnings.emplace_back(message);
+    };
+    {
+        dlock::Client client(evicting.uri(), options);
+        auto a = client.lock("a"), b = client.lock("b");
+        a.lock();
+        a.unlock();
+        ASSERT_TRUE(eventually([&] {
+            std::lock_guard lock(mutex);
+            return !warnings.empty();
+        }, 2s));
+    }
+    {
+        dlock::Client client(safe.uri(), options);
+        auto a = client.lock("a");
+        a.lock();
+        a.unlock();
+        std::this_thread::sleep_for(200ms);
+    }
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("allkeys-lru"), std::string::npos) << warnings[0];
+}
