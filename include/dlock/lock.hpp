@@ -4,17 +4,29 @@
 // the calling thread (Ownership::thread, the default), or the Lock object
 // itself (Ownership::handle, for async code whose work moves between
 // threads). The same owner may lock again: a hold count goes up, and only the
-// last unlock() releases. Another owner waits.
+// last unlock() releases. Another owner waits. Holds belong to the Client, by
+// (name, owner): two Lock objects for one name used by one thread are one
+// owner with one hold and one count.
 //
 // Mutual exclusion holds only while the lease is valid. The lease is set in
 // Redis at acquisition, so a holder that dies frees the lock after at most
 // one lease. While held, the client's lease keeper renews it every lease/3
-// (unless LockOptions::renew is false). When renewal finds the lock gone, or
-// cannot reach Redis before the lease would have run out, the hold is LOST:
-// lost_token() is stop-requested, LockOptions::on_lost is called, is_held()
-// turns false and the final unlock() reports errc::lease_lost. A paused
-// process can still act after its lease ended without knowing it; pass
-// fencing_token() to the resource so it can reject stale holders.
+// (unless LockOptions::renew is false). valid_until() = send time of the
+// request that set the lease + lease - drift (lease / 100 + 2 ms). When a
+// renewal finds the lock gone, when a force-release reaches the client's
+// inbox, or when valid_until() comes before a renewal was confirmed (a
+// renewal in flight does not delay it), the hold is LOST: lost_token() is
+// stop-requested and LockOptions::on_lost runs (both on the client's I/O
+// thread) no later than valid_until(); is_held() turns false and each
+// remaining unlock() reports errc::lease_lost. A paused process can still act
+// after its lease ended without knowing it; pass fencing_token() to the
+// resource so it can reject stale holders.
+//
+// Fencing tokens increase strictly per name on every fresh acquisition:
+// max(last + 1, the server's clock in microseconds), so they keep increasing
+// after the counter expired, was evicted or lost in a restart, as long as the
+// server's clock does not step back. After a lock is free nothing of it stays
+// in Redis longer than LockOptions::retention.
 //
 // Waiting never polls: a waiter sleeps until a release message arrives on the
 // lock's channel (one subscriber connection per client, shared) or until the
@@ -25,13 +37,16 @@
 //
 // Clocks: every deadline and validity is on std::chrono::steady_clock;
 // try_lock_until accepts other clocks and converts once, at the call.
+// Deadlines and stop requests are honoured within about a round trip, also
+// against a server that does not answer.
 //
 // Thread-safety: a Lock may be shared by many threads; each thread is its own
 // owner under Ownership::thread. Errors: contention is not an error
 // (try_lock* return false); everything else throws dlock::Error or, in the
-// error_code twins, sets ec. unlock() itself never throws, so std::lock_guard
-// and std::unique_lock are safe; use unlock(ec) or LockOptions::on_unlock_error
-// to hear of a failed release.
+// error_code twins, sets ec; a moved-from Lock gives errc::invalid_argument.
+// unlock() itself never throws, so std::lock_guard and std::unique_lock are
+// safe; use unlock(ec) or LockOptions::on_unlock_error to hear of a failed
+// release. Requires Redis 7.0 or later.
 #pragma once
 
 #include <chrono>
@@ -132,8 +147,10 @@ public:
     Lock(Client& client, std::string name, LockOptions options = {});
     Lock(Lock&&) noexcept;
     Lock& operator=(Lock&&) noexcept;
-    // Releases every hold still made through this object (best effort, as
-    // unlock() does), so a forgotten lock does not wait out its lease.
+    // Releases the holds made through this object and not unlocked (best
+    // effort, as unlock() does), so a forgotten lock does not wait out its
+    // lease; holds made through other Lock objects for the same name stay.
+    // Move-assignment releases them the same way first.
     ~Lock();
 
     // Blocks until acquired. Throws on failure (unreachable server, timeouts,
@@ -145,8 +162,9 @@ public:
     // One attempt. False when another owner holds it.
     [[nodiscard]] bool try_lock();
     [[nodiscard]] bool try_lock(std::error_code& ec) noexcept;
-    // Waits up to timeout; zero or negative means one attempt. Returns within
-    // about one round trip after the deadline.
+    // Waits up to timeout; zero or negative means one attempt (which waits up
+    // to command_timeout for its answer). Returns within about one round trip
+    // after the deadline; throws command_timeout if no attempt was answered.
     template <typename Rep, typename Period>
     [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
         return acquire_until(std::chrono::steady_clock::now() +
