@@ -431,7 +431,7 @@ TEST(HoldTruth, AForceReleaseIsHeardWithinARoundTrip) {
 }
 
 // No key lives forever.
-TEST(HoldTruth, NothingOfAFreeLockStaysPastItsRetention) {
+TEST(HoldTruth, NothingOfAFreeLockStaysPastItsRetentionNorOfADeadHoldersProcess) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     for (int i = 0; i < 200; ++i) {
