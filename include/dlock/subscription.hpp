@@ -20,7 +20,9 @@ public:
         resubscribed,  // the subscriber connection was re-established: messages may have been missed
     };
     // Runs on the client's I/O thread: it must not block. payload is empty
-    // for Event::resubscribed.
+    // for Event::resubscribed. It should not throw; if it does, the exception
+    // is discarded, the other listeners still run, and the subscriber
+    // connection is reset (every listener then gets Event::resubscribed).
     using Listener = std::function<void(Event event, std::string_view payload)>;
 
     Subscription() = default;

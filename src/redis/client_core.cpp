@@ -4,6 +4,7 @@
 
 #include <semaphore>
 
+#include "address_checks.hpp"
 #include "command_format.hpp"
 #include "dlock/error.hpp"
 
@@ -52,6 +53,26 @@ void validate(const ClientOptions& options) {
         throw Error(errc::invalid_argument, "reply limits must be positive");
 }
 
+// An address built field by field has not been through parse(); refuse here
+// what the I/O thread could not connect to, rather than fail there.
+const ServerAddress& validate(const ServerAddress& address) {
+    if (address.transport != ServerAddress::Transport::unix_socket) return address;
+    if (auto problem = socket_path_problem(address.socket_path); !problem.empty())
+        throw Error(errc::invalid_uri, problem);
+    return address;
+}
+
+// Hooks are other layers' code: one that throws must neither stop the others
+// nor escape a shutdown (a destructor, or the I/O thread's last handler).
+void run_each(std::vector<std::function<void()>>& hooks) noexcept {
+    for (auto& hook : hooks) {
+        try {
+            hook();
+        } catch (...) {
+        }
+    }
+}
+
 }  // namespace
 
 unsigned current_fork_generation() noexcept {
@@ -60,7 +81,7 @@ unsigned current_fork_generation() noexcept {
 }
 
 ClientCore::ClientCore(ServerAddress address, ClientOptions options)
-    : address_(std::move(address)),
+    : address_((validate(address), std::move(address))),
       options_((validate(options), std::move(options))),
       fork_generation_(current_fork_generation()),
       work_(asio::make_work_guard(io_)) {
@@ -73,8 +94,23 @@ ClientCore::~ClientCore() {
 
 void ClientCore::start() {
     commands_->start();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] { run_io(); });
     io_thread_id_ = thread_.get_id();
+}
+
+// No exception may end the I/O thread (an uncaught one terminates the
+// process). Connections turn their own handlers' exceptions into connection
+// errors; what still arrives here (a completion posted by the client core,
+// or a DedicatedConnections callback, that threw) is dropped, and the loop
+// goes on: Asio allows run() to be called again after a handler threw.
+void ClientCore::run_io() noexcept {
+    for (;;) {
+        try {
+            io_.run();
+            return;
+        } catch (...) {
+        }
+    }
 }
 
 void ClientCore::stop() {
@@ -83,8 +119,7 @@ void ClientCore::stop() {
         std::lock_guard lock(hooks_mutex_);
         hooks.swap(before_stop_);
     }
-    if (!on_io_thread())
-        for (auto& hook : hooks) hook();
+    if (!on_io_thread()) run_each(hooks);
     if (stopped_.exchange(true)) return;
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
@@ -93,7 +128,7 @@ void ClientCore::stop() {
             std::lock_guard lock(hooks_mutex_);
             io_hooks.swap(on_io_shutdown_);
         }
-        for (auto& hook : io_hooks) hook();
+        run_each(io_hooks);
         commands_->shutdown();
         if (subscriber_) subscriber_->shutdown();
         // Synchronises with a concurrent first submit_dedicated; none is made after this.

@@ -88,6 +88,7 @@ private:
     template <typename Start>
     Reply wait_for(Start start, std::error_code& ec) noexcept;
     bool spin_for(std::binary_semaphore& done) noexcept;
+    void run_io() noexcept;
 
     const ServerAddress address_;
     const ClientOptions options_;

@@ -11,6 +11,13 @@
 // goes to backoff, where new commands fail at once with the attempt's error
 // until the next attempt starts. Commands submitted while connecting wait
 // (up to their deadline) and are sent once the handshake is done.
+//
+// Exceptions: none leaves a handler of this connection. One thrown by the
+// connection's own work (bad_alloc while reading a reply) fails the
+// connection with an error code, std::errc::not_enough_memory for bad_alloc,
+// errc::connection_lost otherwise; one thrown by a caller's completion or a
+// listener is caught, the other completions of that read still run, and the
+// connection is dropped (see deliver()).
 #pragma once
 
 #include <chrono>
@@ -99,6 +106,12 @@ private:
     void write_from_io_thread();
     void on_write_error(std::uint64_t generation);
     void tick();
+    void expire_overdue();
+    template <typename Body>
+    void guarded(Body&& body);
+    // Fails the connection in whatever state it is: drop when ready, a failed
+    // attempt while connecting.
+    void lose(std::error_code ec, const std::string& detail);
     void close_stream() noexcept;
     static void fail_all(std::deque<Pending>& items, std::error_code ec, Clock::time_point now,
                          const std::string& detail = {});

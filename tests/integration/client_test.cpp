@@ -16,6 +16,21 @@
 
 using namespace std::chrono_literals;
 
+namespace {
+
+// The code of the Error a Client constructor threw; empty when it did not.
+template <typename... Args>
+std::error_code constructor_error(Args&&... args) {
+    try {
+        dlock::Client client(std::forward<Args>(args)...);
+    } catch (const dlock::Error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+}  // namespace
+
 TEST(Client, CommandsAndReplyKinds) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
@@ -63,18 +78,8 @@ TEST(Client, EmptyCommandIsInvalid) {
 TEST(Client, InvalidOptionsAreRejected) {
     dlock::ClientOptions options;
     options.command_timeout = 0ms;
-    try {
-        dlock::Client client("redis://127.0.0.1:1", options);
-        FAIL() << "no exception";
-    } catch (const dlock::Error& e) {
-        EXPECT_EQ(e.code(), dlock::errc::invalid_argument);
-    }
-    try {
-        dlock::Client client("redis://127.0.0.1:99999");
-        FAIL() << "no exception";
-    } catch (const dlock::Error& e) {
-        EXPECT_EQ(e.code(), dlock::errc::invalid_uri);
-    }
+    EXPECT_EQ(constructor_error("redis://127.0.0.1:1", options), dlock::errc::invalid_argument);
+    EXPECT_EQ(constructor_error("redis://127.0.0.1:99999"), dlock::errc::invalid_uri);
 }
 
 TEST(Client, SixtyFourThreadsEachGetTheirOwnReplies) {
@@ -176,6 +181,35 @@ TEST(Client, UseInAForkedChildFailsClearlyAndLeavesTheParentIntact) {
     EXPECT_EQ(WEXITSTATUS(status), 0);
     EXPECT_EQ(client.command({"ECHO", "parent"}).text, "parent");
     EXPECT_EQ(server.cli({"EXISTS", "from-child"}), "0");
+}
+
+TEST(Client, UnixSocketPathTooLongIsRejectedByTheConstructor) {
+    const std::string path = "/" + std::string(200, 'a');
+    EXPECT_EQ(constructor_error("unix://" + path), dlock::errc::invalid_uri);
+    // Built field by field, past parse(): refused all the same, not on the I/O thread.
+    dlock::ServerAddress address;
+    address.transport = dlock::ServerAddress::Transport::unix_socket;
+    address.socket_path = path;
+    EXPECT_EQ(constructor_error(address), dlock::errc::invalid_uri);
+}
+
+TEST(Client, ThrowingCallbackNeitherEndsTheProcessNorStarvesOthers) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    client.wait_connected();
+    std::promise<std::string> after;
+    std::string_view ping[] = {"PING"};
+    std::string_view echo[] = {"ECHO", "still here"};
+    client.submit(ping, [](std::error_code, dlock::Reply&&) { throw std::runtime_error("caller bug"); });
+    client.submit(echo, [&](std::error_code ec, dlock::Reply&& reply) {
+        after.set_value(ec ? ec.message() : reply.text);
+    });
+    auto future = after.get_future();
+    ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+    // Pipelined with the throwing one, it arrives in the same read or a later one.
+    EXPECT_EQ(future.get(), "still here");
+    // The connection was reset; the client reconnects and goes on.
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
 }
 
 TEST(Client, UnixSocket) {
