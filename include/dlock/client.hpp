@@ -20,6 +20,10 @@
 //
 // fork(): a Client must not be used in a child process; every call there fails
 // with errc::forked_child and the parent's connections are left untouched.
+// The child may destroy what it inherited (the Client, Subscriptions, Locks)
+// and exit normally: nothing is written to or closed on the parent's sockets,
+// the parent's channels stay subscribed, and nothing waits for the parent's
+// I/O thread.
 #pragma once
 
 #include <chrono>

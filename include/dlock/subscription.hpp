@@ -29,11 +29,14 @@ public:
     Subscription(Subscription&& other) noexcept;
     Subscription& operator=(Subscription&& other) noexcept;
     // Removes the listener; it is not called after the destructor returns
-    // (unless the destructor runs on the I/O thread inside a listener).
+    // (unless the destructor runs on the I/O thread inside a listener). In a
+    // process forked after subscribe() it does nothing: the channel stays
+    // subscribed for the parent, whose connection the child must not use.
     ~Subscription();
 
     // True once the server has confirmed the SUBSCRIBE, so no message
     // published from then on is missed. Waits until deadline at the most.
+    // Always false in a forked child.
     bool wait_active(std::chrono::steady_clock::time_point deadline) const;
     bool active() const;
 

@@ -1,7 +1,5 @@
 #include "client_core.hpp"
 
-#include <pthread.h>
-
 #include <semaphore>
 
 #include "address_checks.hpp"
@@ -10,15 +8,6 @@
 
 namespace dlock::detail {
 namespace {
-
-std::atomic<unsigned> fork_generation{0};
-
-void on_fork_child() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
-
-const bool fork_handler_installed = [] {
-    pthread_atfork(nullptr, nullptr, on_fork_child);
-    return true;
-}();
 
 // Formatting happens before any lock is taken; one buffer per thread keeps
 // the hot path free of allocations.
@@ -75,15 +64,20 @@ void run_each(std::vector<std::function<void()>>& hooks) noexcept {
 
 }  // namespace
 
-unsigned current_fork_generation() noexcept {
-    (void)fork_handler_installed;
-    return fork_generation.load(std::memory_order_relaxed);
+std::shared_ptr<ClientCore> ClientCore::create(ServerAddress address, ClientOptions options) {
+    // Whoever drops the last reference in a forked child (a Client, a Lock
+    // that outlived it), the core is kept there, not destroyed: destroying it
+    // would close the parent's sockets and deregister them from the epoll
+    // instance the parent shares, and join a thread the child does not have.
+    return std::shared_ptr<ClientCore>(new ClientCore(std::move(address), std::move(options)), [](ClientCore* core) {
+        if (core->forked()) keep_in_child(core);
+        else delete core;
+    });
 }
 
 ClientCore::ClientCore(ServerAddress address, ClientOptions options)
     : address_((validate(address), std::move(address))),
       options_((validate(options), std::move(options))),
-      fork_generation_(current_fork_generation()),
       work_(asio::make_work_guard(io_)) {
     commands_ = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply);
 }
@@ -145,12 +139,18 @@ void ClientCore::stop() {
     thread_.join();
 }
 
-bool ClientCore::forked() const noexcept { return current_fork_generation() != fork_generation_; }
+bool ClientCore::forked() const noexcept { return fork_guard_.forked(); }
 
 std::error_code ClientCore::usable() const noexcept {
     if (forked()) return errc::forked_child;
     if (stopped_.load(std::memory_order_relaxed)) return errc::client_closed;
     return {};
+}
+
+void ClientCore::fail_soon(Completion& done, std::error_code ec) {
+    // A child has no I/O thread to run it, and must not wake the parent's.
+    if (ec == errc::forked_child) return done(ec, Reply{});
+    asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
 }
 
 void ClientCore::submit_formatted(std::string_view formatted, Completion done, Clock::time_point deadline) {
@@ -159,8 +159,7 @@ void ClientCore::submit_formatted(std::string_view formatted, Completion done, C
         ec = commands_->submit(formatted, done, deadline);
         if (!ec) return;
     }
-    if (ec == errc::forked_child) return done(ec, Reply{});  // the child has no I/O thread
-    asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+    fail_soon(done, ec);
 }
 
 void ClientCore::submit(Args args, Completion done) {
@@ -290,7 +289,7 @@ void ClientCore::submit_many(std::span<const std::string_view> formatted, std::v
     if (!ec) ec = commands_->submit_many(formatted, dones, deadline());
     if (!ec) return;
     for (auto& done : dones)
-        if (done) asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+        if (done) fail_soon(done, ec);
 }
 
 std::shared_ptr<void> ClientCore::attachment(const std::function<std::shared_ptr<void>()>& make) {

@@ -17,6 +17,7 @@
 #include "dlock/client_options.hpp"
 #include "dlock/script.hpp"
 #include "dlock/server_address.hpp"
+#include "fork_guard.hpp"
 #include "subscriber.hpp"
 
 namespace dlock::detail {
@@ -25,7 +26,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 public:
     using Args = std::span<const std::string_view>;
 
-    ClientCore(ServerAddress address, ClientOptions options);
+    // The one way to make a core: its last reference, dropped in a forked
+    // child, keeps it instead of destroying it (see fork_guard.hpp).
+    static std::shared_ptr<ClientCore> create(ServerAddress address, ClientOptions options);
     ~ClientCore();
 
     void start();
@@ -85,6 +88,10 @@ public:
     const ClientOptions& options() const noexcept { return options_; }
 
 private:
+    ClientCore(ServerAddress address, ClientOptions options);
+
+    // Runs done with ec later on the I/O thread, or at once in a forked child.
+    void fail_soon(Completion& done, std::error_code ec);
     template <typename Start>
     Reply wait_for(Start start, std::error_code& ec) noexcept;
     bool spin_for(std::binary_semaphore& done) noexcept;
@@ -92,7 +99,7 @@ private:
 
     const ServerAddress address_;
     const ClientOptions options_;
-    const unsigned fork_generation_;
+    const ForkGuard fork_guard_;
 
     asio::io_context io_;
     asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -112,8 +119,5 @@ private:
     std::vector<std::function<void()>> before_stop_;
     std::vector<std::function<void()>> on_io_shutdown_;
 };
-
-// Incremented in every child after fork().
-unsigned current_fork_generation() noexcept;
 
 }  // namespace dlock::detail

@@ -96,9 +96,20 @@ void Connection::lose(std::error_code ec, const std::string& detail) {
     else if (state == State::connecting) fail_attempt(ec, detail);
 }
 
+std::unique_lock<std::mutex> Connection::enter(std::error_code& ec) {
+    if (fork_guard_.forked()) {
+        ec = errc::forked_child;
+        return {};
+    }
+    ec.clear();
+    return std::unique_lock(mutex_);
+}
+
 void Connection::start() {
     {
-        std::lock_guard lock(mutex_);
+        std::error_code ec;
+        auto lock = enter(ec);
+        if (ec) return;
         state_ = State::connecting;
     }
     asio::post(io_, [self = shared_from_this()] {
@@ -133,7 +144,9 @@ std::string Connection::last_error_detail() const {
 }
 
 std::error_code Connection::wait_connected(Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec) return ec;
     state_changed_.wait_until(lock, deadline, [&] {
         return state_ == State::ready || state_ == State::backoff || state_ == State::closed;
     });
@@ -148,7 +161,9 @@ std::error_code Connection::wait_connected(Clock::time_point deadline) {
 // ---- submitting and writing (any thread) ----
 
 std::error_code Connection::submit(std::string_view formatted, Completion& done, Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec) return ec;
     switch (state_) {
         case State::ready:
             out_.append(formatted);
@@ -167,7 +182,9 @@ std::error_code Connection::submit(std::string_view formatted, Completion& done,
 
 std::error_code Connection::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
                                         Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec) return ec;
     switch (state_) {
         case State::ready:
             for (std::size_t i = 0; i < formatted.size(); ++i) {
@@ -188,8 +205,9 @@ std::error_code Connection::submit_many(std::span<const std::string_view> format
 }
 
 bool Connection::send_if_ready(std::string_view formatted) {
-    std::unique_lock lock(mutex_);
-    if (state_ != State::ready) return false;
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec || state_ != State::ready) return false;
     out_.append(formatted);
     flush(lock);
     return true;
