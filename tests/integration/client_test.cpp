@@ -1,11 +1,13 @@
 // The command connection against a real server: pipelining, many threads,
 // async submission, fork.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <future>
 #include <thread>
 #include <vector>
@@ -13,6 +15,8 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "eventually.hpp"
+#include "redis/client_core.hpp"
+#include "redis/command_format.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -28,6 +32,20 @@ std::error_code constructor_error(Args&&... args) {
         return e.code();
     }
     return {};
+}
+
+// This process's socket descriptors, and whether each is close-on-exec.
+std::vector<std::pair<int, bool>> sockets_and_cloexec() {
+    std::vector<std::pair<int, bool>> out;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        auto target = std::filesystem::read_symlink(entry.path(), ec).string();
+        if (ec || target.rfind("socket:", 0) != 0) continue;
+        const int fd = std::stoi(entry.path().filename().string());
+        const int flags = fcntl(fd, F_GETFD);
+        if (flags >= 0) out.emplace_back(fd, (flags & FD_CLOEXEC) != 0);
+    }
+    return out;
 }
 
 }  // namespace
@@ -215,6 +233,27 @@ TEST(Client, ThrowingCallbackNeitherEndsTheProcessNorStarvesOthers) {
         std::error_code ec;
         return client.command(ping, ec).text == "PONG";
     }));
+}
+
+TEST(Client, EverySocketIsCloseOnExec) {
+    // A command run by `dlock run` must not hold the Redis connections open.
+    dlock::support::RedisServer server({.unix_socket = true});
+    dlock::Client client(server.uri());
+    dlock::Client over_unix(server.unix_uri());
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
+    EXPECT_EQ(over_unix.command({"PING"}).text, "PONG");
+    auto subscription = client.subscribe("ch", [](auto, auto) {});
+    ASSERT_TRUE(subscription.wait_active(std::chrono::steady_clock::now() + 5s));
+    // A dedicated connection, as a write followed by WAIT uses; kept for reuse.
+    std::string ping;
+    dlock::detail::append_command(ping, std::vector<std::string_view>{"PING"});
+    std::promise<std::error_code> dedicated;
+    client.core()->submit_dedicated({ping}, [&](std::error_code ec, std::vector<dlock::Reply>&&) { dedicated.set_value(ec); },
+                                    std::chrono::steady_clock::now() + 5s);
+    ASSERT_FALSE(dedicated.get_future().get());
+    auto sockets = sockets_and_cloexec();
+    EXPECT_GE(sockets.size(), 4u);  // command, subscriber, dedicated, unix command
+    for (auto [fd, cloexec] : sockets) EXPECT_TRUE(cloexec) << "socket descriptor " << fd << " is inherited by exec";
 }
 
 TEST(Client, UnixSocket) {
