@@ -20,6 +20,10 @@
 //
 // fork(): a Client must not be used in a child process; every call there fails
 // with errc::forked_child and the parent's connections are left untouched.
+// The child may destroy what it inherited (the Client, Subscriptions, Locks)
+// and exit normally: nothing is written to or closed on the parent's sockets,
+// the parent's channels stay subscribed, and nothing waits for the parent's
+// I/O thread.
 #pragma once
 
 #include <chrono>
@@ -49,12 +53,16 @@ public:
     using Args = std::span<const std::string_view>;
     // Runs on the I/O thread: it must not block and must not make blocking
     // calls on this Client. ec is set for transport failures and for error
-    // replies (then reply holds Redis's text).
+    // replies (then reply holds Redis's text). It should not throw; if it
+    // does, the exception is caught and discarded on the I/O thread, the
+    // other callbacks still run, and the connection that delivered the reply
+    // is reset (what is in flight on it fails with errc::connection_lost).
     using Callback = std::function<void(std::error_code ec, Reply&& reply)>;
 
     // Starts connecting in the background; does not wait. Throws Error with
-    // errc::invalid_uri for a malformed URI and errc::invalid_argument for
-    // non-positive timeouts. An unreachable server is reported by the first
+    // errc::invalid_uri for a malformed URI (or an address no socket can
+    // reach, such as a unix socket path over ServerAddress::max_socket_path)
+    // and errc::invalid_argument for non-positive timeouts. An unreachable server is reported by the first
     // command (or wait_connected), not here.
     explicit Client(std::string_view uri = default_server_uri, ClientOptions options = {});
     explicit Client(ServerAddress address, ClientOptions options = {});

@@ -32,9 +32,20 @@ struct ClientOptions {
     std::string client_name = "dlock";
     // TLS settings for rediss:// URIs.
     TlsOptions tls;
-    // Limits on what the server may send: a single string and one array's
-    // element count. Over the limit: errc::reply_too_large, connection reset.
-    // Defaults 512 MiB and 16 Mi elements. Nesting is limited to 7 levels.
+    // Limits on what the server may send: the length of one string and the
+    // element count of one array. Both are checked against the reply's
+    // headers, before the bytes they announce are buffered; over a limit the
+    // reply fails with errc::reply_too_large and the connection is reset.
+    // Nesting is limited to 7 levels. Defaults 512 MiB and 16 Mi elements.
+    //
+    // What they bound: memory is only ever allocated for bytes received (an
+    // announced array count reserves nothing), so a hostile or broken server
+    // can make one connection hold at most about max_string_bytes of
+    // buffered string plus a small multiple of the bytes it actually sent.
+    // SIZE_MAX means no limit of dlock's own; lengths hiredis cannot add to
+    // without overflow (past 2^63 - 3) and counts past INT_MAX are refused
+    // whatever the limits. Running out of memory while reading a reply
+    // fails it with std::errc::not_enough_memory and resets the connection.
     std::size_t max_string_bytes = std::size_t{512} << 20;
     std::size_t max_array_elements = std::size_t{16} << 20;
     // Told once per Client about a server setting that weakens locks: today,

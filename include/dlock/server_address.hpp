@@ -7,10 +7,12 @@
 // host may be a name, an IPv4 address or a bracketed IPv6 address ([::1]).
 // user and password may be percent-encoded (%40 for '@'). An empty user with a
 // password (redis://:secret@host) means the default user. Ports are 1..65535,
-// db is 0..2147483647. Anything else is rejected with errc::invalid_uri and a
+// db is 0..2147483647. A socket path, once decoded, is at most 107 bytes
+// (max_socket_path) and holds no NUL. Anything else is rejected with errc::invalid_uri and a
 // message naming the offending part; parsing never touches the network.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,10 +26,13 @@ struct ServerAddress {
     Transport transport = Transport::tcp;
     std::string host = "127.0.0.1";   // tcp and tls; IPv6 without brackets
     std::uint16_t port = 6379;        // tcp and tls
-    std::string socket_path;          // unix_socket
+    std::string socket_path;          // unix_socket; at most max_socket_path bytes, no NUL
     std::string username;             // empty: the default user
     std::string password;             // empty: no AUTH
     long database = 0;                // SELECT after connecting when non-zero
+
+    // The longest unix socket path the kernel takes: sizeof(sockaddr_un::sun_path) - 1.
+    static constexpr std::size_t max_socket_path = 107;
 
     // Throws dlock::Error(errc::invalid_uri) with the reason.
     static ServerAddress parse(std::string_view uri);

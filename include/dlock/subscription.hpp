@@ -20,18 +20,23 @@ public:
         resubscribed,  // the subscriber connection was re-established: messages may have been missed
     };
     // Runs on the client's I/O thread: it must not block. payload is empty
-    // for Event::resubscribed.
+    // for Event::resubscribed. It should not throw; if it does, the exception
+    // is discarded, the other listeners still run, and the subscriber
+    // connection is reset (every listener then gets Event::resubscribed).
     using Listener = std::function<void(Event event, std::string_view payload)>;
 
     Subscription() = default;
     Subscription(Subscription&& other) noexcept;
     Subscription& operator=(Subscription&& other) noexcept;
     // Removes the listener; it is not called after the destructor returns
-    // (unless the destructor runs on the I/O thread inside a listener).
+    // (unless the destructor runs on the I/O thread inside a listener). In a
+    // process forked after subscribe() it does nothing: the channel stays
+    // subscribed for the parent, whose connection the child must not use.
     ~Subscription();
 
     // True once the server has confirmed the SUBSCRIBE, so no message
     // published from then on is missed. Waits until deadline at the most.
+    // Always false in a forked child.
     bool wait_active(std::chrono::steady_clock::time_point deadline) const;
     bool active() const;
 

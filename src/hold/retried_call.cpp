@@ -38,10 +38,11 @@ void RetriedCall::send(std::string_view bytes) {
 }
 
 void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
-    if (ec == errc::no_script) {
+    if (ec == errc::no_script && !sent_as_eval_) {
         // The server forgot the script (SCRIPT FLUSH, restart, failover):
         // the same call as EVAL, which also caches it for the next EVALSHA.
-        was_sent_ = true;
+        // Once: a server that keeps saying NOSCRIPT gets an error, not a loop.
+        sent_as_eval_ = true;
         return send(rewrite_evalsha_as_eval(evalsha_, script_.sha1(), script_.text()));
     }
     if (!ec || !retryable(ec)) return finish(ec, std::move(reply));

@@ -67,6 +67,7 @@ private:
     Clock::time_point first_sent_{};
     std::string evalsha_;
     bool was_sent_ = false;  // I/O thread after the first send: some copy may have run
+    bool sent_as_eval_ = false;  // the NOSCRIPT fallback was used
     std::optional<asio::steady_timer> retry_timer_;
 
     std::mutex mutex_;

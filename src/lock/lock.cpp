@@ -24,6 +24,13 @@ bool is_acquire_reply(const Reply& reply) {
            (reply.elements[0].integer != busy || reply.elements.size() == 2);
 }
 
+// The holder's lease left, as the server said, but never past the longest
+// lease there can be: a key someone gave a huge TTL must not overflow the
+// clock arithmetic of the wait.
+std::chrono::milliseconds holders_lease_left(const Reply& reply) {
+    return std::chrono::milliseconds(std::clamp<long long>(reply.elements[1].integer, 1, max_lease.count()));
+}
+
 Grant grant_of(const Reply& reply, LockClock::time_point sent) {
     return Grant{static_cast<std::uint64_t>(reply.elements[1].integer),
                  static_cast<unsigned>(std::max<long long>(reply.elements[2].integer, 1)), sent, sent};
@@ -148,7 +155,7 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
         return false;
     }
     if (answer.reply.elements[0].integer == granted) {
-        const auto count = static_cast<unsigned>(answer.reply.elements[2].integer);
+        const auto count = static_cast<unsigned>(std::clamp<long long>(answer.reply.elements[2].integer, 1, UINT32_MAX));
         if (hold->reentered(count, answer.sent, identity->options.lease)) {
             count_outstanding(owner, +1);
             return true;
@@ -187,8 +194,7 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
         ec = errc::protocol_error;
         return {Outcome::failed};
     }
-    if (answer.reply.elements[0].integer == busy)
-        return {Outcome::busy, std::chrono::milliseconds(std::max<long long>(answer.reply.elements[1].integer, 1))};
+    if (answer.reply.elements[0].integer == busy) return {Outcome::busy, holders_lease_left(answer.reply)};
     if (!record_grant(owner, slot, grant_of(answer.reply, answer.sent), operation))
         return {Outcome::busy, std::chrono::milliseconds(1)};
     return {Outcome::acquired};

@@ -176,7 +176,7 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& s
             token = std::max(token, answer.token);
         } else if (answer.vote == Vote::held_by_another) {
             ++held_by_another;
-            shortest_pttl = std::min(shortest_pttl, std::max(answer.pttl, 1LL));
+            shortest_pttl = std::min(shortest_pttl, std::clamp<long long>(answer.pttl, 1, max_lease.count()));
         }
     }
     if (won(n, granted) && remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0 &&

@@ -8,18 +8,14 @@ namespace dlock {
 Client::Client(std::string_view uri, ClientOptions options) : Client(ServerAddress::parse(uri), std::move(options)) {}
 
 Client::Client(ServerAddress address, ClientOptions options)
-    : core_(std::make_shared<detail::ClientCore>(std::move(address), std::move(options))) {
+    : core_(detail::ClientCore::create(std::move(address), std::move(options))) {
     core_->start();
 }
 
 Client::~Client() {
-    if (core_->forked()) {
-        // The child must not touch the parent's sockets or wait for an I/O
-        // thread it does not have: leave the copy of the state alone.
-        new std::shared_ptr<detail::ClientCore>(std::move(core_));
-        return;
-    }
-    core_->stop();
+    // In a forked child there is nothing to stop: the parent's I/O thread and
+    // sockets are the parent's (and the core is kept, see ClientCore::create).
+    if (!core_->forked()) core_->stop();
 }
 
 Reply Client::command(std::initializer_list<std::string_view> args) {

@@ -1,23 +1,13 @@
 #include "client_core.hpp"
 
-#include <pthread.h>
-
 #include <semaphore>
 
+#include "address_checks.hpp"
 #include "command_format.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock::detail {
 namespace {
-
-std::atomic<unsigned> fork_generation{0};
-
-void on_fork_child() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
-
-const bool fork_handler_installed = [] {
-    pthread_atfork(nullptr, nullptr, on_fork_child);
-    return true;
-}();
 
 // Formatting happens before any lock is taken; one buffer per thread keeps
 // the hot path free of allocations.
@@ -44,17 +34,42 @@ void validate(const ClientOptions& options) {
         throw Error(errc::invalid_argument, "reply limits must be positive");
 }
 
+// An address built field by field has not been through parse(); refuse here
+// what the I/O thread could not connect to, rather than fail there.
+const ServerAddress& validate(const ServerAddress& address) {
+    if (address.transport != ServerAddress::Transport::unix_socket) return address;
+    if (auto problem = socket_path_problem(address.socket_path); !problem.empty())
+        throw Error(errc::invalid_uri, problem);
+    return address;
+}
+
+// Hooks are other layers' code: one that throws must neither stop the others
+// nor escape a shutdown (a destructor, or the I/O thread's last handler).
+void run_each(std::vector<std::function<void()>>& hooks) noexcept {
+    for (auto& hook : hooks) {
+        try {
+            hook();
+        } catch (...) {
+        }
+    }
+}
+
 }  // namespace
 
-unsigned current_fork_generation() noexcept {
-    (void)fork_handler_installed;
-    return fork_generation.load(std::memory_order_relaxed);
+std::shared_ptr<ClientCore> ClientCore::create(ServerAddress address, ClientOptions options) {
+    // Whoever drops the last reference in a forked child (a Client, a Lock
+    // that outlived it), the core is kept there, not destroyed: destroying it
+    // would close the parent's sockets and deregister them from the epoll
+    // instance the parent shares, and join a thread the child does not have.
+    return std::shared_ptr<ClientCore>(new ClientCore(std::move(address), std::move(options)), [](ClientCore* core) {
+        if (core->forked()) keep_in_child(core);
+        else delete core;
+    });
 }
 
 ClientCore::ClientCore(ServerAddress address, ClientOptions options)
-    : address_(std::move(address)),
+    : address_((validate(address), std::move(address))),
       options_((validate(options), std::move(options))),
-      fork_generation_(current_fork_generation()),
       work_(asio::make_work_guard(io_)) {
     commands_ = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply);
 }
@@ -65,8 +80,23 @@ ClientCore::~ClientCore() {
 
 void ClientCore::start() {
     commands_->start();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] { run_io(); });
     io_thread_id_ = thread_.get_id();
+}
+
+// No exception may end the I/O thread (an uncaught one terminates the
+// process). Connections turn their own handlers' exceptions into connection
+// errors; what still arrives here (a completion posted by the client core,
+// or a DedicatedConnections callback, that threw) is dropped, and the loop
+// goes on: Asio allows run() to be called again after a handler threw.
+void ClientCore::run_io() noexcept {
+    for (;;) {
+        try {
+            io_.run();
+            return;
+        } catch (...) {
+        }
+    }
 }
 
 void ClientCore::stop() {
@@ -75,8 +105,7 @@ void ClientCore::stop() {
         std::lock_guard lock(hooks_mutex_);
         hooks.swap(before_stop_);
     }
-    if (!on_io_thread())
-        for (auto& hook : hooks) hook();
+    if (!on_io_thread()) run_each(hooks);
     if (stopped_.exchange(true)) return;
     if (!thread_.joinable()) return;
     asio::post(io_, [this] {
@@ -85,7 +114,7 @@ void ClientCore::stop() {
             std::lock_guard lock(hooks_mutex_);
             io_hooks.swap(on_io_shutdown_);
         }
-        for (auto& hook : io_hooks) hook();
+        run_each(io_hooks);
         commands_->shutdown();
         if (subscriber_) subscriber_->shutdown();
         // Synchronises with a concurrent first submit_dedicated; none is made after this.
@@ -102,12 +131,18 @@ void ClientCore::stop() {
     thread_.join();
 }
 
-bool ClientCore::forked() const noexcept { return current_fork_generation() != fork_generation_; }
+bool ClientCore::forked() const noexcept { return fork_guard_.forked(); }
 
 std::error_code ClientCore::usable() const noexcept {
     if (forked()) return errc::forked_child;
     if (stopped_.load(std::memory_order_relaxed)) return errc::client_closed;
     return {};
+}
+
+void ClientCore::fail_soon(Completion& done, std::error_code ec) {
+    // A child has no I/O thread to run it, and must not wake the parent's.
+    if (ec == errc::forked_child) return done(ec, Reply{});
+    asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
 }
 
 void ClientCore::submit_formatted(std::string_view formatted, Completion done, Clock::time_point deadline) {
@@ -116,8 +151,7 @@ void ClientCore::submit_formatted(std::string_view formatted, Completion done, C
         ec = commands_->submit(formatted, done, deadline);
         if (!ec) return;
     }
-    if (ec == errc::forked_child) return done(ec, Reply{});  // the child has no I/O thread
-    asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+    fail_soon(done, ec);
 }
 
 void ClientCore::submit(Args args, Completion done) {
@@ -234,7 +268,7 @@ void ClientCore::submit_many(std::span<const std::string_view> formatted, std::v
     if (!ec) ec = commands_->submit_many(formatted, dones, until);
     if (!ec) return;
     for (auto& done : dones)
-        if (done) asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+        if (done) fail_soon(done, ec);
 }
 
 std::shared_ptr<void> ClientCore::attachment(const std::function<std::shared_ptr<void>()>& make) {

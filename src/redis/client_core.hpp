@@ -17,6 +17,7 @@
 #include "dlock/client_options.hpp"
 #include "dlock/script.hpp"
 #include "dlock/server_address.hpp"
+#include "fork_guard.hpp"
 #include "subscriber.hpp"
 
 namespace dlock::detail {
@@ -25,7 +26,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 public:
     using Args = std::span<const std::string_view>;
 
-    ClientCore(ServerAddress address, ClientOptions options);
+    // The one way to make a core: its last reference, dropped in a forked
+    // child, keeps it instead of destroying it (see fork_guard.hpp).
+    static std::shared_ptr<ClientCore> create(ServerAddress address, ClientOptions options);
     ~ClientCore();
 
     void start();
@@ -107,6 +110,10 @@ public:
     }
 
 private:
+    ClientCore(ServerAddress address, ClientOptions options);
+
+    // Runs done with ec later on the I/O thread, or at once in a forked child.
+    void fail_soon(Completion& done, std::error_code ec);
     template <typename Start>
     Reply wait_for(Start start, std::error_code& ec) noexcept;
     static void cpu_relax() noexcept {
@@ -116,10 +123,11 @@ private:
         asm volatile("yield");
 #endif
     }
+    void run_io() noexcept;
 
     const ServerAddress address_;
     const ClientOptions options_;
-    const unsigned fork_generation_;
+    const ForkGuard fork_guard_;
 
     asio::io_context io_;
     asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -139,8 +147,5 @@ private:
     std::vector<std::function<void()>> before_stop_;
     std::vector<std::function<void()>> on_io_shutdown_;
 };
-
-// Incremented in every child after fork().
-unsigned current_fork_generation() noexcept;
 
 }  // namespace dlock::detail

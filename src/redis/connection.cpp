@@ -26,6 +26,17 @@ double random_fraction() {
     return std::uniform_real_distribution<double>(0.5, 1.0)(engine);
 }
 
+// Runs code of a caller (a completion, a listener); false when it threw.
+template <typename Call>
+bool ran_cleanly(Call&& call) noexcept {
+    try {
+        call();
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
 }  // namespace
 
 Connection::Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks)
@@ -58,14 +69,52 @@ Connection::Connection(asio::io_context& io, ServerAddress address, ClientOption
 
 Connection::~Connection() = default;
 
-void Connection::start() {
+// Every handler this connection runs on the I/O thread goes through here: an
+// exception (bad_alloc while reading or building a reply, anything from a
+// handshake step) fails the connection with an error code, as a read error
+// would, instead of escaping the I/O thread.
+template <typename Body>
+void Connection::guarded(Body&& body) {
+    try {
+        body();
+    } catch (const std::bad_alloc&) {
+        lose(std::make_error_code(std::errc::not_enough_memory), "out of memory");
+    } catch (const std::exception& e) {
+        lose(errc::connection_lost, e.what());
+    } catch (...) {
+        lose(errc::connection_lost, "unknown exception");
+    }
+}
+
+void Connection::lose(std::error_code ec, const std::string& detail) {
+    State state;
     {
         std::lock_guard lock(mutex_);
+        state = state_;
+    }
+    if (state == State::ready) drop(ec);
+    else if (state == State::connecting) fail_attempt(ec, detail);
+}
+
+std::unique_lock<std::mutex> Connection::enter(std::error_code& ec) {
+    if (fork_guard_.forked()) {
+        ec = errc::forked_child;
+        return {};
+    }
+    ec.clear();
+    return std::unique_lock(mutex_);
+}
+
+void Connection::start() {
+    {
+        std::error_code ec;
+        auto lock = enter(ec);
+        if (ec) return;
         state_ = State::connecting;
     }
     asio::post(io_, [self = shared_from_this()] {
-        self->begin_attempt();
         self->tick();
+        self->guarded([&] { self->begin_attempt(); });
     });
 }
 
@@ -95,7 +144,9 @@ std::string Connection::last_error_detail() const {
 }
 
 std::error_code Connection::wait_connected(Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec) return ec;
     state_changed_.wait_until(lock, deadline, [&] {
         return state_ == State::ready || state_ == State::backoff || state_ == State::closed;
     });
@@ -110,7 +161,9 @@ std::error_code Connection::wait_connected(Clock::time_point deadline) {
 // ---- submitting and writing (any thread) ----
 
 std::error_code Connection::submit(std::string_view formatted, Completion& done, Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec) return ec;
     switch (state_) {
         case State::ready:
             out_.append(formatted);
@@ -129,7 +182,9 @@ std::error_code Connection::submit(std::string_view formatted, Completion& done,
 
 std::error_code Connection::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
                                         Clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec) return ec;
     switch (state_) {
         case State::ready:
             for (std::size_t i = 0; i < formatted.size(); ++i) {
@@ -150,8 +205,9 @@ std::error_code Connection::submit_many(std::span<const std::string_view> format
 }
 
 bool Connection::send_if_ready(std::string_view formatted) {
-    std::unique_lock lock(mutex_);
-    if (state_ != State::ready) return false;
+    std::error_code ec;
+    auto lock = enter(ec);
+    if (ec || state_ != State::ready) return false;
     out_.append(formatted);
     flush(lock);
     return true;
@@ -162,7 +218,7 @@ void Connection::flush(std::unique_lock<std::mutex>& lock) {
     writer_active_ = true;
     if (!direct_writes_) {
         lock.unlock();
-        asio::post(io_, [self = shared_from_this()] { self->write_from_io_thread(); });
+        asio::post(io_, [self = shared_from_this()] { self->guarded([&] { self->write_from_io_thread(); }); });
         return;
     }
     // This thread is the writer until out_ stays empty. The buffers swap so
@@ -179,12 +235,14 @@ void Connection::flush(std::unique_lock<std::mutex>& lock) {
         if (error == std::errc::operation_would_block) {
             out_.insert(0, sending, written, std::string::npos);
             lock.unlock();
-            asio::post(io_, [self = shared_from_this()] { self->write_from_io_thread(); });
+            asio::post(io_, [self = shared_from_this()] { self->guarded([&] { self->write_from_io_thread(); }); });
             return;
         }
         if (error) {
             lock.unlock();
-            asio::post(io_, [self = shared_from_this(), generation] { self->on_write_error(generation); });
+            asio::post(io_, [self = shared_from_this(), generation] {
+                self->guarded([&] { self->on_write_error(generation); });
+            });
             return;
         }
         if (out_.empty()) {
@@ -227,12 +285,14 @@ void Connection::write_from_io_thread() {
         generation = generation_;
     }
     stream_->async_write(bytes, [self = shared_from_this(), generation](std::error_code ec, std::size_t) {
-        if (ec) return self->on_write_error(generation);
-        {
-            std::lock_guard lock(self->mutex_);
-            if (self->generation_ != generation) return;
-        }
-        self->write_from_io_thread();
+        self->guarded([&] {
+            if (ec) return self->on_write_error(generation);
+            {
+                std::lock_guard lock(self->mutex_);
+                if (self->generation_ != generation) return;
+            }
+            self->write_from_io_thread();
+        });
     });
 }
 
@@ -259,13 +319,18 @@ void Connection::begin_attempt() {
     connect_timer_.expires_after(options_.connect_timeout);
     connect_timer_.async_wait([self = shared_from_this(), attempt](std::error_code ec) {
         if (ec || attempt != self->attempt_) return;
-        self->fail_attempt(errc::connect_timeout, "no connection to " + self->address_.to_string() + " within " +
-                                                      std::to_string(self->options_.connect_timeout.count()) + " ms");
+        self->guarded([&] {
+            self->fail_attempt(errc::connect_timeout, "no connection to " + self->address_.to_string() + " within " +
+                                                          std::to_string(self->options_.connect_timeout.count()) +
+                                                          " ms");
+        });
     });
     stream_->async_connect([self = shared_from_this(), attempt](std::error_code ec, std::string detail) {
         if (attempt != self->attempt_) return;
-        if (ec) return self->fail_attempt(ec, self->address_.to_string() + ": " + detail);
-        self->start_handshake(attempt);
+        self->guarded([&] {
+            if (ec) return self->fail_attempt(ec, self->address_.to_string() + ": " + detail);
+            self->start_handshake(attempt);
+        });
     });
 }
 
@@ -295,7 +360,7 @@ void Connection::start_handshake(std::uint64_t attempt) {
     }
     stream_->async_write(bytes, [self = shared_from_this(), attempt](std::error_code ec, std::size_t) {
         if (ec && attempt == self->attempt_)
-            self->fail_attempt(map_connect_error(ec), "handshake write failed: " + ec.message());
+            self->guarded([&] { self->fail_attempt(map_connect_error(ec), "handshake write failed: " + ec.message()); });
     });
     read_loop(attempt);
 }
@@ -374,7 +439,7 @@ void Connection::schedule_reconnect() {
         static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(delay).count() * random_fraction()));
     reconnect_timer_.expires_after(jittered);
     reconnect_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-        if (!ec) self->begin_attempt();
+        if (!ec) self->guarded([&] { self->begin_attempt(); });
     });
 }
 
@@ -410,19 +475,21 @@ void Connection::close_stream() noexcept {
 void Connection::read_loop(std::uint64_t attempt) {
     stream_->async_read_some(asio::buffer(read_buffer_), [self = shared_from_this(), attempt](std::error_code ec, std::size_t n) {
         if (attempt != self->attempt_) return;
-        if (ec) {
-            bool ready;
-            {
-                std::lock_guard lock(self->mutex_);
-                ready = self->state_ == State::ready;
+        self->guarded([&] {
+            if (ec) {
+                bool ready;
+                {
+                    std::lock_guard lock(self->mutex_);
+                    ready = self->state_ == State::ready;
+                }
+                if (ready) self->drop(errc::connection_lost);
+                else self->fail_attempt(map_connect_error(ec), "connection closed during handshake: " + ec.message());
+                return;
             }
-            if (ready) self->drop(errc::connection_lost);
-            else self->fail_attempt(map_connect_error(ec), "connection closed during handshake: " + ec.message());
-            return;
-        }
-        self->reader_->feed(self->read_buffer_.data(), n);
-        self->process_replies();
-        if (attempt == self->attempt_) self->read_loop(attempt);
+            self->reader_->feed(self->read_buffer_.data(), n);
+            self->process_replies();
+            if (attempt == self->attempt_) self->read_loop(attempt);
+        });
     });
 }
 
@@ -444,9 +511,16 @@ void Connection::process_replies() {
     if (ec && attempt == attempt_) drop(ec);
 }
 
+// A completion or listener that throws does not stop the others of this
+// read: each caller still gets its reply. The connection is then dropped
+// (commands in flight fail with connection_lost, a subscriber resubscribes
+// and announces it): what threw may have missed what it was told, and a
+// reset is the one signal every caller of this connection sees.
 void Connection::deliver(std::vector<Reply>& replies) {
     if (mode_ == Mode::subscriber) {
-        for (auto& r : replies) hooks_.on_push(std::move(r));
+        bool clean = true;
+        for (auto& r : replies) clean &= ran_cleanly([&] { hooks_.on_push(std::move(r)); });
+        if (!clean) drop(errc::connection_lost);
         return;
     }
     auto& completions = completions_;
@@ -466,17 +540,32 @@ void Connection::deliver(std::vector<Reply>& replies) {
     }
     // Completions run outside the lock: they may submit again (the EVAL
     // fallback does). They cannot reenter deliver(): only a read calls it.
+    bool clean = true;
     for (std::size_t i = 0; i < completions.size(); ++i) {
         std::error_code ec = replies[i].error_code();
-        completions[i](ec, std::move(replies[i]));
+        clean &= ran_cleanly([&] { completions[i](ec, std::move(replies[i])); });
     }
     completions.clear();
     if (unexpected) drop(errc::protocol_error);
+    else if (!clean) drop(errc::connection_lost);
 }
 
 // ---- deadlines (I/O thread) ----
 
 void Connection::tick() {
+    {
+        std::lock_guard lock(mutex_);
+        if (state_ == State::closed) return;
+    }
+    // Rearmed first, so a tick that throws does not end the ticking.
+    tick_timer_.expires_after(tick_period(options_));
+    tick_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+        if (!ec) self->tick();
+    });
+    guarded([&] { expire_overdue(); });
+}
+
+void Connection::expire_overdue() {
     const auto now = Clock::now();
     bool front_expired = false;
     std::deque<Pending> expired;
@@ -498,10 +587,6 @@ void Connection::tick() {
     // it is stuck too. Resetting the connection is the only way to stop
     // waiting without mismatching replies later.
     if (front_expired) drop(errc::connection_lost);
-    tick_timer_.expires_after(tick_period(options_));
-    tick_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-        if (!ec) self->tick();
-    });
 }
 
 void Connection::fail_all(std::deque<Pending>& items, std::error_code ec, Clock::time_point now,
@@ -509,8 +594,9 @@ void Connection::fail_all(std::deque<Pending>& items, std::error_code ec, Clock:
     for (auto& item : items) {
         auto reason = (ec == errc::connection_lost && item.deadline <= now) ? make_error_code(errc::command_timeout) : ec;
         // The detail travels as an error reply, so a throwing call can say
-        // what went wrong ("AUTH: WRONGPASS ...") and not just the code.
-        item.done(reason, detail.empty() ? Reply{} : Reply::make_error(detail));
+        // what went wrong ("AUTH: WRONGPASS ...") and not just the code. The
+        // connection is failing already: a completion that throws is ignored.
+        ran_cleanly([&] { item.done(reason, detail.empty() ? Reply{} : Reply::make_error(detail)); });
     }
     items.clear();
 }

@@ -11,6 +11,18 @@
 // goes to backoff, where new commands fail at once with the attempt's error
 // until the next attempt starts. Commands submitted while connecting wait
 // (up to their deadline) and are sent once the handshake is done.
+//
+// fork(): every call from a thread other than the I/O thread comes in
+// through enter(), which in a forked child refuses with errc::forked_child
+// before touching anything (see fork_guard.hpp). The other methods run on
+// the I/O thread, which a child does not have.
+//
+// Exceptions: none leaves a handler of this connection. One thrown by the
+// connection's own work (bad_alloc while reading a reply) fails the
+// connection with an error code, std::errc::not_enough_memory for bad_alloc,
+// errc::connection_lost otherwise; one thrown by a caller's completion or a
+// listener is caught, the other completions of that read still run, and the
+// connection is dropped (see deliver()).
 #pragma once
 
 #include <chrono>
@@ -29,6 +41,7 @@
 #include "dlock/client_options.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/server_address.hpp"
+#include "fork_guard.hpp"
 #include "reply_reader.hpp"
 #include "stream.hpp"
 
@@ -51,7 +64,7 @@ public:
     Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks = {});
     ~Connection();
 
-    // Begins the first connect attempt. Any thread, once.
+    // Begins the first connect attempt. Any thread, once; nothing in a forked child.
     void start();
     // Fails everything with client_closed and stops reconnecting. I/O thread.
     void shutdown();
@@ -65,7 +78,7 @@ public:
     std::error_code submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
                                 Clock::time_point deadline);
     // Subscriber mode: sends when ready and returns true; drops otherwise
-    // (on_ready resends).
+    // (on_ready resends, never in a forked child).
     bool send_if_ready(std::string_view formatted);
 
     // Blocks until ready or the current attempt failed, or deadline. Any thread.
@@ -85,6 +98,8 @@ private:
         enum class Kind { auth, select, set_name, ping } kind;
     };
 
+    // The mutex, for a thread coming in from outside; forked_child in a child.
+    std::unique_lock<std::mutex> enter(std::error_code& ec);
     void begin_attempt();
     void start_handshake(std::uint64_t attempt);
     void fail_attempt(std::error_code ec, const std::string& detail);
@@ -99,6 +114,12 @@ private:
     void write_from_io_thread();
     void on_write_error(std::uint64_t generation);
     void tick();
+    void expire_overdue();
+    template <typename Body>
+    void guarded(Body&& body);
+    // Fails the connection in whatever state it is: drop when ready, a failed
+    // attempt while connecting.
+    void lose(std::error_code ec, const std::string& detail);
     void close_stream() noexcept;
     static void fail_all(std::deque<Pending>& items, std::error_code ec, Clock::time_point now,
                          const std::string& detail = {});
@@ -108,6 +129,7 @@ private:
     std::pair<std::size_t, std::error_code> write_direct(const std::string& bytes, std::uint64_t generation);
 
     asio::io_context& io_;
+    const ForkGuard fork_guard_;
     const ServerAddress address_;
     const ClientOptions options_;
     const Mode mode_;

@@ -1,11 +1,29 @@
 #include "dlock/server_address.hpp"
 
+#include <sys/un.h>
+
 #include <charconv>
 #include <limits>
 
 #include "dlock/error.hpp"
+#include "redis/address_checks.hpp"
 
 namespace dlock {
+
+static_assert(ServerAddress::max_socket_path == sizeof(sockaddr_un::sun_path) - 1);
+
+namespace detail {
+
+std::string socket_path_problem(std::string_view path) {
+    if (path.size() > ServerAddress::max_socket_path)
+        return "unix socket path is " + std::to_string(path.size()) + " bytes; the limit is " +
+               std::to_string(ServerAddress::max_socket_path) + " (sizeof(sockaddr_un::sun_path) - 1)";
+    if (path.find('\0') != std::string_view::npos) return "unix socket path holds a NUL byte";
+    return {};
+}
+
+}  // namespace detail
+
 namespace {
 
 struct ParseError {
@@ -136,6 +154,7 @@ ServerAddress parse_or_throw(std::string_view uri) {
         }
         if (path.size() < 2 || path[0] != '/') throw ParseError{"unix socket path must be absolute and non-empty"};
         out.socket_path = percent_decode(path, "socket path");
+        if (auto problem = detail::socket_path_problem(out.socket_path); !problem.empty()) throw ParseError{problem};
         if (question != std::string_view::npos) parse_unix_query(rest.substr(question + 1), out);
         return out;
     }

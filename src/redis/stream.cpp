@@ -1,6 +1,8 @@
 #include "stream.hpp"
 
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <openssl/ssl.h>
@@ -38,6 +40,26 @@ std::error_code map_connect_error(const std::error_code& ec) {
     return errc::connection_lost;
 }
 
+namespace {
+
+// Asio opens sockets with a plain socket() call, without SOCK_CLOEXEC: a
+// command that `dlock run` execs would inherit the connection and hold it
+// open. Every socket is opened here instead, close-on-exec from its first
+// instant; setting the flag after the open would leave a window in which
+// another thread's fork() and exec() take the descriptor along.
+template <typename Socket, typename Protocol>
+std::error_code open_close_on_exec(Socket& socket, const Protocol& protocol) {
+    std::error_code ec;
+    if (socket.is_open()) socket.close(ec);
+    const int fd = ::socket(protocol.family(), protocol.type() | SOCK_CLOEXEC, protocol.protocol());
+    if (fd < 0) return {errno, std::system_category()};
+    socket.assign(protocol, fd, ec);
+    if (ec) ::close(fd);
+    return ec;
+}
+
+}  // namespace
+
 Stream::Stream(asio::io_context& io, const ServerAddress& address, asio::ssl::context* tls)
     : io_(io), address_(address), tls_context_(tls), resolver_(io) {}
 
@@ -46,10 +68,12 @@ void Stream::async_connect(ConnectHandler done) {
     switch (address_.transport) {
         case ServerAddress::Transport::unix_socket: {
             unix_ = std::make_unique<asio::local::stream_protocol::socket>(io_);
-            unix_->async_connect(asio::local::stream_protocol::endpoint(address_.socket_path),
-                                 [self, done](std::error_code ec) {
-                                     done(map_connect_error(ec), ec ? ec.message() : std::string{});
-                                 });
+            auto report = [self, done](std::error_code ec) {
+                done(map_connect_error(ec), ec ? ec.message() : std::string{});
+            };
+            if (auto ec = open_close_on_exec(*unix_, asio::local::stream_protocol()))
+                return asio::post(io_, [report, ec] { report(ec); });
+            unix_->async_connect(asio::local::stream_protocol::endpoint(address_.socket_path), report);
             return;
         }
         case ServerAddress::Transport::tcp:
@@ -70,18 +94,28 @@ void Stream::async_connect(ConnectHandler done) {
 
 void Stream::connect_tcp(asio::ip::tcp::socket& socket, std::function<void(std::error_code)> done) {
     auto self = shared_from_this();
-    resolver_.async_resolve(
-        address_.host, std::to_string(address_.port),
-        [self, &socket, done](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
-            if (ec) return done(ec);
-            asio::async_connect(socket, results, [self, &socket, done](std::error_code ec, const auto&) {
-                if (!ec) {
-                    std::error_code ignored;
-                    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-                }
-                done(ec);
-            });
-        });
+    resolver_.async_resolve(address_.host, std::to_string(address_.port),
+                            [self, &socket, done](std::error_code ec, Resolved results) {
+                                if (ec) return done(ec);
+                                self->connect_from(socket, results, results.begin(), done, ec);
+                            });
+}
+
+// Tries each resolved address in turn, as asio::async_connect would, on a
+// socket opened here (asio's would reopen it without close-on-exec).
+void Stream::connect_from(asio::ip::tcp::socket& socket, Resolved results, Resolved::iterator next,
+                          std::function<void(std::error_code)> done, std::error_code last) {
+    if (closed_) return done(asio::error::operation_aborted);
+    if (next == results.end()) return done(last ? last : make_error_code(asio::error::host_not_found));
+    const auto endpoint = next->endpoint();
+    if (auto ec = open_close_on_exec(socket, endpoint.protocol()))
+        return connect_from(socket, results, std::next(next), done, ec);
+    socket.async_connect(endpoint, [self = shared_from_this(), &socket, results, next, done](std::error_code ec) {
+        if (ec) return self->connect_from(socket, results, std::next(next), done, ec);
+        std::error_code ignored;
+        socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+        done(ec);
+    });
 }
 
 void Stream::start_tls(ConnectHandler done) {
@@ -129,6 +163,7 @@ int Stream::direct_write_handle() {
 }
 
 void Stream::close() noexcept {
+    closed_ = true;
     std::error_code ignored;
     resolver_.cancel();
     if (tcp_) tcp_->close(ignored);

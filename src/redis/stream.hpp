@@ -1,6 +1,7 @@
 // One byte stream to a Redis server: TCP, TLS over TCP, or a unix socket.
 // Connecting includes name resolution and the TLS handshake. All methods run
 // on the I/O thread; handlers keep the stream alive until they have run.
+// Every socket is opened close-on-exec, so no exec'd program inherits it.
 #pragma once
 
 #include <functional>
@@ -33,7 +34,11 @@ public:
     void close() noexcept;
 
 private:
+    using Resolved = asio::ip::tcp::resolver::results_type;
+
     void connect_tcp(asio::ip::tcp::socket& socket, std::function<void(std::error_code)> done);
+    void connect_from(asio::ip::tcp::socket& socket, Resolved results, Resolved::iterator next,
+                      std::function<void(std::error_code)> done, std::error_code last);
     void start_tls(ConnectHandler done);
 
     asio::io_context& io_;
@@ -43,6 +48,7 @@ private:
     std::unique_ptr<asio::ip::tcp::socket> tcp_;
     std::unique_ptr<asio::local::stream_protocol::socket> unix_;
     std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket>> tls_;
+    bool closed_ = false;
 };
 
 }  // namespace dlock::detail

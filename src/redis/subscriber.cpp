@@ -59,6 +59,9 @@ Subscription Subscriber::add(std::string channel, Subscription::Listener listene
 }
 
 void Subscriber::remove(const std::string& channel, unsigned long long id) {
+    // In a child the channel stays subscribed for the parent: no UNSUBSCRIBE
+    // on its socket, and no lock its I/O thread may have held at fork().
+    if (fork_guard_.forked()) return;
     std::unique_lock<std::recursive_mutex> dispatch(dispatch_mutex_, std::defer_lock);
     if (std::this_thread::get_id() != io_thread_) dispatch.lock();
     std::lock_guard lock(mutex_);
@@ -72,6 +75,7 @@ void Subscriber::remove(const std::string& channel, unsigned long long id) {
 }
 
 bool Subscriber::wait_active(const std::string& channel, Clock::time_point deadline) {
+    if (fork_guard_.forked()) return false;  // only the parent's I/O thread could confirm it
     std::unique_lock lock(mutex_);
     return confirmed_.wait_until(lock, deadline, [&] {
         auto it = channels_.find(channel);
@@ -80,6 +84,7 @@ bool Subscriber::wait_active(const std::string& channel, Clock::time_point deadl
 }
 
 bool Subscriber::active(const std::string& channel) {
+    if (fork_guard_.forked()) return false;
     std::lock_guard lock(mutex_);
     auto it = channels_.find(channel);
     return it != channels_.end() && it->second.active;

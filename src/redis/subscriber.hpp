@@ -3,6 +3,9 @@
 // Channels are reference-counted by their listeners: the first subscribes,
 // the last unsubscribes. After a reconnect every channel is subscribed again
 // and, once the server confirms, its listeners get Event::resubscribed.
+//
+// In a forked child, remove() does nothing (the parent keeps the channel),
+// and active()/wait_active() are false at once.
 #pragma once
 
 #include <condition_variable>
@@ -46,6 +49,7 @@ private:
     void on_push(Reply&& reply);
     void notify(const std::string& channel, Subscription::Event event, std::string_view payload, bool only_if_announced);
 
+    const ForkGuard fork_guard_;
     std::shared_ptr<Connection> connection_;
     std::thread::id io_thread_;
 

@@ -13,6 +13,11 @@ end
 if owner ~= ARGV[1] or redis.call('HGET', KEYS[1], 'count') ~= '1' then
   return {0}
 end
+-- A late copy of an older hand-off (the giver has acquired afresh since)
+-- must not take the new hold away from it.
+if op_number(ARGV[4]) <= op_number(redis.call('HGET', KEYS[1], 'seq')) then
+  return {0}
+end
 local token = next_token(KEYS[2], true)
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'count', 1, 'seq', ARGV[4], 'token', string.format('%.0f', token))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])

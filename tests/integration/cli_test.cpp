@@ -171,6 +171,13 @@ TEST(Cli, UsageErrorsExit64WithOneLine) {
     }
 }
 
+TEST(Cli, UnixSocketPathTooLongIsAUsageErrorNotACrash) {
+    auto f = dlock_cli({"--url", "unix:///" + std::string(200, 'a'), "status", "x"});
+    EXPECT_EQ(f.code, 64) << f.err;
+    EXPECT_NE(f.err.find("the limit is 107"), std::string::npos) << f.err;
+    EXPECT_EQ(std::count(f.err.begin(), f.err.end(), '\n'), 1) << f.err;
+}
+
 TEST(Cli, RedisDownExits69WithinTheConnectTimeout) {
     auto url = "redis://127.0.0.1:" + std::to_string(dlock::support::free_port());
     auto f = dlock_cli({"--url", url, "--connect-timeout", "500ms", "run", "k", "--", "true"});

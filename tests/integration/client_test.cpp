@@ -1,20 +1,54 @@
 // The command connection against a real server: pipelining, many threads,
 // async submission, fork.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <future>
 #include <thread>
 #include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "eventually.hpp"
+#include "redis/client_core.hpp"
+#include "redis/command_format.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
+
+namespace {
+
+// The code of the Error a Client constructor threw; empty when it did not.
+template <typename... Args>
+std::error_code constructor_error(Args&&... args) {
+    try {
+        dlock::Client client(std::forward<Args>(args)...);
+    } catch (const dlock::Error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+// This process's socket descriptors, and whether each is close-on-exec.
+std::vector<std::pair<int, bool>> sockets_and_cloexec() {
+    std::vector<std::pair<int, bool>> out;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        auto target = std::filesystem::read_symlink(entry.path(), ec).string();
+        if (ec || target.rfind("socket:", 0) != 0) continue;
+        const int fd = std::stoi(entry.path().filename().string());
+        const int flags = fcntl(fd, F_GETFD);
+        if (flags >= 0) out.emplace_back(fd, (flags & FD_CLOEXEC) != 0);
+    }
+    return out;
+}
+
+}  // namespace
 
 TEST(Client, CommandsAndReplyKinds) {
     dlock::support::RedisServer server;
@@ -63,18 +97,8 @@ TEST(Client, EmptyCommandIsInvalid) {
 TEST(Client, InvalidOptionsAreRejected) {
     dlock::ClientOptions options;
     options.command_timeout = 0ms;
-    try {
-        dlock::Client client("redis://127.0.0.1:1", options);
-        FAIL() << "no exception";
-    } catch (const dlock::Error& e) {
-        EXPECT_EQ(e.code(), dlock::errc::invalid_argument);
-    }
-    try {
-        dlock::Client client("redis://127.0.0.1:99999");
-        FAIL() << "no exception";
-    } catch (const dlock::Error& e) {
-        EXPECT_EQ(e.code(), dlock::errc::invalid_uri);
-    }
+    EXPECT_EQ(constructor_error("redis://127.0.0.1:1", options), dlock::errc::invalid_argument);
+    EXPECT_EQ(constructor_error("redis://127.0.0.1:99999"), dlock::errc::invalid_uri);
 }
 
 TEST(Client, SixtyFourThreadsEachGetTheirOwnReplies) {
@@ -176,6 +200,60 @@ TEST(Client, UseInAForkedChildFailsClearlyAndLeavesTheParentIntact) {
     EXPECT_EQ(WEXITSTATUS(status), 0);
     EXPECT_EQ(client.command({"ECHO", "parent"}).text, "parent");
     EXPECT_EQ(server.cli({"EXISTS", "from-child"}), "0");
+}
+
+TEST(Client, UnixSocketPathTooLongIsRejectedByTheConstructor) {
+    const std::string path = "/" + std::string(200, 'a');
+    EXPECT_EQ(constructor_error("unix://" + path), dlock::errc::invalid_uri);
+    // Built field by field, past parse(): refused all the same, not on the I/O thread.
+    dlock::ServerAddress address;
+    address.transport = dlock::ServerAddress::Transport::unix_socket;
+    address.socket_path = path;
+    EXPECT_EQ(constructor_error(address), dlock::errc::invalid_uri);
+}
+
+TEST(Client, ThrowingCallbackNeitherEndsTheProcessNorStarvesOthers) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    client.wait_connected();
+    std::promise<std::string> after;
+    std::string_view ping[] = {"PING"};
+    std::string_view echo[] = {"ECHO", "still here"};
+    client.submit(ping, [](std::error_code, dlock::Reply&&) { throw std::runtime_error("caller bug"); });
+    client.submit(echo, [&](std::error_code ec, dlock::Reply&& reply) {
+        after.set_value(ec ? ec.message() : reply.text);
+    });
+    auto future = after.get_future();
+    ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+    // Pipelined with the throwing one, it arrives in the same read or a later one.
+    EXPECT_EQ(future.get(), "still here");
+    // The connection is reset after that read (a command sent meanwhile may
+    // fail with connection_lost); the client reconnects and goes on.
+    EXPECT_TRUE(dlock::support::eventually([&] {
+        std::error_code ec;
+        return client.command(ping, ec).text == "PONG";
+    }));
+}
+
+TEST(Client, EverySocketIsCloseOnExec) {
+    // A command run by `dlock run` must not hold the Redis connections open.
+    dlock::support::RedisServer server({.unix_socket = true});
+    dlock::Client client(server.uri());
+    dlock::Client over_unix(server.unix_uri());
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
+    EXPECT_EQ(over_unix.command({"PING"}).text, "PONG");
+    auto subscription = client.subscribe("ch", [](auto, auto) {});
+    ASSERT_TRUE(subscription.wait_active(std::chrono::steady_clock::now() + 5s));
+    // A dedicated connection, as a write followed by WAIT uses; kept for reuse.
+    std::string ping;
+    dlock::detail::append_command(ping, std::vector<std::string_view>{"PING"});
+    std::promise<std::error_code> dedicated;
+    client.core()->submit_dedicated({ping}, [&](std::error_code ec, std::vector<dlock::Reply>&&) { dedicated.set_value(ec); },
+                                    std::chrono::steady_clock::now() + 5s);
+    ASSERT_FALSE(dedicated.get_future().get());
+    auto sockets = sockets_and_cloexec();
+    EXPECT_GE(sockets.size(), 4u);  // command, subscriber, dedicated, unix command
+    for (auto [fd, cloexec] : sockets) EXPECT_TRUE(cloexec) << "socket descriptor " << fd << " is inherited by exec";
 }
 
 TEST(Client, UnixSocket) {

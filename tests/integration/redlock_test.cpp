@@ -326,12 +326,20 @@ TEST(Redlock, EveryLaggingGranterIsRaisedNotOnlyAMajority) {
     const auto first = lock.fencing_token();
     lock.unlock();
     // Master 0 is behind (it came back from an old snapshot); the four
-    // others agree, a majority on their own. The token is theirs, and
-    // master 0 must be raised to it too, or a later majority that includes
-    // it and two masters that miss a grant could count from its old value.
-    m[0].cli({"HSET", key_of("laggard") + ":fence", "token", std::to_string(first - 1000)});
+    // others agree, a majority on their own, and answer first (master 0 is
+    // slow this once). The token is theirs, and master 0 must be raised to it
+    // too, or a later majority that includes it and two masters that miss a
+    // grant could count from its old value.
+    for (int i : {1, 2, 3, 4})
+        m[i].cli({"HSET", key_of("laggard") + ":fence", "token", std::to_string(first + 1'000'000'000)});
+    m[0].pause();
+    std::thread wake([&] {
+        std::this_thread::sleep_for(50ms);
+        m[0].resume();
+    });
     lock.lock();
     const auto token = lock.fencing_token();
+    wake.join();
     lock.unlock();
     EXPECT_GT(token, first);
     EXPECT_TRUE(eventually([&] {

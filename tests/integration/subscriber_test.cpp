@@ -1,10 +1,16 @@
 // The shared pub/sub connection.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 
 #include "dlock/client.hpp"
+#include "dlock/error.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -156,4 +162,35 @@ TEST(Subscriber, ListenerIsNotCalledAfterItsSubscriptionIsGone) {
     gone = true;
     publisher.join();
     EXPECT_EQ(late_calls.load(), 0);
+}
+
+TEST(Subscriber, WhatAForkedChildDestroysLeavesTheParentSubscribed) {
+    dlock::support::RedisServer server;
+    auto client = std::make_unique<dlock::Client>(server.uri());
+    Inbox inbox;
+    auto subscription = client->subscribe("ch", inbox.listener());
+    ASSERT_TRUE(subscription.wait_active(soon()));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // The child lets go of everything it inherited, as a program that
+        // forks and then exits normally would, destructors and all.
+        int code = subscription.active() ? 2 : 0;  // only the parent's I/O thread knows
+        subscription = dlock::Subscription();
+        std::string_view publish[] = {"PUBLISH", "ch", "from-child"};
+        std::error_code ec;
+        client->command(publish, ec);
+        if (ec != dlock::errc::forked_child) code = 1;
+        client.reset();
+        std::exit(code);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(server.cli({"PUBSUB", "NUMSUB", "ch"}), "ch\n1");
+    EXPECT_EQ(client->command({"PUBLISH", "ch", "after"}).integer, 1);
+    ASSERT_TRUE(inbox.wait_messages(1));
+    EXPECT_EQ(inbox.messages[0], "after");
+    EXPECT_EQ(client->command({"ECHO", "parent"}).text, "parent");
 }

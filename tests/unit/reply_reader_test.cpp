@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,13 @@ std::vector<Reply> read_all(ReplyReader& reader, std::error_code& ec) {
 }
 
 constexpr std::size_t big = 1 << 20;
+
+// Every reply in bytes, fed at once, until the first error (in ec).
+std::vector<Reply> read_bytes(const std::string& bytes, std::error_code& ec) {
+    ReplyReader reader(big, big);
+    reader.feed(bytes.data(), bytes.size());
+    return read_all(reader, ec);
+}
 
 }  // namespace
 
@@ -158,4 +167,74 @@ TEST(ReplyReader, PartialReplyIsFreedWithTheReader) {
     Reply r;
     EXPECT_FALSE(reader.next(r, ec));
     EXPECT_FALSE(ec);
+}
+
+TEST(ReplyReader, NoStringLimitStillReadsLongStrings) {
+    // SIZE_MAX means "no limit": the limit arithmetic must not wrap.
+    ReplyReader reader(SIZE_MAX, SIZE_MAX);
+    const std::string payload(2048, 'x');
+    const std::string bytes = "$2048\r\n" + payload + "\r\n+OK\r\n";
+    std::vector<Reply> replies;
+    std::error_code ec;
+    for (std::size_t at = 0; at < bytes.size(); at += 500) {
+        reader.feed(bytes.data() + at, std::min<std::size_t>(500, bytes.size() - at));
+        for (auto& r : read_all(reader, ec)) replies.push_back(std::move(r));
+        ASSERT_FALSE(ec) << ec.message();
+    }
+    ASSERT_EQ(replies.size(), 2u);
+    EXPECT_EQ(replies[0].text, payload);
+    EXPECT_EQ(replies[1].text, "OK");
+}
+
+TEST(ReplyReader, HugeLengthsFailFromTheHeaderAlone) {
+    struct Case {
+        std::string header;
+        dlock::errc expected;
+    };
+    const Case cases[] = {
+        {"$9223372036854775807\r\n", dlock::errc::reply_too_large},  // hiredis would add 2 to it
+        {"$9223372036854775808\r\n", dlock::errc::protocol_error},   // not a long long
+        {"$99999999999999999999999\r\n", dlock::errc::protocol_error},
+        {"$-2\r\n", dlock::errc::protocol_error},
+        {"*4294967297\r\n", dlock::errc::reply_too_large},  // hiredis passes the count as an int
+        {":9223372036854775808\r\n", dlock::errc::protocol_error},
+        {"$" + std::string(40, '0') + "1\r\n", dlock::errc::protocol_error},
+    };
+    for (const auto& c : cases) {
+        ReplyReader reader(SIZE_MAX, SIZE_MAX);
+        reader.feed(c.header.data(), c.header.size());
+        std::error_code ec;
+        Reply r;
+        EXPECT_FALSE(reader.next(r, ec)) << c.header;
+        EXPECT_EQ(ec, c.expected) << c.header;
+    }
+}
+
+TEST(ReplyReader, ExtremeIntegersAndNilsAreRead) {
+    std::error_code ec;
+    auto replies = read_bytes(":-9223372036854775808\r\n:9223372036854775807\r\n$-1\r\n*-1\r\n$0\r\n\r\n", ec);
+    ASSERT_FALSE(ec);
+    ASSERT_EQ(replies.size(), 5u);
+    EXPECT_EQ(replies[0].integer, LLONG_MIN);
+    EXPECT_EQ(replies[1].integer, LLONG_MAX);
+    EXPECT_TRUE(replies[2].is_nil());
+    EXPECT_TRUE(replies[3].is_nil());
+    EXPECT_EQ(replies[4].kind, Reply::Kind::string);
+}
+
+TEST(ReplyReader, RepliesBeforeABadByteAreStillHandedOut) {
+    std::error_code ec;
+    auto replies = read_bytes("+OK\r\n:1\r\n?bad\r\n", ec);
+    EXPECT_EQ(replies.size(), 2u);
+    EXPECT_EQ(ec, dlock::errc::protocol_error);
+}
+
+TEST(ReplyReader, SimpleStringOverTheLimitIsRefusedBeforeItEnds) {
+    ReplyReader reader(16, big);
+    std::string bytes = "+" + std::string(17, 'a');
+    reader.feed(bytes.data(), bytes.size());
+    std::error_code ec;
+    Reply r;
+    EXPECT_FALSE(reader.next(r, ec));
+    EXPECT_EQ(ec, dlock::errc::reply_too_large);
 }

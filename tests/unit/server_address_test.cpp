@@ -61,6 +61,26 @@ TEST(ServerAddress, ToStringHidesPassword) {
     EXPECT_EQ(ServerAddress::parse("unix:///x.sock?db=1").to_string(), "unix:///x.sock?db=1");
 }
 
+TEST(ServerAddress, UnixSocketPathsTheKernelCannotTakeAreRejected) {
+    // sockaddr_un holds 108 bytes with the terminating NUL.
+    const std::string longest = "/" + std::string(106, 'a');
+    EXPECT_EQ(ServerAddress::parse("unix://" + longest).socket_path, longest);
+    for (const std::string& path : {longest + "a", "/" + std::string(200, 'a')}) {
+        std::error_code ec;
+        std::string reason;
+        ServerAddress::parse("unix://" + path, ec, &reason);
+        EXPECT_EQ(ec, dlock::errc::invalid_uri) << path.size();
+        EXPECT_NE(reason.find("the limit is 107"), std::string::npos) << reason;
+    }
+    // The limit is on the decoded path: "%61" is one byte of it.
+    std::error_code ec;
+    EXPECT_EQ(ServerAddress::parse("unix:///" + std::string(100, 'a') + "%61%61%61%61%61%61").socket_path, longest);
+    std::string reason;
+    ServerAddress::parse("unix:///tmp/a%00b", ec, &reason);
+    EXPECT_EQ(ec, dlock::errc::invalid_uri);
+    EXPECT_NE(reason.find("NUL"), std::string::npos) << reason;
+}
+
 class MalformedUri : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MalformedUri, IsRejectedWithReason) {

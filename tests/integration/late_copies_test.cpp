@@ -1,0 +1,125 @@
+// Requests that reach the server late, and replies no lock would send: a
+// late copy of a request (the retry path sends byte-identical copies, and a
+// copy can sit in the buffer of a connection the client gave up on) is
+// replayed from the server's own log, and must change nothing; a lease left
+// of absurd length must not break the waiter's clock arithmetic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/lock.hpp"
+#include "lock/lock_scripts.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+void warm_up(dlock::Client& client) {
+    auto lock = client.lock("warm-up");
+    lock.lock();
+    lock.lock();
+    lock.unlock();
+    lock.unlock();
+}
+
+// Every command the server runs is logged (slowlog threshold 0): the exact
+// bytes of an earlier request, for replaying them as a late copy.
+void start_capture(dlock::Client& c) {
+    c.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    c.command({"CONFIG", "SET", "slowlog-max-len", "100000"});
+    c.command({"SLOWLOG", "RESET"});
+}
+
+// The arguments of logged EVALSHA calls of `sha`, oldest first.
+std::vector<std::vector<std::string>> captured(dlock::Client& c, const std::string& sha) {
+    auto log = c.command({"SLOWLOG", "GET", "100000"});
+    std::vector<std::vector<std::string>> out;
+    for (auto& entry : log.elements) {
+        if (entry.elements.size() < 4) continue;
+        auto& args = entry.elements[3];
+        if (args.elements.size() < 2 || args.elements[1].text != sha) continue;
+        std::vector<std::string> a;
+        for (auto& e : args.elements) a.push_back(e.text);
+        out.push_back(std::move(a));
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
+}
+
+dlock::Reply replay(dlock::Client& c, const std::vector<std::string>& args) {
+    std::vector<std::string_view> v(args.begin(), args.end());
+    return c.command(dlock::Client::Args(v.data(), v.size()));
+}
+
+}  // namespace
+
+TEST(LateCopies, ALateCopyOfAHandOffDoesNotMakeTwoHolders) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri()), admin(server.uri());
+    warm_up(client);
+    start_capture(admin);
+    dlock::LockOptions o;
+    o.lease = 30s;
+    o.handoff_slice = 30s;
+    dlock::Lock lock(client, "ho", o);
+    lock.lock();  // T1
+
+    std::promise<void> t2_got, t2_released, t1_again, replayed, t2_done;
+    std::atomic<bool> t2_held_again{false};
+    std::thread t2([&] {
+        lock.lock();  // queues; receives the hand-off
+        t2_got.set_value();
+        lock.unlock();  // no waiter: a real release
+        t2_released.set_value();
+        replayed.get_future().wait();
+        // The server now says T2 owns it; T2 asks afresh and is granted.
+        t2_held_again = lock.try_lock();
+        t2_done.set_value();
+        std::this_thread::sleep_for(300ms);
+        if (t2_held_again) lock.unlock();
+    });
+    std::this_thread::sleep_for(300ms);  // T2 is queued as head
+    lock.unlock();                       // hand-off to T2
+    t2_got.get_future().wait();
+    t2_released.get_future().wait();
+    lock.lock();  // T1 again, count 1
+    auto handoffs = captured(admin, dlock::detail::hand_off_script().sha1());
+    ASSERT_EQ(handoffs.size(), 1u);
+    auto r = replay(admin, handoffs[0]);  // the late copy
+    std::printf("replayed hand-off answered: %s\n", r.is_array() && !r.elements.empty() ? std::to_string(r.elements[0].integer).c_str() : "?");
+    replayed.set_value();
+    t2_done.get_future().wait();
+    const bool t1_held = lock.is_held();
+    std::printf("T1 is_held=%d  T2 try_lock=%d  server owner=%s\n", t1_held, t2_held_again.load(),
+                server.cli({"HGET", key_of("ho"), "owner"}).c_str());
+    EXPECT_FALSE(t1_held && t2_held_again) << "two threads both hold 'ho'";
+    t2.join();
+    if (lock.hold_count()) lock.unlock();
+}
+
+TEST(LateCopies, AHugeLeaseLeftOnTheServerDoesNotMakeAWaiterSpin) {
+    dlock::support::RedisServer server;
+    dlock::Client a(server.uri());
+    warm_up(a);
+    server.cli({"HSET", key_of("huge"), "owner", "someone:1", "count", "1", "seq", "1", "token", "1"});
+    server.cli({"PEXPIRE", key_of("huge"), "9000000000000000000"});
+    std::printf("PTTL: %s\n", server.cli({"PTTL", key_of("huge")}).c_str());
+    auto lock = a.lock("huge");
+    const long before = server.command_calls("evalsha");
+    auto t0 = Clock::now();
+    bool got = lock.try_lock_for(1s);
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    const long calls = server.command_calls("evalsha") - before;
+    std::printf("try_lock_for(1s) returned %d after %lld ms, %ld EVALSHA calls\n", got, (long long)took.count(), calls);
+    EXPECT_LT(calls, 20);
+}
