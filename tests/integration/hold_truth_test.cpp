@@ -14,10 +14,12 @@
 #include "dlock/redlock.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "warm_up.hpp"
 #include "tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using dlock::support::warm_up;
 using dlock::support::eventually;
 
 namespace {
@@ -52,16 +54,6 @@ struct Proxied {
     dlock::support::TcpProxy proxy;
     dlock::Client client;
 };
-
-// Loads every script the tests below need, so that no NOSCRIPT round trip
-// hides behind a delayed reply.
-void warm_up(dlock::Client& client) {
-    auto lock = client.lock("warm-up");
-    lock.lock();
-    lock.lock();
-    lock.unlock();
-    lock.unlock();
-}
 
 std::string cli_count(const dlock::support::RedisServer& server, const std::string& name) {
     return server.cli({"HGET", key_of(name), "count"});

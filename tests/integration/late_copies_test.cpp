@@ -16,21 +16,15 @@
 #include "dlock/lock.hpp"
 #include "lock/lock_scripts.hpp"
 #include "redis_server.hpp"
+#include "warm_up.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using dlock::support::warm_up;
 
 namespace {
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
-void warm_up(dlock::Client& client) {
-    auto lock = client.lock("warm-up");
-    lock.lock();
-    lock.lock();
-    lock.unlock();
-    lock.unlock();
-}
 
 // Every command the server runs is logged (slowlog threshold 0): the exact
 // bytes of an earlier request, for replaying them as a late copy.
