@@ -54,9 +54,8 @@ public:
     // Runs on the I/O thread: it must not block and must not make blocking
     // calls on this Client. ec is set for transport failures and for error
     // replies (then reply holds Redis's text). It should not throw; if it
-    // does, the exception is caught and discarded on the I/O thread, the
-    // other callbacks still run, and the connection that delivered the reply
-    // is reset (what is in flight on it fails with errc::connection_lost).
+    // does, the exception is caught and discarded on the I/O thread, and the
+    // other callbacks and the connection go on as if it had returned.
     using Callback = std::function<void(std::error_code ec, Reply&& reply)>;
 
     // Starts connecting in the background; does not wait. Throws Error with

@@ -512,10 +512,12 @@ void Connection::process_replies() {
 }
 
 // A completion or listener that throws does not stop the others of this
-// read: each caller still gets its reply. The connection is then dropped
-// (commands in flight fail with connection_lost, a subscriber resubscribes
-// and announces it): what threw may have missed what it was told, and a
-// reset is the one signal every caller of this connection sees.
+// read: each caller still gets its reply. A reply's completion had its reply
+// in full, so what it threw is its caller's own affair: the exception is
+// dropped and the connection goes on (a reset would fail every other command
+// in flight on it, and a lock command failed that way has an unknown
+// outcome). A listener that threw may have missed a push it was told, so a
+// subscriber connection is dropped: it resubscribes and announces the gap.
 void Connection::deliver(std::vector<Reply>& replies) {
     if (mode_ == Mode::subscriber) {
         bool clean = true;
@@ -540,14 +542,12 @@ void Connection::deliver(std::vector<Reply>& replies) {
     }
     // Completions run outside the lock: they may submit again (the EVAL
     // fallback does). They cannot reenter deliver(): only a read calls it.
-    bool clean = true;
     for (std::size_t i = 0; i < completions.size(); ++i) {
         std::error_code ec = replies[i].error_code();
-        clean &= ran_cleanly([&] { completions[i](ec, std::move(replies[i])); });
+        ran_cleanly([&] { completions[i](ec, std::move(replies[i])); });
     }
     completions.clear();
     if (unexpected) drop(errc::protocol_error);
-    else if (!clean) drop(errc::connection_lost);
 }
 
 // ---- deadlines (I/O thread) ----

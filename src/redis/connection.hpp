@@ -21,8 +21,9 @@
 // connection's own work (bad_alloc while reading a reply) fails the
 // connection with an error code, std::errc::not_enough_memory for bad_alloc,
 // errc::connection_lost otherwise; one thrown by a caller's completion or a
-// listener is caught, the other completions of that read still run, and the
-// connection is dropped (see deliver()).
+// listener is caught and the other completions of that read still run; a
+// subscriber connection is then dropped, a request/reply one goes on (see
+// deliver()).
 #pragma once
 
 #include <chrono>
