@@ -16,7 +16,7 @@ namespace detail {
 namespace {
 
 // acquire.lua's answers.
-constexpr long long granted = 1, busy = 0, not_ours = -1;
+constexpr long long granted = 1, busy = 0, not_ours = -1, stale_operation = -2;
 
 bool is_acquire_reply(const Reply& reply) {
     return reply.is_array() && !reply.elements.empty() && reply.elements[0].is_integer() &&
@@ -190,11 +190,16 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
     if (answer.ec == errc::wrong_type)
         throw Error(answer.ec, "key " + keys.lock + ", " + fence + " or " + tombstone + " holds data that is not a dlock lock");
     if ((ec = answer.ec)) return {Outcome::failed};
-    if (!is_acquire_reply(answer.reply) || answer.reply.elements[0].integer < 0) {
+    if (!is_acquire_reply(answer.reply) || answer.reply.elements[0].integer == not_ours ||
+        answer.reply.elements[0].integer < stale_operation) {
         ec = errc::protocol_error;
         return {Outcome::failed};
     }
     if (answer.reply.elements[0].integer == busy) return {Outcome::busy, holders_lease_left(answer.reply)};
+    // A resent copy of an attempt whose first copy was answered busy, and
+    // the lock is free now: that operation may not grant any more. A new
+    // attempt (a new operation id) may.
+    if (answer.reply.elements[0].integer == stale_operation) return {Outcome::busy, std::chrono::milliseconds(1)};
     if (!record_grant(owner, slot, grant_of(answer.reply, answer.sent), operation))
         return {Outcome::busy, std::chrono::milliseconds(1)};
     return {Outcome::acquired};

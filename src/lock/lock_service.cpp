@@ -1,6 +1,8 @@
 #include "lock_service.hpp"
 
+#include <charconv>
 #include <future>
+#include <optional>
 
 #include "dlock/error.hpp"
 #include "lock_keys.hpp"
@@ -33,20 +35,33 @@ void LockService::listen_to_inbox() {
 
 void LockService::on_inbox(Subscription::Event event, std::string_view payload) {
     if (event == Subscription::Event::resubscribed) return keeper_.renew_all_now();
-    // "revoked <owner> <lock key>"; the key is "dlock:{<name>}", and the
-    // name may hold any byte, spaces too: it is everything after the owner.
+    // "revoked <owner> <token> <lock key>"; the key is "dlock:{<name>}", and
+    // the name may hold any byte, spaces too: it is everything after the token.
     constexpr std::string_view verb = "revoked ";
     constexpr std::string_view key_prefix = "dlock:{";
     if (payload.substr(0, verb.size()) != verb) return;
     payload.remove_prefix(verb.size());
-    auto space = payload.find(' ');
-    if (space == std::string_view::npos) return;
-    std::string owner(payload.substr(0, space));
-    auto key = payload.substr(space + 1);
+    auto next_word = [&payload]() -> std::optional<std::string_view> {
+        auto space = payload.find(' ');
+        if (space == std::string_view::npos) return std::nullopt;
+        auto word = payload.substr(0, space);
+        payload.remove_prefix(space + 1);
+        return word;
+    };
+    const auto owner = next_word();
+    const auto token_text = next_word();
+    if (!owner || !token_text) return;
+    std::uint64_t token = 0;
+    if (std::from_chars(token_text->data(), token_text->data() + token_text->size(), token).ptr !=
+        token_text->data() + token_text->size())
+        return;
+    const auto key = payload;
     if (key.size() < key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix || key.back() != '}')
         return;
     std::string name(key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1));
-    if (auto hold = holds_.current(name, owner)) {
+    // Only the hold that was revoked: this owner may have taken the lock
+    // again (a new token) before the notice arrived.
+    if (auto hold = holds_.current(name, std::string(*owner)); hold && hold->view().token == token) {
         keeper_.forget(hold);
         mark_lost(hold, errc::lease_lost, core_.io());
     }

@@ -1,11 +1,12 @@
 -- Acquire a lock afresh, or re-enter one the caller holds.
 -- KEYS[1] lock hash {owner, count, seq, token}   KEYS[2] fence hash {token}
--- KEYS[3] the owner's release tombstone (its last final release's operation id)
+-- KEYS[3] the owner's tombstone (the highest operation id that may no longer grant, see raise_tombstone)
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'fresh' or 'reenter'
 -- ARGV[5] retention ms   ARGV[6] '1': floor every token at the server's clock; '0': only a new counter
 -- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does,
 -- {-1} for 'reenter' when the caller does not hold it any more, {-2} for a late copy of an older operation.
--- A retry with the same operation id answers as the first copy did and changes nothing.
+-- A retry with the same operation id answers as the first copy did and changes nothing, except
+-- that a fresh one first answered busy may answer {-2} once the lock is free: it never grants.
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local op = op_number(ARGV[3])
 if owner == ARGV[1] then
@@ -29,6 +30,7 @@ elseif ARGV[4] == 'reenter' then
 elseif owner then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then pttl = tonumber(ARGV[2]) end
+  raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
   return {0, pttl}
 elseif op <= op_number(redis.call('GET', KEYS[3])) then
   return {-2}

@@ -1,6 +1,8 @@
 -- An operator's override: remove the lock whoever holds it, wake its waiters, and tell
 -- the holder at once on its client's inbox channel ('dlock:inbox:' + the owner's client
--- id, the part of the owner before the first ':').
+-- id, the part of the owner before the first ':'): 'revoked <owner> <token> <lock key>'.
+-- The token names the hold, so that a notice arriving late (after the owner took the
+-- lock again: the inbox is not ordered with the owner's commands) ends nothing newer.
 -- KEYS[1] lock hash   KEYS[2] release channel
 -- Returns {owner, count} of the removed holder, or false when the lock was free.
 -- The fence (last token) is left to expire by itself, retention after the last renewal.
@@ -9,7 +11,8 @@ if not owner then
   return false
 end
 local count = tonumber(redis.call('HGET', KEYS[1], 'count'))
+local token = redis.call('HGET', KEYS[1], 'token') or '0'
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], 'released')
-redis.call('PUBLISH', 'dlock:inbox:' .. string.match(owner, '^[^:]*'), 'revoked ' .. owner .. ' ' .. KEYS[1])
+redis.call('PUBLISH', 'dlock:inbox:' .. string.match(owner, '^[^:]*'), 'revoked ' .. owner .. ' ' .. token .. ' ' .. KEYS[1])
 return {owner, count}

@@ -32,3 +32,14 @@ end
 local function keep_fence(fence, ms)
   redis.call('PEXPIRE', fence, string.format('%.0f', ms))
 end
+
+-- The owner's tombstone keeps the highest operation id that may no longer
+-- grant: a final release's, and a fresh acquisition's that was answered
+-- busy (a late copy of it, arriving once the lock is free, must not grant
+-- a hold its client gave up on). It never goes down, and expires after
+-- the retention period.
+local function raise_tombstone(tombstone, op, ms)
+  if op_number(op) > op_number(redis.call('GET', tombstone)) then
+    redis.call('SET', tombstone, op, 'PX', ms)
+  end
+end

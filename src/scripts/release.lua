@@ -28,7 +28,7 @@ if count > 0 then
   return count
 end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[5])
+raise_tombstone(KEYS[4], ARGV[3], ARGV[5])
 keep_fence(KEYS[2], tonumber(ARGV[5]))
 redis.call('PUBLISH', KEYS[3], 'released')
 return 0

@@ -5,6 +5,7 @@
 // TCP proxy between client and server stands in for a bad network.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -420,6 +421,40 @@ TEST(HoldTruth, AForceReleaseIsHeardWithinARoundTrip) {
     ASSERT_TRUE(eventually([&] { return lost.stop_requested(); }, 2s));
     EXPECT_LT(Clock::now() - start, 500ms);
     EXPECT_FALSE(lock.is_held());
+}
+
+// The inbox is not ordered with the owner's commands: a force-release notice
+// that arrives after the owner took the lock again must not end the new hold.
+TEST(HoldTruth, ALateForceReleaseNoticeEndsOnlyTheHoldItNames) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri()), operator_client(server.uri());
+    auto lock = client.lock("revoked-late", {.lease = 20s});
+    lock.lock();
+    const auto owner = server.cli({"HGET", "dlock:{revoked-late}", "owner"});
+    const auto inbox = "dlock:inbox:" + owner.substr(0, owner.find(':'));
+    // The notice exactly as force_release publishes it, kept to send again.
+    std::promise<std::string> notice;
+    std::atomic<bool> heard{false};
+    auto listener = operator_client.subscribe(inbox, [&](dlock::Subscription::Event event, std::string_view payload) {
+        if (event == dlock::Subscription::Event::message && !heard.exchange(true)) notice.set_value(std::string(payload));
+    });
+    ASSERT_TRUE(listener.wait_active(Clock::now() + 5s));
+    auto lost = lock.lost_token();
+    ASSERT_TRUE(dlock::force_release(operator_client, "revoked-late").has_value());
+    ASSERT_TRUE(eventually([&] { return lost.stop_requested(); }, 2s));
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::lease_lost);
+
+    lock.lock();  // a new hold, a new token
+    auto late = notice.get_future().get();
+    operator_client.command({"PUBLISH", inbox, late});
+    std::this_thread::sleep_for(300ms);  // the client's inbox has long had it
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_FALSE(lock.lost_token().stop_requested());
+    lock.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_EQ(server.cli({"EXISTS", "dlock:{revoked-late}"}), "0");
 }
 
 // No key lives forever.

@@ -101,6 +101,34 @@ TEST(LateCopies, ALateCopyOfAHandOffDoesNotMakeTwoHolders) {
     if (lock.hold_count()) lock.unlock();
 }
 
+TEST(LateCopies, ALateCopyOfAnAttemptAnsweredBusyGrantsNothing) {
+    dlock::support::RedisServer server;
+    dlock::Client a(server.uri()), b(server.uri()), admin(server.uri());
+    warm_up(a);
+    warm_up(b);
+    start_capture(admin);
+    dlock::LockOptions o;
+    o.lease = 20s;
+    dlock::Lock la(a, "busy-copy", o), lb(b, "busy-copy", o);
+    lb.lock();
+    ASSERT_FALSE(la.try_lock());  // answered busy; a gives up
+    lb.unlock();
+    auto acquires = captured(admin, dlock::detail::acquire_script().sha1());
+    ASSERT_EQ(acquires.size(), 2u);  // b's grant, then a's busy attempt
+    // The late copy of a's attempt reaches a free lock: it must not grant a
+    // hold that a's client gave up on (nobody would renew or release it,
+    // and the name would be taken for a whole lease).
+    auto r = replay(admin, acquires[1]);
+    ASSERT_TRUE(r.is_array() && !r.elements.empty());
+    EXPECT_EQ(r.elements[0].integer, -2);
+    EXPECT_EQ(server.cli({"EXISTS", key_of("busy-copy")}), "0");
+    EXPECT_TRUE(lb.try_lock());
+    lb.unlock();
+    // A fresh attempt of a's (a new operation id) is granted as usual.
+    EXPECT_TRUE(la.try_lock());
+    la.unlock();
+}
+
 TEST(LateCopies, AHugeLeaseLeftOnTheServerDoesNotMakeAWaiterSpin) {
     dlock::support::RedisServer server;
     dlock::Client a(server.uri());
