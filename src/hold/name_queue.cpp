@@ -55,36 +55,49 @@ void NameQueue::wait_change(std::uint64_t seen, LockClock::time_point wake_at, s
 }
 
 std::optional<NameQueue::Handed> NameQueue::sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at,
+                                                        std::optional<LockClock::time_point> deadline,
                                                         std::stop_token stop, const std::string& owner,
                                                         const std::string& lease_ms) {
+    using HandOff = Waiter::HandOff;
     std::unique_lock lock(mutex_);
-    head_owner_ = owner;
-    head_lease_ms_ = lease_ms;
-    head_state_ = HeadState::sleeping;
-    auto& wake = waiters_.front().wake;  // the caller is the head, and stays it while it sleeps
-    wake.wait_until(lock, stop, wake_at, [&] { return generation_ != seen || grant_.has_value(); });
-    // A hand-off that started must be waited out: it may have made us the owner.
-    wake.wait(lock, [&] { return head_state_ != HeadState::receiving; });
-    head_state_ = HeadState::awake;
-    auto grant = grant_;
-    grant_.reset();
-    return grant;
+    auto& me = waiters_.front();  // the caller is the head, and stays it while it sleeps
+    me.owner = owner;
+    me.lease_ms = lease_ms;
+    me.hand_off = HandOff::sleeping;
+    me.wake.wait_until(lock, stop, wake_at, [&] { return generation_ != seen || me.handed.has_value(); });
+    // A hand-off that started may have made us the owner: wait for its
+    // answer, though not past the caller's deadline or stop.
+    auto answered = [&] { return me.hand_off != HandOff::receiving; };
+    if (deadline) me.wake.wait_until(lock, stop, *deadline, answered);
+    else me.wake.wait(lock, stop, answered);
+    // Given up while receiving: finish_handoff finds the head awake, and
+    // the releasing thread undoes what it gave.
+    me.hand_off = HandOff::awake;
+    auto handed = std::move(me.handed);
+    me.handed.reset();
+    return handed;
 }
 
-bool NameQueue::claim_head(std::string& owner, std::string& lease_ms) {
+bool NameQueue::claim_head(std::string& owner, std::string& lease_ms, std::uint64_t& ticket) {
     std::lock_guard lock(mutex_);
-    if (head_state_ != HeadState::sleeping) return false;
-    head_state_ = HeadState::receiving;
-    owner = head_owner_;
-    lease_ms = head_lease_ms_;
+    if (waiters_.empty() || waiters_.front().hand_off != Waiter::HandOff::sleeping) return false;
+    auto& head = waiters_.front();
+    head.hand_off = Waiter::HandOff::receiving;
+    owner = head.owner;
+    lease_ms = head.lease_ms;
+    ticket = head.ticket;
     return true;
 }
 
-void NameQueue::finish_handoff(std::optional<Handed> handed) {
+bool NameQueue::finish_handoff(std::uint64_t ticket, std::optional<Handed> handed) {
     std::lock_guard lock(mutex_);
-    grant_ = std::move(handed);
-    head_state_ = HeadState::sleeping;
-    wake_head_locked();
+    auto* head = find_locked(ticket);
+    // Gone (it left the queue) or awake (it gave up waiting for this).
+    if (!head || head->hand_off != Waiter::HandOff::receiving) return false;
+    head->handed = std::move(handed);
+    head->hand_off = Waiter::HandOff::sleeping;
+    head->wake.notify_all();
+    return true;
 }
 
 bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,

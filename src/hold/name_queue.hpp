@@ -58,16 +58,20 @@ public:
 
     // The head sleeps until the generation moves past seen, until wake_at,
     // or stop, and may be handed the lock meanwhile (returned). owner and
-    // lease_ms say whom to hand it to. A hand-off under way is always waited
-    // for, even past wake_at or stop.
-    std::optional<Handed> sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop,
+    // lease_ms say whom to hand it to. A hand-off under way is waited for
+    // past wake_at, but not past the caller's deadline or stop: the head
+    // then gives up on it, and the releasing thread gives back whatever
+    // the hand-off gave (finish_handoff says so).
+    std::optional<Handed> sleep_as_head(std::uint64_t seen, LockClock::time_point wake_at,
+                                       std::optional<LockClock::time_point> deadline, std::stop_token stop,
                                        const std::string& owner, const std::string& lease_ms);
     // A releasing thread: claims the sleeping head for a hand-off, when
-    // there is one. Fills owner and lease_ms.
-    bool claim_head(std::string& owner, std::string& lease_ms);
-    // Ends a claimed hand-off: the head wakes holding the lock, or (nullopt)
-    // goes back to waiting as before.
-    void finish_handoff(std::optional<Handed> handed);
+    // there is one. Fills owner, lease_ms and the head's ticket.
+    bool claim_head(std::string& owner, std::string& lease_ms, std::uint64_t& ticket);
+    // Ends the hand-off claimed for ticket: the head wakes holding the lock,
+    // or (nullopt) goes back to waiting as before. False when that head gave
+    // up on it meanwhile: what the hand-off gave is then the caller's to undo.
+    bool finish_handoff(std::uint64_t ticket, std::optional<Handed> handed);
 
     // Subscribes to channel on every server, once for the whole queue, and
     // waits until `needed` of them confirmed it (or deadline, or stop).
@@ -81,6 +85,11 @@ private:
     struct Waiter {
         std::uint64_t ticket = 0;
         std::condition_variable_any wake;
+        // The hand-off (head only): sleeping heads may be claimed; a claimed
+        // one is receiving until finish_handoff, which leaves `handed`.
+        enum class HandOff { awake, sleeping, receiving } hand_off = HandOff::awake;
+        std::string owner, lease_ms;
+        std::optional<Handed> handed;
     };
     Waiter* find_locked(std::uint64_t ticket);
     void wake_head_locked();
@@ -90,11 +99,6 @@ private:
     std::uint64_t next_ticket_ = 0;
     std::uint64_t generation_ = 0;
     std::vector<Subscription> subscriptions_;
-
-    enum class HeadState { awake, sleeping, receiving };
-    HeadState head_state_ = HeadState::awake;
-    std::string head_owner_, head_lease_ms_;
-    std::optional<Handed> grant_;
 };
 
 // The queues of one client (or Redlock group), by lock name; a queue lives

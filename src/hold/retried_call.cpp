@@ -56,45 +56,18 @@ void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
     });
 }
 
-void RetriedCall::finish(std::error_code ec, Reply&& reply) {
-    Done handler;
-    {
-        std::lock_guard lock(mutex_);
-        if (finished_) return;
-        finished_ = true;
-        if (walked_away_) {
-            handler = std::move(if_walked_away_);
-        } else {
-            ec_ = ec;
-            reply_ = std::move(reply);
-        }
-    }
-    if (handler) return handler(ec, std::move(reply));
-    done_.release();
-}
+void RetriedCall::finish(std::error_code ec, Reply&& reply) { outcome_.deliver(Answer{ec, std::move(reply)}); }
 
 bool RetriedCall::wait(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec,
                        Reply& reply, Done if_walked_away) {
-    std::atomic<bool> woken_by_stop{false};
-    std::optional<std::stop_callback<std::function<void()>>> on_stop;
-    if (stop.stop_possible())
-        on_stop.emplace(stop, std::function<void()>([&] {
-                            if (!woken_by_stop.exchange(true)) done_.release();
-                        }));
-    if (!client_->spin_for(done_)) {
-        if (deadline) (void)done_.try_acquire_until(*deadline);
-        else done_.acquire();
-    }
-    on_stop.reset();
-    std::lock_guard lock(mutex_);
-    if (finished_) {
-        ec = ec_;
-        reply = std::move(reply_);
-        return true;
-    }
-    walked_away_ = true;
-    if_walked_away_ = std::move(if_walked_away);
-    return false;
+    Answer answer;
+    if (!outcome_.wait(*client_, deadline, stop, answer, [handler = std::move(if_walked_away)](Answer&& late) {
+            if (handler) handler(late.ec, std::move(late.reply));
+        }))
+        return false;
+    ec = answer.ec;
+    reply = std::move(answer.reply);
+    return true;
 }
 
 }  // namespace dlock::detail

@@ -14,18 +14,16 @@
 // a grant nobody will use), or an error at the end of the window.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <semaphore>
 #include <stop_token>
 #include <string>
 
 #include "dlock/error.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
+#include "awaited_outcome.hpp"
 #include "redis/client_core.hpp"
 #include "validity.hpp"
 
@@ -70,14 +68,11 @@ private:
     bool sent_as_eval_ = false;  // the NOSCRIPT fallback was used
     std::optional<asio::steady_timer> retry_timer_;
 
-    std::mutex mutex_;
-    bool finished_ = false;
-    bool walked_away_ = false;
-    std::error_code ec_;
-    Reply reply_;
-    Done if_walked_away_;
-    // Released by the outcome and by a stop request: hence two.
-    std::counting_semaphore<2> done_{0};
+    struct Answer {
+        std::error_code ec;
+        Reply reply;
+    };
+    AwaitedOutcome<Answer> outcome_;
 };
 
 }  // namespace dlock::detail

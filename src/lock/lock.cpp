@@ -24,6 +24,8 @@ bool is_acquire_reply(const Reply& reply) {
            (reply.elements[0].integer != busy || reply.elements.size() == 2);
 }
 
+bool is_grant(const Reply& reply) { return is_acquire_reply(reply) && reply.elements[0].integer == granted; }
+
 // The holder's lease left, as the server said, but never past the longest
 // lease there can be: a key someone gave a huge TTL must not overflow the
 // clock arithmetic of the wait.
@@ -74,12 +76,10 @@ unsigned LockCore::outstanding(const std::string& owner) {
     return it == outstanding_.end() ? 0 : it->second;
 }
 
-LockCore::Answer LockCore::run(const Script& script, std::initializer_list<std::string_view> keys,
-                               std::initializer_list<std::string_view> argv,
+LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                GateTicket& ticket, std::function<void(const Reply&)> undo) {
-    auto call = RetriedCall::start(client, script, {keys.begin(), keys.size()}, {argv.begin(), argv.size()},
-                                   retry_window_end());
+    auto call = RetriedCall::start(client, script, keys, argv, retry_window_end());
     Answer answer;
     answer.sent = call->first_sent();
     // The gate travels with the call if the caller walks away: no other
@@ -129,22 +129,59 @@ bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Gra
     return true;
 }
 
-bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
-                       std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
-                       bool& lost) {
+LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
+                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop) {
     const auto& keys = identity->keys;
     const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
+    std::string_view k[] = {keys.lock, fence, tombstone};
+    std::string_view a[] = {owner, identity->lease_ms, operation, mode, identity->retention_ms, "1"};
+    // Granted after the caller gave up: nobody will use it. The handler may
+    // run after the Lock is gone, so it keeps this core alive.
+    auto undo_late_grant = [self = shared_from_this(), owner, operation](const Reply& reply) {
+        if (is_grant(reply)) self->undo(owner, operation);
+    };
+    const auto& ack = identity->options.replica_ack;
+    if (ack.replicas == 0) {
+        auto answer = run(acquire_script(), k, a, wait_until, stop, ticket, std::move(undo_late_grant));
+        answer.operation = operation;
+        return answer;
+    }
     // With replica_ack, a re-entry is acknowledged too: a failover must not
     // bring back a count the client has moved past.
-    auto answer = identity->options.replica_ack.replicas > 0
-                      ? run_acknowledged(owner, operation, "reenter", ec)
-                      : run(acquire_script(), {keys.lock, fence, tombstone},
-                            {owner, identity->lease_ms, operation, "reenter", identity->retention_ms, "1"}, wait_until,
-                            stop, ticket, [this, owner, operation](const Reply& reply) {
-                                if (is_acquire_reply(reply) && reply.elements[0].integer == granted)
-                                    undo(owner, operation);
-                            });
+    Answer answer;
+    answer.operation = operation;
+    answer.sent = LockClock::now();
+    AcknowledgedAnswer acknowledged;
+    auto carried = std::make_shared<GateTicket>();
+    answer.known = eval_acknowledged(*client, acquire_script(), k, a, ack, is_grant, wait_until, stop, acknowledged,
+                                     [carried, undo_late_grant, self = shared_from_this(), owner,
+                                      operation](AcknowledgedAnswer&& late) {
+                                         if (outcome_unknown(late.ec)) self->undo(owner, operation);
+                                         else if (!late.ec) undo_late_grant(late.reply);
+                                     });
+    if (!answer.known) {
+        *carried = std::move(ticket);  // no other operation of this owner before that one settles
+        return answer;
+    }
+    answer.ec = acknowledged.ec;
+    answer.reply = std::move(acknowledged.reply);
+    if (answer.ec) {
+        // It may have been granted after all: undo exactly that operation,
+        // if it was the last one.
+        if (outcome_unknown(answer.ec)) undo(owner, operation);
+    } else if (is_grant(answer.reply) && acknowledged.replicas < ack.replicas) {
+        // Granted, but too few replicas have it: a failover could lose it.
+        undo(owner, operation);
+        answer.ec = errc::replicas_not_acknowledged;
+    }
+    return answer;
+}
+
+bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
+                       std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
+                       bool& lost) {
+    auto answer = send_acquire(owner, "reenter", ticket, wait_until, stop);
     if (!answer.known) {
         if (!stop.stop_requested()) ec = errc::command_timeout;
         return false;
@@ -161,7 +198,7 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
             return true;
         }
         // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
-        undo(owner, operation);
+        undo(owner, answer.operation);
     }
     // The server says it is not ours any more: the hold was lost, and this
     // call acquires afresh.
@@ -174,21 +211,13 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
 LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                                     std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                     std::error_code& ec) {
-    const auto& keys = identity->keys;
-    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
-    const auto operation = service->next_operation_id();
-    auto answer = identity->options.replica_ack.replicas > 0
-                      ? run_acknowledged(owner, operation, "fresh", ec)
-                      : run(acquire_script(), {keys.lock, fence, tombstone},
-                            {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "1"}, wait_until,
-                            stop, ticket, [this, owner, operation](const Reply& reply) {
-                                // Granted after the caller gave up: nobody will use it.
-                                if (is_acquire_reply(reply) && reply.elements[0].integer == granted)
-                                    undo(owner, operation);
-                            });
+    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop);
     if (!answer.known) return {Outcome::walked_away};
-    if (answer.ec == errc::wrong_type)
-        throw Error(answer.ec, "key " + keys.lock + ", " + fence + " or " + tombstone + " holds data that is not a dlock lock");
+    if (answer.ec == errc::wrong_type) {
+        const auto& keys = identity->keys;
+        throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + " or " + keys.tombstone(owner) +
+                                   " holds data that is not a dlock lock");
+    }
     if ((ec = answer.ec)) return {Outcome::failed};
     if (!is_acquire_reply(answer.reply) || answer.reply.elements[0].integer == not_ours ||
         answer.reply.elements[0].integer < stale_operation) {
@@ -200,36 +229,9 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
     // the lock is free now: that operation may not grant any more. A new
     // attempt (a new operation id) may.
     if (answer.reply.elements[0].integer == stale_operation) return {Outcome::busy, std::chrono::milliseconds(1)};
-    if (!record_grant(owner, slot, grant_of(answer.reply, answer.sent), operation))
+    if (!record_grant(owner, slot, grant_of(answer.reply, answer.sent), answer.operation))
         return {Outcome::busy, std::chrono::milliseconds(1)};
     return {Outcome::acquired};
-}
-
-LockCore::Answer LockCore::run_acknowledged(const std::string& owner, const std::string& operation,
-                                            std::string_view mode, std::error_code& ec) {
-    const auto& keys = identity->keys;
-    const auto& ack = identity->options.replica_ack;
-    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
-    Answer answer;
-    answer.known = true;
-    answer.sent = LockClock::now();
-    long long acknowledged = 0;
-    answer.reply = eval_acknowledged(
-        *client, acquire_script(), std::array<std::string_view, 3>{keys.lock, fence, tombstone},
-        std::array<std::string_view, 6>{owner, identity->lease_ms, operation, mode, identity->retention_ms, "1"}, ack,
-        acknowledged, answer.ec);
-    if (answer.ec) {
-        // It may have been granted after all: undo exactly that operation,
-        // if it was the last one.
-        if (outcome_unknown(answer.ec)) undo(owner, operation);
-    } else if (is_acquire_reply(answer.reply) && answer.reply.elements[0].integer == granted &&
-               acknowledged < ack.replicas) {
-        // Granted, but too few replicas have it: a failover could lose it.
-        undo(owner, operation);
-        answer.ec = errc::replicas_not_acknowledged;
-    }
-    ec = answer.ec;
-    return answer;
 }
 
 bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
@@ -239,10 +241,13 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
     OwnerOperation operation(service->holds(), identity->name, owner);
     auto* slot = &operation.slot();
     const bool single_attempt = deadline && *deadline <= LockClock::now();
-    // One attempt still waits for its answer, up to a command timeout.
+    // One attempt still waits for its answer, up to a command timeout (and
+    // the replicas' acknowledgement, up to its own timeout).
     const auto wait_until = [&]() -> std::optional<LockClock::time_point> {
-        if (single_attempt) return LockClock::now() + client->options().command_timeout;
-        return deadline;
+        if (!single_attempt) return deadline;
+        const auto& ack = identity->options.replica_ack;
+        return LockClock::now() + client->options().command_timeout +
+               (ack.replicas > 0 ? ack.timeout : std::chrono::milliseconds::zero());
     };
     if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop)) return false;
     auto& ticket_of_call = operation.ticket;
@@ -297,9 +302,10 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
             queue->wait_change(seen, wake_at, stop);  // a hand-off would skip the WAIT
             continue;
         }
-        if (auto handed = queue->sleep_as_head(seen, wake_at, stop, owner, identity->lease_ms)) {
+        if (auto handed = queue->sleep_as_head(seen, wake_at, deadline, stop, owner, identity->lease_ms)) {
             if (record_grant(owner, *slot, handed->grant, handed->operation)) return true;
         }
+        if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
     }
 }
 
@@ -309,13 +315,15 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     if (LockClock::now() - slice_start >= identity->options.handoff_slice) return false;
     auto queue = service->existing_queue(identity->name);
     std::string next, next_lease;
-    if (!queue || !queue->claim_head(next, next_lease)) return false;
+    std::uint64_t head = 0;
+    if (!queue || !queue->claim_head(next, next_lease, head)) return false;
     const auto& keys = identity->keys;
     const auto fence = keys.fence(), tombstone = keys.tombstone(hold->owner);
     const auto operation = service->next_operation_id();
     GateTicket no_gate;  // the releasing caller holds its own; the head waits for this call
-    // A hand-off is waited for to its end: the head cannot move on until it
-    // knows whether it was made the owner.
+    // The releasing caller waits for the hand-off to its end (its unlock
+    // waits for an answer in any case); the head waits at most until its
+    // own deadline.
     auto answer = run(hand_off_script(), {keys.lock, fence, tombstone},
                       {hold->owner, next, next_lease, operation, identity->retention_ms}, std::nullopt, {}, no_gate, {});
     ec = answer.ec;
@@ -323,15 +331,17 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
                         answer.reply.elements[0].integer == 1;
     if (!handed && !ec) {
         // Not ours to give (lost meanwhile): the ordinary release says so.
-        queue->finish_handoff(std::nullopt);
+        queue->finish_handoff(head, std::nullopt);
         return false;
     }
     hold->release_answered(0, answer.sent);
     slot.clear(hold);
     service->keeper().forget(hold);
     if (handed) {
-        queue->finish_handoff(NameQueue::Handed{
-            Grant{static_cast<std::uint64_t>(answer.reply.elements[1].integer), 1, answer.sent, slice_start}, operation});
+        const Grant grant{static_cast<std::uint64_t>(answer.reply.elements[1].integer), 1, answer.sent, slice_start};
+        // The head gave up waiting (its deadline, a stop): nobody will use
+        // the lock it was given, so give exactly that back.
+        if (!queue->finish_handoff(head, NameQueue::Handed{grant, operation})) undo(next, operation);
         return true;
     }
     // Unknown outcome: the waiter may own it now without knowing. Give back
@@ -346,7 +356,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
                    {hold->owner, identity->lease_ms, release_op, "all", identity->retention_ms}, std::nullopt, {},
                    held_by_caller, {});
     (void)own;
-    queue->finish_handoff(std::nullopt);
+    queue->finish_handoff(head, std::nullopt);
     return true;
 }
 

@@ -16,7 +16,7 @@
 
 namespace dlock::detail {
 
-class LockCore {
+class LockCore : public std::enable_shared_from_this<LockCore> {
 public:
     LockCore(std::shared_ptr<ClientCore> client, std::string name, LockOptions options);
 
@@ -49,24 +49,34 @@ private:
         std::error_code ec;
         Reply reply;
         LockClock::time_point sent{};
+        std::string operation;  // its operation id
     };
 
     // Runs one script call through RetriedCall; the caller waits until
     // wait_until (none: until known) or stop. Walking away hands the gate
     // and `undo` (called with the reply, if it ever comes) to the call.
+    Answer run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
+               std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
+               std::function<void(const Reply&)> undo);
     Answer run(const Script& script, std::initializer_list<std::string_view> keys,
                std::initializer_list<std::string_view> argv, std::optional<LockClock::time_point> wait_until,
-               std::stop_token stop, GateTicket& ticket, std::function<void(const Reply&)> undo);
+               std::stop_token stop, GateTicket& ticket, std::function<void(const Reply&)> undo) {
+        return run(script, ClientCore::Args(keys.begin(), keys.size()), ClientCore::Args(argv.begin(), argv.size()),
+                   wait_until, stop, ticket, std::move(undo));
+    }
+    // acquire.lua for owner in `mode` ("fresh" or "reenter"), as a new
+    // operation: through run(), or with replica_ack followed by WAIT on a
+    // dedicated connection, bounded alike by wait_until and stop. A grant
+    // nobody will use (the caller walked away, too few replicas confirmed
+    // it: replicas_not_acknowledged) is undone.
+    Answer send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
+                        std::optional<LockClock::time_point> wait_until, std::stop_token stop);
 
     bool reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
                  std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
                  bool& lost);
     Attempt attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                     std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec);
-    // The acquire script and WAIT on a dedicated connection (replica_ack):
-    // a grant too few replicas confirmed is undone (replicas_not_acknowledged).
-    Answer run_acknowledged(const std::string& owner, const std::string& operation, std::string_view mode,
-                            std::error_code& ec);
     // A grant confirmed by the server: a new hold, tracked and renewed, or
     // (its validity already over) undone. False when undone.
     bool record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant, const std::string& operation);

@@ -11,6 +11,12 @@
 #include "replica_ack.hpp"
 
 namespace dlock::detail {
+namespace {
+
+// renew.lua's answer when the lease was extended.
+bool renewed_lease(const Reply& reply) { return reply.is_integer() && reply.integer == 1; }
+
+}  // namespace
 
 LockService::LockService(ClientCore& core)
     : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
@@ -117,12 +123,13 @@ void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, L
     const auto fence = hold->lock->keys.fence();
     std::string_view keys[] = {hold->lock->keys.lock, fence};
     std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-    eval_acknowledged_async(core_, renew_script(), keys, argv, ack,
-                            [this, hold, sent, wanted = ack.replicas](std::error_code ec, Reply&& reply, long long n) {
-                                if (ec) return keeper_.failed(hold, ec);
-                                if (!reply.is_integer() || reply.integer != 1) return keeper_.refused(hold);
+    eval_acknowledged_async(core_, renew_script(), keys, argv, ack, renewed_lease, hold->view().valid_until,
+                            [this, hold, sent, wanted = ack.replicas](AcknowledgedAnswer&& answer) {
+                                if (answer.ec) return keeper_.failed(hold, answer.ec);
+                                if (!renewed_lease(answer.reply)) return keeper_.refused(hold);
                                 // Extended on the master only: not yet safe from a failover.
-                                if (n < wanted) return keeper_.failed(hold, errc::replicas_not_acknowledged);
+                                if (answer.replicas < wanted)
+                                    return keeper_.failed(hold, errc::replicas_not_acknowledged);
                                 keeper_.renewed(hold, sent);
                             });
 }
@@ -141,7 +148,7 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
         return;
     }
     if (ec) return keeper_.failed(hold, ec);
-    if (reply.is_integer() && reply.integer == 1) return keeper_.renewed(hold, sent);
+    if (renewed_lease(reply)) return keeper_.renewed(hold, sent);
     keeper_.refused(hold);
 }
 

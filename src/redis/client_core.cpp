@@ -225,13 +225,13 @@ Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_co
         [&](Completion done, Clock::time_point until) { eval_async(script, keys, argv, std::move(done), until); }, ec);
 }
 
-void ClientCore::submit_dedicated(std::vector<std::string> formatted, DedicatedConnections::Done done,
+void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next next, DedicatedConnections::Done done,
                                   Clock::time_point deadline) {
     if (auto ec = usable()) return done(ec, {});
     std::call_once(dedicated_once_,
                    [this] { dedicated_ = std::make_unique<DedicatedConnections>(io_, address_, options_); });
     if (!dedicated_) return done(errc::client_closed, {});  // stop() came first
-    dedicated_->submit(std::move(formatted), std::move(done), deadline);
+    dedicated_->submit(std::move(first), std::move(next), std::move(done), deadline);
 }
 
 void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {

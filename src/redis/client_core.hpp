@@ -64,10 +64,10 @@ public:
 
     Subscription subscribe(std::string channel, Subscription::Listener listener);
 
-    // Formatted commands sent together on a connection of their own (see
-    // dedicated_connections.hpp): for a write and the WAIT that counts it.
+    // A conversation on a connection of its own (see dedicated_connections.hpp):
+    // a write, then the WAIT that counts it, when the write's reply asks for one.
     // done runs once; at once, on the calling thread, when the client is closed.
-    void submit_dedicated(std::vector<std::string> formatted, DedicatedConnections::Done done,
+    void submit_dedicated(std::string first, DedicatedConnections::Next next, DedicatedConnections::Done done,
                           Clock::time_point deadline);
 
     // A slot for a layer above the transport (the lock service): made once,

@@ -42,45 +42,58 @@ void DedicatedConnections::give_back(const std::shared_ptr<Connection>& connecti
     asio::post(io_, [connection] { connection->shutdown(); });
 }
 
-void DedicatedConnections::submit(std::vector<std::string> formatted, Done done, Clock::time_point deadline) {
+struct DedicatedConnections::Conversation : std::enable_shared_from_this<Conversation> {
+    DedicatedConnections& pool;
+    std::shared_ptr<Connection> connection;
+    Next next;
+    Done done;
+    Clock::time_point deadline;
+    std::vector<Reply> replies;
+
+    Conversation(DedicatedConnections& pool_, std::shared_ptr<Connection> connection_, Next next_, Done done_,
+                 Clock::time_point deadline_)
+        : pool(pool_),
+          connection(std::move(connection_)),
+          next(std::move(next_)),
+          done(std::move(done_)),
+          deadline(deadline_) {}
+
+    void send(const std::string& command) {
+        Completion on_reply = [self = shared_from_this()](std::error_code ec, Reply&& reply) {
+            self->on_reply(ec, std::move(reply));
+        };
+        if (auto ec = connection->submit(command, on_reply, deadline)) {
+            asio::post(pool.io_, [self = shared_from_this(), ec] { self->finish(ec, false); });
+        }
+    }
+
+    // I/O thread.
+    void on_reply(std::error_code ec, Reply&& reply) {
+        if (ec && !is_reply_error(ec)) return finish(ec, false);
+        replies.push_back(std::move(reply));
+        if (ec) return finish(ec, true);
+        std::optional<std::string> more;
+        if (next) more = next(replies.back());
+        if (!more) return finish({}, true);
+        send(*more);
+    }
+
+    void finish(std::error_code ec, bool in_step) {
+        if (in_step) pool.give_back(connection);
+        else asio::post(pool.io_, [connection = connection] { connection->shutdown(); });
+        done(ec, std::move(replies));
+    }
+};
+
+void DedicatedConnections::submit(std::string first, Next next, Done done, Clock::time_point deadline) {
     auto connection = take();
     if (!connection) {
         asio::post(io_, [done = std::move(done)] { done(errc::client_closed, {}); });
         return;
     }
-    struct Gather {
-        std::vector<Reply> replies;
-        std::vector<std::error_code> errors;
-        std::size_t left;
-        Done done;
-    };
-    auto gather = std::make_shared<Gather>(
-        Gather{std::vector<Reply>(formatted.size()), std::vector<std::error_code>(formatted.size()),
-               formatted.size(), std::move(done)});
-    std::vector<Completion> dones;
-    for (std::size_t i = 0; i < formatted.size(); ++i)
-        dones.push_back([this, gather, connection, i](std::error_code ec, Reply&& reply) {
-            // Replies arrive in order on the I/O thread: no lock needed.
-            gather->replies[i] = std::move(reply);
-            gather->errors[i] = ec;
-            if (--gather->left > 0) return;
-            std::error_code first;
-            bool in_step = true;
-            for (auto e : gather->errors) {
-                if (e && !first) first = e;
-                if (e && !is_reply_error(e)) in_step = false;
-            }
-            if (in_step) give_back(connection);
-            else asio::post(io_, [connection] { connection->shutdown(); });
-            gather->done(first, std::move(gather->replies));
-        });
-    std::vector<std::string_view> views(formatted.begin(), formatted.end());
-    if (auto ec = connection->submit_many(views, dones, deadline)) {
-        asio::post(io_, [connection, done = std::move(gather->done), ec] {
-            connection->shutdown();
-            done(ec, {});
-        });
-    }
+    auto conversation =
+        std::make_shared<Conversation>(*this, std::move(connection), std::move(next), std::move(done), deadline);
+    conversation->send(first);
 }
 
 void DedicatedConnections::shutdown() {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,14 +25,22 @@ public:
 
     DedicatedConnections(asio::io_context& io, ServerAddress address, ClientOptions options);
 
-    // Sends the commands in one write on a connection of their own. done runs
-    // once, on the I/O thread, with every reply in order; ec is the first
-    // transport failure (then replies may be missing) or the first error reply.
-    void submit(std::vector<std::string> formatted, Done done, Clock::time_point deadline);
+    // What to send after a reply, on the same connection; nullopt: nothing.
+    using Next = std::function<std::optional<std::string>(const Reply&)>;
+
+    // A conversation on a connection of its own: sends `first`, hands each
+    // reply to next (if any), which may name the command to send after it,
+    // and so on. A command is sent only once the reply before it is in, so a
+    // WAIT can depend on what the write before it did. done runs once, on
+    // the I/O thread, with every reply in order; ec is the first transport
+    // failure (the reply it was waiting for is then missing) or the first
+    // error reply (nothing is sent after it). deadline bounds the whole.
+    void submit(std::string first, Next next, Done done, Clock::time_point deadline);
     // Closes every connection, failing what is in flight. I/O thread.
     void shutdown();
 
 private:
+    struct Conversation;
     std::shared_ptr<Connection> take();
     void give_back(const std::shared_ptr<Connection>& connection);
 

@@ -252,7 +252,7 @@ TEST(Client, EverySocketIsCloseOnExec) {
     std::string ping;
     dlock::detail::append_command(ping, std::vector<std::string_view>{"PING"});
     std::promise<std::error_code> dedicated;
-    client.core()->submit_dedicated({ping}, [&](std::error_code ec, std::vector<dlock::Reply>&&) { dedicated.set_value(ec); },
+    client.core()->submit_dedicated(ping, nullptr, [&](std::error_code ec, std::vector<dlock::Reply>&&) { dedicated.set_value(ec); },
                                     std::chrono::steady_clock::now() + 5s);
     ASSERT_FALSE(dedicated.get_future().get());
     auto sockets = sockets_and_cloexec();

@@ -423,6 +423,39 @@ TEST(HoldTruth, AForceReleaseIsHeardWithinARoundTrip) {
     EXPECT_FALSE(lock.is_held());
 }
 
+// A hand-off to this process's sleeping head whose answer comes late: the
+// head keeps its own deadline, and the lock it was given meanwhile is given
+// back, not left to a waiter that is gone.
+TEST(HoldTruth, AHandOffInFlightDoesNotHoldTheHeadPastItsDeadline) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client client(proxy.uri(), {.command_timeout = 5s});
+    warm_up(client);
+    dlock::Lock lock(client, "handed-late", {.lease = 30s, .handoff_slice = 30s});
+    lock.lock();
+    std::promise<std::pair<bool, Clock::duration>> result;
+    std::thread waiter([&] {
+        const auto start = Clock::now();
+        const bool got = lock.try_lock_for(800ms);
+        result.set_value({got, Clock::now() - start});
+        if (got) lock.unlock();
+    });
+    std::this_thread::sleep_for(300ms);  // the waiter sleeps as the queue's head
+    proxy.delay_replies(2000ms);
+    lock.unlock();  // hands off; the answer arrives two seconds later
+    auto [got, took] = result.get_future().get();
+    waiter.join();
+    EXPECT_FALSE(got);
+    EXPECT_LT(took, 1500ms) << "the waiter's 800 ms deadline was not kept";
+    proxy.delay_replies(0ms);
+    // Handed to a waiter that had gone: given back, not held for a lease.
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", "dlock:{handed-late}"}) == "0"; }, 10s));
+    dlock::Client other(server.uri());
+    auto theirs = other.lock("handed-late");
+    EXPECT_TRUE(theirs.try_lock_for(2s));
+    theirs.unlock();
+}
+
 // The inbox is not ordered with the owner's commands: a force-release notice
 // that arrives after the owner took the lock again must not end the new hold.
 TEST(HoldTruth, ALateForceReleaseNoticeEndsOnlyTheHoldItNames) {

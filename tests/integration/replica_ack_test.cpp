@@ -102,6 +102,56 @@ TEST(ReplicaAck, ARenewalTheReplicaDoesNotConfirmEndsInLost) {
     servers.replica.resume();
 }
 
+// A busy lock wrote nothing a replica must confirm: no WAIT, and the
+// caller's deadline and stop hold (WAIT's timeout is far longer here, and
+// there is no replica at all).
+TEST(ReplicaAck, ABusyLockSendsNoWaitAndDeadlinesAndStopsHold) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), client(server.uri());
+    auto holder = holder_client.lock("busy-acked");
+    holder.lock();
+    auto lock = client.lock("busy-acked", {.replica_ack = {.replicas = 1, .timeout = 5s}});
+    const long waits_before = server.command_calls("wait");
+    auto start = Clock::now();
+    EXPECT_FALSE(lock.try_lock_for(50ms));
+    EXPECT_LT(Clock::now() - start, 2s);
+    std::error_code ec;
+    EXPECT_FALSE(lock.try_lock(ec));
+    EXPECT_FALSE(ec) << ec.message();
+
+    std::stop_source stop;
+    std::thread stopper([&] {
+        std::this_thread::sleep_for(100ms);
+        stop.request_stop();
+    });
+    start = Clock::now();
+    EXPECT_FALSE(lock.lock(stop.get_token()));
+    EXPECT_LT(Clock::now() - start, 2s);
+    stopper.join();
+    EXPECT_EQ(server.command_calls("wait") - waits_before, 0);
+    holder.unlock();
+}
+
+// A grant the replicas cannot confirm before the caller's deadline: the
+// caller gets its answer by then, and the grant does not stay behind.
+TEST(ReplicaAck, AnUnconfirmableGrantEndsAtTheCallersDeadlineAndIsUndone) {
+    dlock::support::RedisServer server;  // no replica: WAIT 1 can only time out
+    dlock::Client client(server.uri());
+    auto lock = client.lock("deadline-acked", {.replica_ack = {.replicas = 1, .timeout = 5s}});
+    auto start = Clock::now();
+    std::error_code ec;
+    EXPECT_FALSE(lock.try_lock_until(Clock::now() + 200ms, ec));
+    EXPECT_LT(Clock::now() - start, 2s);
+    EXPECT_TRUE(ec == dlock::errc::replicas_not_acknowledged || ec == dlock::errc::command_timeout) << ec.message();
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("deadline-acked")}) == "0"; }, 5s));
+    // The same owner can go on at once: nothing of that attempt is in the way.
+    dlock::Client other(server.uri());
+    auto plain = other.lock("deadline-acked");
+    EXPECT_TRUE(plain.try_lock_for(2s));
+    plain.unlock();
+}
+
 TEST(ReplicaAck, BadTimeoutIsATypedError) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());

@@ -1,0 +1,80 @@
+// The outcome of a call that one caller thread waits for and the client's
+// I/O thread delivers, where the caller may walk away first (its deadline
+// passed, or a stop was requested). The outcome then goes to the handler the
+// caller left behind: a lock call that grants after its caller gave up must
+// be undone by someone.
+//
+// Thread-safety: deliver() from any one thread (the I/O thread), wait() from
+// one caller thread; each at most once.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <semaphore>
+#include <stop_token>
+
+#include "redis/client_core.hpp"
+
+namespace dlock::detail {
+
+template <typename Outcome>
+class AwaitedOutcome {
+public:
+    using Handler = std::function<void(Outcome&&)>;
+
+    // The outcome: to the waiting caller, or to the handler of one that
+    // walked away. Later calls are ignored.
+    void deliver(Outcome&& outcome) {
+        Handler handler;
+        {
+            std::lock_guard lock(mutex_);
+            if (delivered_) return;
+            delivered_ = true;
+            if (walked_away_) handler = std::move(if_walked_away_);
+            else outcome_ = std::move(outcome);
+        }
+        if (handler) return handler(std::move(outcome));
+        done_.release();
+    }
+
+    // Blocks until the outcome is delivered (true: `out` is set), or until
+    // deadline (none: no deadline) or stop (false: walked away; the outcome
+    // goes to if_walked_away when it comes, on the delivering thread).
+    // `client` lends its short spin before sleeping (a reply on loopback is
+    // often faster than a sleep and wake-up).
+    bool wait(ClientCore& client, std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
+              Handler if_walked_away) {
+        std::atomic<bool> woken_by_stop{false};
+        std::optional<std::stop_callback<std::function<void()>>> on_stop;
+        if (stop.stop_possible())
+            on_stop.emplace(stop, std::function<void()>([&] {
+                                if (!woken_by_stop.exchange(true)) done_.release();
+                            }));
+        if (!client.spin_for(done_)) {
+            if (deadline) (void)done_.try_acquire_until(*deadline);
+            else done_.acquire();
+        }
+        on_stop.reset();
+        std::lock_guard lock(mutex_);
+        if (delivered_) {
+            out = std::move(*outcome_);
+            return true;
+        }
+        walked_away_ = true;
+        if_walked_away_ = std::move(if_walked_away);
+        return false;
+    }
+
+private:
+    std::mutex mutex_;
+    bool delivered_ = false;
+    bool walked_away_ = false;
+    std::optional<Outcome> outcome_;
+    Handler if_walked_away_;
+    // Released by the delivery and by a stop request: hence two.
+    std::counting_semaphore<2> done_{0};
+};
+
+}  // namespace dlock::detail
