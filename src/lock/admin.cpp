@@ -4,6 +4,7 @@
 #include "dlock/lock.hpp"
 #include "lock_keys.hpp"
 #include "lock_scripts.hpp"
+#include "script_replies.hpp"
 
 namespace dlock {
 namespace {
@@ -20,18 +21,7 @@ LockInfo inspect_lock(Client& client, std::string_view name) {
     detail::LockKeys keys(name);
     const auto fence = keys.fence();
     std::string_view k[] = {keys.lock, fence};
-    Reply reply = client.eval(detail::inspect_script(), k, {});
-    if (!reply.is_array() || reply.elements.size() != 5) throw Error(errc::protocol_error, "unexpected inspect reply");
-    LockInfo info;
-    info.held = !reply.elements[0].is_nil();
-    if (info.held) {
-        info.owner = reply.elements[0].text;
-        info.hold_count = static_cast<unsigned>(reply.elements[1].integer);
-        info.ttl = std::chrono::milliseconds(std::max<long long>(reply.elements[2].integer, 0));
-        info.fencing_token = static_cast<std::uint64_t>(reply.elements[3].integer);
-    }
-    info.last_fencing_token = static_cast<std::uint64_t>(reply.elements[4].integer);
-    return info;
+    return detail::read_inspect(client.eval(detail::inspect_script(), k, {}));
 }
 
 std::optional<std::string> force_release(Client& client, std::string_view name) {
@@ -39,10 +29,7 @@ std::optional<std::string> force_release(Client& client, std::string_view name) 
     detail::LockKeys keys(name);
     const auto channel = keys.channel();
     std::string_view k[] = {keys.lock, channel};
-    Reply reply = client.eval(detail::force_release_script(), k, {});
-    if (reply.is_nil()) return std::nullopt;
-    if (!reply.is_array() || reply.elements.empty()) throw Error(errc::protocol_error, "unexpected force-release reply");
-    return reply.elements[0].text;
+    return detail::read_force_release(client.eval(detail::force_release_script(), k, {}));
 }
 
 }  // namespace dlock

@@ -10,33 +10,11 @@
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
 #include "replica_ack.hpp"
+#include "script_replies.hpp"
 
 namespace dlock {
 namespace detail {
 namespace {
-
-// acquire.lua's answers.
-constexpr long long granted = 1, busy = 0, not_ours = -1, stale_operation = -2;
-
-bool is_acquire_reply(const Reply& reply) {
-    return reply.is_array() && !reply.elements.empty() && reply.elements[0].is_integer() &&
-           (reply.elements[0].integer != granted || reply.elements.size() == 3) &&
-           (reply.elements[0].integer != busy || reply.elements.size() == 2);
-}
-
-bool is_grant(const Reply& reply) { return is_acquire_reply(reply) && reply.elements[0].integer == granted; }
-
-// The holder's lease left, as the server said, but never past the longest
-// lease there can be: a key someone gave a huge TTL must not overflow the
-// clock arithmetic of the wait.
-std::chrono::milliseconds holders_lease_left(const Reply& reply) {
-    return std::chrono::milliseconds(std::clamp<long long>(reply.elements[1].integer, 1, max_lease.count()));
-}
-
-Grant grant_of(const Reply& reply, LockClock::time_point sent) {
-    return Grant{static_cast<std::uint64_t>(reply.elements[1].integer),
-                 static_cast<unsigned>(std::max<long long>(reply.elements[2].integer, 1)), sent, sent};
-}
 
 std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions options) {
     validate_lock_request(name, options.lease);
@@ -187,13 +165,13 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
         return false;
     }
     if ((ec = answer.ec)) return false;
-    if (!is_acquire_reply(answer.reply)) {
+    const auto reentry = read_reentry(answer.reply);
+    if (reentry.kind == Reentry::Kind::malformed) {
         ec = errc::protocol_error;
         return false;
     }
-    if (answer.reply.elements[0].integer == granted) {
-        const auto count = static_cast<unsigned>(std::clamp<long long>(answer.reply.elements[2].integer, 1, UINT32_MAX));
-        if (hold->reentered(count, answer.sent, identity->options.lease)) {
+    if (reentry.kind == Reentry::Kind::granted) {
+        if (hold->reentered(reentry.count, answer.sent, identity->options.lease)) {
             count_outstanding(owner, +1);
             return true;
         }
@@ -219,17 +197,17 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
                                    " holds data that is not a dlock lock");
     }
     if ((ec = answer.ec)) return {Outcome::failed};
-    if (!is_acquire_reply(answer.reply) || answer.reply.elements[0].integer == not_ours ||
-        answer.reply.elements[0].integer < stale_operation) {
-        ec = errc::protocol_error;
-        return {Outcome::failed};
+    const auto fresh = read_fresh_acquire(answer.reply);
+    switch (fresh.kind) {
+        case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return {Outcome::failed};
+        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left};
+        // A resent copy of an attempt whose first copy was answered busy,
+        // and the lock is free now: that operation may not grant any more.
+        // A new attempt (a new operation id) may.
+        case FreshAcquire::Kind::stale_operation: return {Outcome::busy, std::chrono::milliseconds(1)};
+        case FreshAcquire::Kind::granted: break;
     }
-    if (answer.reply.elements[0].integer == busy) return {Outcome::busy, holders_lease_left(answer.reply)};
-    // A resent copy of an attempt whose first copy was answered busy, and
-    // the lock is free now: that operation may not grant any more. A new
-    // attempt (a new operation id) may.
-    if (answer.reply.elements[0].integer == stale_operation) return {Outcome::busy, std::chrono::milliseconds(1)};
-    if (!record_grant(owner, slot, grant_of(answer.reply, answer.sent), answer.operation))
+    if (!record_grant(owner, slot, Grant{fresh.token, fresh.count, answer.sent, answer.sent}, answer.operation))
         return {Outcome::busy, std::chrono::milliseconds(1)};
     return {Outcome::acquired};
 }
@@ -327,8 +305,8 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     auto answer = run(hand_off_script(), {keys.lock, fence, tombstone},
                       {hold->owner, next, next_lease, operation, identity->retention_ms}, std::nullopt, {}, no_gate, {});
     ec = answer.ec;
-    const bool handed = !ec && answer.reply.is_array() && answer.reply.elements.size() == 2 &&
-                        answer.reply.elements[0].integer == 1;
+    const auto handed_token = ec ? std::nullopt : read_hand_off(answer.reply);
+    const bool handed = handed_token.has_value();
     if (!handed && !ec) {
         // Not ours to give (lost meanwhile): the ordinary release says so.
         queue->finish_handoff(head, std::nullopt);
@@ -338,7 +316,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     slot.clear(hold);
     service->keeper().forget(hold);
     if (handed) {
-        const Grant grant{static_cast<std::uint64_t>(answer.reply.elements[1].integer), 1, answer.sent, slice_start};
+        const Grant grant{*handed_token, 1, answer.sent, slice_start};
         // The head gave up waiting (its deadline, a stop): nobody will use
         // the lock it was given, so give exactly that back.
         if (!queue->finish_handoff(head, NameQueue::Handed{grant, operation})) undo(next, operation);
@@ -385,7 +363,8 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     auto answer = run(release_script(), {keys.lock, fence, channel, tombstone},
                       {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, std::nullopt, {},
                       ticket, {});
-    if (answer.ec || !answer.reply.is_integer()) {
+    const auto released = read_release(answer.reply);
+    if (answer.ec || released.kind == Release::Kind::malformed) {
         ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);
         if (final_release) {
             // Not renewed any more; the lease ends it.
@@ -395,8 +374,8 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
         }
         return;
     }
-    const long long left = answer.reply.integer;
-    if (left < 0) {
+    const unsigned left = released.holds_left;
+    if (released.kind == Release::Kind::not_ours) {
         // Not ours on the server (expired, force-released, taken): lost.
         service->keeper().forget(hold);
         mark_lost(hold, errc::lease_lost, service->io());
@@ -405,10 +384,10 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
         return;
     }
     if (final_release) {
-        hold->release_answered(static_cast<unsigned>(left), answer.sent);
+        hold->release_answered(left, answer.sent);
     } else if (left == 0 ? hold->begin_final_release() : true) {
         if (left == 0) hold->release_answered(0, answer.sent);
-        else hold->partly_released(static_cast<unsigned>(left), answer.sent, identity->options.lease);
+        else hold->partly_released(left, answer.sent, identity->options.lease);
     }
     if (hold->state() == HoldState::released) {
         slot.clear(hold);

@@ -1,6 +1,5 @@
 #include "lock_service.hpp"
 
-#include <charconv>
 #include <future>
 #include <optional>
 
@@ -9,15 +8,9 @@
 #include "lock_scripts.hpp"
 #include "redis/command_format.hpp"
 #include "replica_ack.hpp"
+#include "script_replies.hpp"
 
 namespace dlock::detail {
-namespace {
-
-// renew.lua's answer when the lease was extended.
-bool renewed_lease(const Reply& reply) { return reply.is_integer() && reply.integer == 1; }
-
-}  // namespace
-
 LockService::LockService(ClientCore& core)
     : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
     core_.before_stop([this] { release_all_on_stop(); });
@@ -41,33 +34,12 @@ void LockService::listen_to_inbox() {
 
 void LockService::on_inbox(Subscription::Event event, std::string_view payload) {
     if (event == Subscription::Event::resubscribed) return keeper_.renew_all_now();
-    // "revoked <owner> <token> <lock key>"; the key is "dlock:{<name>}", and
-    // the name may hold any byte, spaces too: it is everything after the token.
-    constexpr std::string_view verb = "revoked ";
-    constexpr std::string_view key_prefix = "dlock:{";
-    if (payload.substr(0, verb.size()) != verb) return;
-    payload.remove_prefix(verb.size());
-    auto next_word = [&payload]() -> std::optional<std::string_view> {
-        auto space = payload.find(' ');
-        if (space == std::string_view::npos) return std::nullopt;
-        auto word = payload.substr(0, space);
-        payload.remove_prefix(space + 1);
-        return word;
-    };
-    const auto owner = next_word();
-    const auto token_text = next_word();
-    if (!owner || !token_text) return;
-    std::uint64_t token = 0;
-    if (std::from_chars(token_text->data(), token_text->data() + token_text->size(), token).ptr !=
-        token_text->data() + token_text->size())
-        return;
-    const auto key = payload;
-    if (key.size() < key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix || key.back() != '}')
-        return;
-    std::string name(key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1));
+    const auto notice = read_revocation(payload);
+    if (!notice) return;
+    const std::string name(notice->name), owner(notice->owner);
     // Only the hold that was revoked: this owner may have taken the lock
     // again (a new token) before the notice arrived.
-    if (auto hold = holds_.current(name, std::string(*owner)); hold && hold->view().token == token) {
+    if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {
         keeper_.forget(hold);
         mark_lost(hold, errc::lease_lost, core_.io());
     }
@@ -123,10 +95,10 @@ void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, L
     const auto fence = hold->lock->keys.fence();
     std::string_view keys[] = {hold->lock->keys.lock, fence};
     std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-    eval_acknowledged_async(core_, renew_script(), keys, argv, ack, renewed_lease, hold->view().valid_until,
+    eval_acknowledged_async(core_, renew_script(), keys, argv, ack, read_renewed, hold->view().valid_until,
                             [this, hold, sent, wanted = ack.replicas](AcknowledgedAnswer&& answer) {
                                 if (answer.ec) return keeper_.failed(hold, answer.ec);
-                                if (!renewed_lease(answer.reply)) return keeper_.refused(hold);
+                                if (!read_renewed(answer.reply)) return keeper_.refused(hold);
                                 // Extended on the master only: not yet safe from a failover.
                                 if (answer.replicas < wanted)
                                     return keeper_.failed(hold, errc::replicas_not_acknowledged);
@@ -148,7 +120,7 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
         return;
     }
     if (ec) return keeper_.failed(hold, ec);
-    if (renewed_lease(reply)) return keeper_.renewed(hold, sent);
+    if (read_renewed(reply)) return keeper_.renewed(hold, sent);
     keeper_.refused(hold);
 }
 
