@@ -151,6 +151,10 @@ void HeldPool::settle_suspects() {
             return true;
         }
         if (now < s.valid_until + tolerance) return false;
+        {
+            std::lock_guard lock(mutex_);
+            ++figures_.unreported;
+        }
         fail(slots_[s.slot]->name + ": token " + std::to_string(s.token) +
              " believed held but not in Redis, and never reported lost");
         return true;

@@ -35,6 +35,7 @@ struct HeldPoolFigures {
     long audit_errors = 0;      // Redis could not be asked (restarts)
     long acquire_errors = 0;
     long removed = 0;           // holds whose key was deleted behind the client's back
+    long unreported = 0;        // of the mismatched and removed: not reported lost in time (a failure)
     double max_late_ms = 0;     // longest a hold sat past its validity unreported (0: never)
     // Of the holds found missing in Redis (removed, or seen by an audit): the
     // latest loss notice relative to the end of validity (< 0: before it).

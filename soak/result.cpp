@@ -49,7 +49,7 @@ void write_json(const Result& r, const std::string& path) {
         << ", \"cycle_errors\": " << r.cycles.errors << ",\n"
         << "  \"held_acquisitions\": " << r.pool.acquisitions << ", \"losses_reported\": " << r.pool.losses_reported
         << ", \"audits\": " << r.pool.audits << ", \"holds_checked\": " << r.pool.holds_checked
-        << ", \"mismatches\": " << r.pool.mismatches << ", \"removed_behind_back\": " << r.pool.removed
+        << ", \"mismatches\": " << r.pool.mismatches << ", \"removed_behind_back\": " << r.pool.removed << ", \"unreported\": " << r.pool.unreported
         << ", \"removed_notice_ms_vs_validity\": " << r.pool.removed_notice_ms << ", \"audit_errors\": " << r.pool.audit_errors
         << ", \"max_late_ms\": " << r.pool.max_late_ms << ",\n"
         << "  \"keys_after_retention\": " << r.keys_after_retention << ", \"unlock_failures\": " << r.unlock_failures
@@ -85,11 +85,12 @@ std::string markdown_of(const Result& r) {
         << r.cycler_lease_ms << " ms) | " << r.cycles.cycles << " lock/unlock cycles, " << r.cycles.errors
         << " errors (during restarts) |\n"
         << "| audits of every hold against Redis | " << r.pool.audits << " (" << r.pool.holds_checked
-        << " holds compared, " << r.pool.mismatches << " not in Redis, all reported lost in time) |\n"
-        << "| held locks deleted in Redis behind the client's back | " << r.pool.removed
-        << (r.pool.removed ? ", each reported lost; the latest " + fixed(-r.pool.removed_notice_ms, 0) +
-                                 " ms before its validity ended"
-                           : std::string())
+        << " holds compared, " << r.pool.mismatches << " not in Redis) |\n"
+        << "| held locks deleted in Redis behind the client's back | " << r.pool.removed << " |\n"
+        << "| holds missing in Redis (both rows above) not reported lost in time | " << r.pool.unreported
+        << (r.pool.removed_notice_ms > -1e9 ? "; the latest notice came " + fixed(-r.pool.removed_notice_ms, 0) +
+                                                  " ms before the validity ended"
+                                            : std::string())
         << " |\n"
         << "| longest a hold looked held past its validity | " << fixed(r.pool.max_late_ms, 2) << " ms |\n";
     for (const auto& x : r.restarts)
