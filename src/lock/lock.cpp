@@ -63,17 +63,10 @@ LockClock::time_point LockCore::retry_window_end() const {
     return LockClock::now() + options.connect_timeout + options.command_timeout;
 }
 
-void LockCore::count_outstanding(const std::string& owner, int delta) {
-    std::lock_guard lock(outstanding_mutex_);
-    auto& n = outstanding_[owner];
-    n = delta < 0 && n < static_cast<unsigned>(-delta) ? 0 : n + static_cast<unsigned>(delta);
-    if (n == 0) outstanding_.erase(owner);
-}
-
-unsigned LockCore::outstanding(const std::string& owner) {
-    std::lock_guard lock(outstanding_mutex_);
-    auto it = outstanding_.find(owner);
-    return it == outstanding_.end() ? 0 : it->second;
+void LockCore::contribute(const std::shared_ptr<Hold>& hold) {
+    hold->contribute(this);
+    std::lock_guard lock(owners_mutex_);
+    owners_.insert(hold->owner);
 }
 
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
@@ -125,7 +118,7 @@ bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Gra
     }
     slot.set(hold);
     service->keeper().track(hold, grant.sent);
-    count_outstanding(owner, +1);
+    contribute(hold);
     return true;
 }
 
@@ -194,7 +187,7 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
     if (answer.reply.elements[0].integer == granted) {
         const auto count = static_cast<unsigned>(std::clamp<long long>(answer.reply.elements[2].integer, 1, UINT32_MAX));
         if (hold->reentered(count, answer.sent, identity->options.lease)) {
-            count_outstanding(owner, +1);
+            contribute(hold);
             return true;
         }
         // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
@@ -364,8 +357,8 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
                              std::error_code& ec) {
     auto hold = slot.current();
     if (!hold || hold->final()) {
-        ec = (hold && hold->state() == HoldState::lost) || outstanding(owner) > 0 ? make_error_code(errc::lease_lost)
-                                                                                   : make_error_code(errc::not_owner);
+        ec = hold && hold->state() == HoldState::lost ? make_error_code(errc::lease_lost)
+                                                     : make_error_code(errc::not_owner);
         if (hold && hold->state() == HoldState::lost && hold->forget_lost_holds(holds) == 0) slot.clear(hold);
         return;
     }
@@ -426,21 +419,28 @@ void LockCore::release(std::error_code& ec) {
     const auto owner = current_owner();
     OwnerOperation operation(service->holds(), identity->name, owner);
     (void)operation.enter(std::nullopt, {});
+    const auto hold = operation.slot().current();
+    if (hold) hold->withdraw(this);
     release_holds(owner, operation.slot(), operation.ticket, 1, ec);
-    if (ec != errc::not_owner) count_outstanding(owner, -1);
 }
 
 void LockCore::release_outstanding() noexcept {
     try {
         if (client->usable()) return;  // a closed client released everything already
-        std::unordered_map<std::string, unsigned> mine;
+        std::unordered_set<std::string> owners;
         {
-            std::lock_guard lock(outstanding_mutex_);
-            mine.swap(outstanding_);
+            std::lock_guard lock(owners_mutex_);
+            owners.swap(owners_);
         }
-        for (auto& [owner, holds] : mine) {
+        for (const auto& owner : owners) {
             OwnerOperation operation(service->holds(), identity->name, owner);
             (void)operation.enter(std::nullopt, {});
+            // Only what was made through this object, on the hold as it is
+            // now: a hold that ended or was replaced took our share with it.
+            const auto hold = operation.slot().current();
+            const unsigned holds = hold ? hold->contribution_of(this) : 0;
+            if (holds == 0) continue;
+            for (unsigned i = 0; i < holds; ++i) hold->withdraw(this);
             std::error_code ignored;
             release_holds(owner, operation.slot(), operation.ticket, holds, ignored);
         }

@@ -236,6 +236,8 @@ void RedlockCore::record_acquired(const std::string& owner, OwnerSlot& slot, std
     }
     slot.set(hold);
     masters->keeper().track(hold, sent);
+    std::lock_guard lock(owners_mutex_);
+    owners_.insert(owner);
 }
 
 bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
@@ -375,8 +377,14 @@ void RedlockCore::release(std::error_code& ec) {
 void RedlockCore::release_outstanding() noexcept {
     try {
         if (masters->usable()) return;
-        // Only this object's owners can hold through it (the owner names the object).
-        for (const auto& owner : {current_owner()}) {
+        // This object's owners, whichever threads locked it: the owner names
+        // the object, so no other object's holds are among them.
+        std::unordered_set<std::string> owners;
+        {
+            std::lock_guard lock(owners_mutex_);
+            owners.swap(owners_);
+        }
+        for (const auto& owner : owners) {
             auto hold = hold_of(owner);
             if (!hold || hold->final()) continue;
             OwnerOperation operation(masters->holds, identity->name, owner);
