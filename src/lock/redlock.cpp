@@ -180,7 +180,9 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& s
         }
     }
     if (won(n, granted) && remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0 &&
-        settle_token(ballots, tokens, token, sent + identity->node_timeout) &&
+        // Settling is one more round trip, kept within the caller's
+        // deadline too: cut short, the grants are undone below.
+        settle_token(ballots, tokens, token, deadline) &&
         remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0) {
         record_acquired(owner, slot, token, sent);
         raise_late_granters(fan, token, ballots);
