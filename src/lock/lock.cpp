@@ -71,7 +71,7 @@ void LockCore::contribute(const std::shared_ptr<Hold>& hold) {
 
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                               GateTicket& ticket, std::function<void(const Reply&)> undo) {
+                               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
     auto call = RetriedCall::start(client, script, keys, argv, retry_window_end());
     Answer answer;
     answer.sent = call->first_sent();
@@ -80,7 +80,7 @@ LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, Clie
     auto carried = std::make_shared<GateTicket>();
     answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
                               [carried, undo = std::move(undo)](std::error_code ec, Reply&& reply) {
-                                  if (!ec && undo) undo(reply);
+                                  if (undo) undo(ec, reply);
                               });
     if (!answer.known) *carried = std::move(ticket);
     return answer;
@@ -129,15 +129,17 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     const auto operation = service->next_operation_id();
     std::string_view k[] = {keys.lock, fence, tombstone};
     std::string_view a[] = {owner, identity->lease_ms, operation, mode, identity->retention_ms, "1"};
-    // Granted after the caller gave up: nobody will use it. The handler may
-    // run after the Lock is gone, so it keeps this core alive.
-    auto undo_late_grant = [self = shared_from_this(), owner, operation](const Reply& reply) {
-        if (is_grant(reply)) self->undo(owner, operation);
+    // Granted after the caller gave up, or its outcome never learnt: nobody
+    // will use it. The undo also keeps a late copy from applying later. The
+    // handler may run after the Lock is gone, so it keeps this core alive.
+    auto undo_unused = [self = shared_from_this(), owner, operation](std::error_code ec, const Reply& reply) {
+        if (outcome_unknown(ec) || (!ec && is_grant(reply))) self->undo(owner, operation);
     };
     const auto& ack = identity->options.replica_ack;
     if (ack.replicas == 0) {
-        auto answer = run(acquire_script(), k, a, wait_until, stop, ticket, std::move(undo_late_grant));
+        auto answer = run(acquire_script(), k, a, wait_until, stop, ticket, undo_unused);
         answer.operation = operation;
+        if (answer.known && outcome_unknown(answer.ec)) undo(owner, operation);
         return answer;
     }
     // With replica_ack, a re-entry is acknowledged too: a failover must not
@@ -148,10 +150,8 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     AcknowledgedAnswer acknowledged;
     auto carried = std::make_shared<GateTicket>();
     answer.known = eval_acknowledged(*client, acquire_script(), k, a, ack, is_grant, wait_until, stop, acknowledged,
-                                     [carried, undo_late_grant, self = shared_from_this(), owner,
-                                      operation](AcknowledgedAnswer&& late) {
-                                         if (outcome_unknown(late.ec)) self->undo(owner, operation);
-                                         else if (!late.ec) undo_late_grant(late.reply);
+                                     [carried, undo_unused](AcknowledgedAnswer&& late) {
+                                         undo_unused(late.ec, late.reply);
                                      });
     if (!answer.known) {
         *carried = std::move(ticket);  // no other operation of this owner before that one settles

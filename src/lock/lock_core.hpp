@@ -54,13 +54,13 @@ private:
 
     // Runs one script call through RetriedCall; the caller waits until
     // wait_until (none: until known) or stop. Walking away hands the gate
-    // and `undo` (called with the reply, if it ever comes) to the call.
+    // and `undo` (called with the outcome when it comes) to the call.
     Answer run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-               std::function<void(const Reply&)> undo);
+               std::function<void(std::error_code, const Reply&)> undo);
     Answer run(const Script& script, std::initializer_list<std::string_view> keys,
                std::initializer_list<std::string_view> argv, std::optional<LockClock::time_point> wait_until,
-               std::stop_token stop, GateTicket& ticket, std::function<void(const Reply&)> undo) {
+               std::stop_token stop, GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
         return run(script, ClientCore::Args(keys.begin(), keys.size()), ClientCore::Args(argv.begin(), argv.size()),
                    wait_until, stop, ticket, std::move(undo));
     }

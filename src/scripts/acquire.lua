@@ -6,7 +6,7 @@
 -- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does,
 -- {-1} for 'reenter' when the caller does not hold it any more, {-2} for a late copy of an older operation.
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
--- that a fresh one first answered busy may answer {-2} once the lock is free: it never grants.
+-- that one first answered busy may answer {-2} once the lock is free: it never grants.
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local op = op_number(ARGV[3])
 if owner == ARGV[1] then
@@ -15,6 +15,11 @@ if owner == ARGV[1] then
     return {1, tonumber(redis.call('HGET', KEYS[1], 'token')), tonumber(redis.call('HGET', KEYS[1], 'count'))}
   end
   if op < seq then return {-2} end
+end
+-- An operation its client gave up on (answered busy, or undone after its
+-- outcome stayed unknown) never applies, however late a copy arrives.
+if op <= op_number(redis.call('GET', KEYS[3])) then return {-2} end
+if owner == ARGV[1] then
   if ARGV[4] == 'reenter' then
     local count = redis.call('HINCRBY', KEYS[1], 'count', 1)
     redis.call('HSET', KEYS[1], 'seq', ARGV[3])
@@ -32,8 +37,6 @@ elseif owner then
   if pttl < 0 then pttl = tonumber(ARGV[2]) end
   raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
   return {0, pttl}
-elseif op <= op_number(redis.call('GET', KEYS[3])) then
-  return {-2}
 end
 local token = next_token(KEYS[2], ARGV[6] == '1')
 redis.call('DEL', KEYS[1])
