@@ -265,6 +265,10 @@ class RedlockRestart(RedlockBase):
 class RedlockRestartHeld(RedlockBase):
     name = "redlock-restart-held"
     description = "Redlock over 5 masters: one master killed -9 and restarted empty at once while a lock is held"
+    in_contract = False
+    safe_with = ("persistence (appendfsync always) on the masters, or Redlock's delayed restart (the "
+                 "redlock-restart-2 class): a master that comes back empty at once forgets a grant, and when the "
+                 "holder had a bare majority another client can win one with that master")
 
     def inject(self):
         self.run.holder(kind="library")

@@ -165,6 +165,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="one short run per class (CI)")
     parser.add_argument("--out", default="build/faults")
     parser.add_argument("--lock-url", help="run the client-fault classes against this redis:// server")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no runs: rebuild the summary and timelines from the runs saved in --out")
     args = parser.parse_intermixed_args()
     chosen = [c for c in classes.ALL if not args.classes or c.name in args.classes]
     if args.lock_url:
@@ -187,8 +189,16 @@ def main():
     for fault_class in chosen:
         runs = []
         for index in range(args.runs):
+            if args.report_only:
+                path = os.path.join(args.out, "%s-run%d.json" % (fault_class.name, index))
+                if os.path.exists(path):
+                    with open(path) as f:
+                        runs.append(json.load(f))
+                continue
             print("== %s, run %d of %d" % (fault_class.name, index + 1, args.runs), flush=True)
             runs.append(Run(fault_class, args, index, args.out).execute())
+        if not runs:
+            continue
         row = report.summarise(fault_class, runs)
         summary.append(row)
         report.timeline(fault_class, runs[0], os.path.join(args.out, fault_class.name + ".png"))
