@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs consumers of an installed dlock as a user would (no C++
-# standard set by the consumer): CMake's find_package with the shared and the
+# standard set by the consumer; the CMake package carries no -Werror): CMake's find_package with the shared and the
 # static library, pkg-config with `dlock` and `dlock-static`. Checks the shared
 # library's soname and that it exports dlock's API only (nothing of Asio or
 # dlock::detail), and runs each consumer against a private redis-server on a
@@ -30,13 +30,19 @@ leaked=$(grep -cE 'asio::|dlock::detail::' <<<"$exports" || true)
 grep -q 'dlock::Client::Client' <<<"$exports" || fail "dlock::Client is not exported"
 echo "check-consumers: $soname exports $(wc -l <<<"$exports") symbols, none of Asio or dlock::detail"
 
+# The CMake package gives users what they need and nothing of dlock's own build.
+if grep -lE 'Werror|dlock_warnings|dlock_objects' "$lib"/cmake/dlock/*.cmake; then
+    fail "the CMake package exports dlock's build settings"
+fi
+grep -q 'cxx_std_20' "$lib/cmake/dlock/dlockTargets.cmake" || fail "dlock::dlock does not carry C++20"
+
 redis-server --port 0 --unixsocket "$work/redis.sock" --save "" --appendonly no --dir "$work" >/dev/null &
 server_pid=$!
 for _ in $(seq 100); do [ -S "$work/redis.sock" ] && break; sleep 0.05; done
 url="unix://$work/redis.sock"
 
 run_consumer() {  # NAME BINARY
-    "$2" --check >/dev/null || fail "$1: --check failed"
+    LD_LIBRARY_PATH="$lib" "$2" --check >/dev/null || fail "$1: --check failed"
     LD_LIBRARY_PATH="$lib" "$2" "$url" | grep -q "fencing token" || fail "$1: could not lock"
     echo "check-consumers: $1 built and locked"
 }

@@ -97,6 +97,10 @@ TEST(CliConventions, PasswordAndUserFromAFileOrTheEnvironment) {
     EXPECT_NE(f.err.find("authentication"), std::string::npos) << f.err;
     f = dlock_cli({"--url", plain, "--user", "worker", "run", "k", "--", "true"}, {{"DLOCK_PASSWORD", "w0rker"}});
     EXPECT_EQ(f.code, 0) << f.err;
+    f = dlock_cli({"--url", plain, "run", "k", "--", "true"}, {{"DLOCK_USER", "worker"}, {"DLOCK_PASSWORD", "w0rker"}});
+    EXPECT_EQ(f.code, 0) << f.err;
+    f = dlock_cli({"--url", plain, "status", "k"}, {{"DLOCK_USER", "worker"}, {"DLOCK_PASSWORD", "s3cret:@/x"}});
+    EXPECT_EQ(f.code, 69) << "the user is used: " << f.err;
     // Mistakes are usage errors.
     EXPECT_EQ(dlock_cli({"--url", plain, "--user", "worker", "status", "k"}).code, 64);
     EXPECT_EQ(dlock_cli({"--url", plain, "--password-file", "/no/such/file", "status", "k"}).code, 64);
@@ -247,6 +251,12 @@ TEST(CliConventions, JsonEventsOneLinePerEvent) {
     EXPECT_EQ(events, (std::vector<std::string>{"acquired", "exited", "released"})) << f.err;
     EXPECT_NE(f.err.find("\"fencing_token\": "), std::string::npos);
     EXPECT_NE(f.err.find("\"exit_code\": 3"), std::string::npos);
+
+    // Renewals of a 300 ms lease during a one-second command.
+    f = dlock_cli({"--url", server.uri(), "run", "--json-events", "--ttl", "300ms", "job", "--", "sleep", "1"});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_GE(count_lines(f.err), 3 + 2) << f.err;
+    EXPECT_NE(f.err.find("\"event\": \"renewed\", \"key\": \"job\", \"valid_for_ms\": "), std::string::npos) << f.err;
 
     dlock::Client client(server.uri());
     auto lock = client.lock("job");

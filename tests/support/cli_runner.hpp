@@ -49,7 +49,7 @@ inline std::string temp_path(const std::string& name) {
     return dir + "/" + std::to_string(++counter) + "-" + name;
 }
 
-// env: variables set for the binary, after DLOCK_URL and REDIS_URL are removed.
+// env: variables set for the binary, after the ones dlock reads (DLOCK_URL, ...) are removed.
 using Environment = std::vector<std::pair<std::string, std::string>>;
 
 // Starts program with args. With stdin_pipe, its stdin is a pipe whose write
@@ -70,7 +70,7 @@ inline Running start_program(const std::string& program, const std::vector<std::
         std::vector<char*> argv{const_cast<char*>(program.c_str())};
         for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
-        for (const char* name : {"DLOCK_URL", "REDIS_URL", "DLOCK_PASSWORD", "REDISCLI_AUTH"}) unsetenv(name);
+        for (const char* name : {"DLOCK_URL", "REDIS_URL", "DLOCK_USER", "DLOCK_PASSWORD", "REDISCLI_AUTH"}) unsetenv(name);
         for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
         execvp(program.c_str(), argv.data());
         _exit(126);

@@ -92,7 +92,9 @@ std::string password_from_file(const std::string& path) {
 
 }  // namespace
 
-void apply_credentials(std::vector<std::string>& urls, const Credentials& credentials) {
+void apply_credentials(std::vector<std::string>& urls, const Credentials& given) {
+    Credentials credentials = given;
+    if (const char* user = std::getenv("DLOCK_USER"); credentials.user.empty() && user) credentials.user = user;
     std::string password;
     if (!credentials.password_file.empty()) {
         password = password_from_file(credentials.password_file);

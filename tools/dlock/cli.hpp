@@ -69,7 +69,7 @@ std::vector<std::string> split_urls(const std::vector<std::string>& given);
 
 // Where a password may come from, besides the URL (where `ps` shows it).
 struct Credentials {
-    std::string user;           // --user; empty: the URL's, or the default user
+    std::string user;           // --user, else $DLOCK_USER; empty: the URL's, or the default user
     std::string password_file;  // --password-file: its first line
 };
 

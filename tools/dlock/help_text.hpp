@@ -6,7 +6,8 @@ namespace dlock::cli::help {
 
 inline constexpr const char* global = R"(Global options may come before or after the command. Durations: 250ms, 1.5s,
 30s, 2m, 1m30s, 2h45m, 1d; a bare number means seconds. Password: --password-file,
-$DLOCK_PASSWORD or $REDISCLI_AUTH (kept out of `ps`), or in the URL.
+$DLOCK_PASSWORD or $REDISCLI_AUTH (kept out of `ps`), or in the URL; the ACL
+user from --user or $DLOCK_USER.
 
 Several masters: --url given 3, 5, ... times (or one comma list) makes run, hold,
 status and release work on a Redlock over those independent Redis masters.

@@ -112,15 +112,34 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
     bool lost = false;
     int status = 0;
     std::optional<Clock::time_point> kill_at;
+    // Renewals happen in the client's lease keeper; with --json-events this
+    // loop looks at the hold's validity (local state, no request to Redis)
+    // a few times per renewal period and reports each one it sees.
+    const auto renewal_check = std::max(options.ttl / 6, std::chrono::milliseconds(50));
+    auto valid_until = lock.valid_until();
+    std::optional<Clock::time_point> check_at;
+    if (events.enabled()) check_at = Clock::now() + renewal_check;
     for (bool exited = false; !exited;) {
+        std::optional<Clock::time_point> wake = kill_at;
+        if (check_at && (!wake || *check_at < *wake)) wake = check_at;
         int timeout = -1;
-        if (kill_at) {
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
+        if (wake) {
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count();
             timeout = static_cast<int>(std::max<long long>(left, 0));
         }
         pollfd fds[] = {{watch.signals.fd, POLLIN, 0}, {lost_signal.event_fd, POLLIN, 0}};
         int ready = poll(fds, 2, timeout);
         if (ready < 0 && errno != EINTR) break;
+        if (check_at && Clock::now() >= *check_at && !lost) {
+            const auto now_valid_until = lock.valid_until();
+            if (now_valid_until > valid_until && valid_until != Clock::time_point{})
+                events.emit("renewed", "\"valid_for_ms\": " +
+                                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                              now_valid_until - Clock::now())
+                                                              .count()));
+            valid_until = now_valid_until;
+            check_at = Clock::now() + renewal_check;
+        }
         if (kill_at && Clock::now() >= *kill_at) {
             kill(child, SIGKILL);  // the grace period is over
             kill_at.reset();
