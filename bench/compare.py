@@ -25,6 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -284,15 +285,24 @@ def markdown(report):
 
 
 # One colour per library, the same in every chart: dlock always blue, the
-# peers from a fixed palette in the order of their names.
+# peers from a fixed palette in the order of their names. A library's
+# "(tuned)" configuration keeps its colour and is drawn dashed or hatched.
 PALETTE = ["#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
+def library_of(label):
+    return label.split(" (")[0]
+
+
 def library_colors(labels):
-    peers = sorted(l for l in labels if l != "dlock")
-    colors = {l: PALETTE[i % len(PALETTE)] for i, l in enumerate(peers)}
+    peers = sorted({library_of(l) for l in labels} - {"dlock"})
+    colors = {lib: PALETTE[i % len(PALETTE)] for i, lib in enumerate(peers)}
     colors["dlock"] = "#1f77b4"
-    return colors
+    return {l: colors[library_of(l)] for l in labels}
+
+
+def tuned(label):
+    return label.endswith("(tuned)")
 
 
 def stamp(fig, meta):
@@ -316,11 +326,13 @@ def charts(report, out):
     meta = report.get("meta", {})
     labels = list(results)
     palette = library_colors(labels)
+    hatches = {l: "//" if tuned(l) else "" for l in labels}
 
     def bars(name, title, unit, values, extra=None):
         fig, ax = plt.subplots(figsize=(9, 4.5))
         shown = [(l, v) for l, v in zip(labels, values) if v is not None]
-        ax.barh([s[0] for s in shown], [s[1] for s in shown], color=[palette[s[0]] for s in shown])
+        ax.barh([s[0] for s in shown], [s[1] for s in shown], color=[palette[s[0]] for s in shown],
+                hatch=[hatches[s[0]] for s in shown], edgecolor="white")
         if extra:
             extra(ax)
         ax.set_xlabel(unit + "  (higher is better →)")
@@ -344,7 +356,7 @@ def charts(report, out):
         q = results[label].get("uncontended", {}).get("quantiles_us")
         if q:
             ax.plot(q, [i / 2.0 for i in range(len(q))], label=label, color=palette[label],
-                    linewidth=2.5 if label == "dlock" else 1.2)
+                    linestyle="--" if tuned(label) else "-", linewidth=2.5 if label == "dlock" else 1.2)
     ax.set_xscale("log")
     ax.set_xlabel("lock+unlock latency, µs, log scale  (← lower is better)")
     ax.set_ylabel("percentile")
@@ -356,17 +368,19 @@ def charts(report, out):
     fig, ax = plt.subplots(figsize=(9, 4.5))
     shown = [l for l in labels if "five_p50_us" in results[l].get("redlock", {})]
     ys = range(len(shown))
-    # Each library in its colour: pale for one master, hatched for five.
+    # Each library in its colour: pale for one master, full for five.
     ax.barh([y - 0.2 for y in ys], [results[l]["redlock"]["single_p50_us"] for l in shown], height=0.4,
-            color=[palette[l] for l in shown], alpha=0.45, label="1 master")
+            color=[palette[l] for l in shown], alpha=0.4, hatch=[hatches[l] for l in shown], edgecolor="white")
     ax.barh([y + 0.2 for y in ys], [results[l]["redlock"]["five_p50_us"] for l in shown], height=0.4,
-            color=[palette[l] for l in shown], hatch="//", edgecolor="white", label="Redlock, 5 masters")
+            color=[palette[l] for l in shown], hatch=[hatches[l] for l in shown], edgecolor="white")
+    key = [Patch(facecolor="#888888", alpha=0.4, label="1 master (pale)"),
+           Patch(facecolor="#888888", label="Redlock, 5 masters (full colour)")]
     ax.set_yticks(list(ys))
     ax.set_yticklabels(shown)
     ax.invert_yaxis()
     ax.set_xlabel("lock+unlock p50, µs  (← lower is better)")
     ax.set_title("One master vs Redlock over five")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(handles=key, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     save(fig, ax, meta, os.path.join(out, "redlock.png"))
 
 

@@ -82,6 +82,36 @@ TEST(CliConventions, EveryCommandHasHelpWithExitCodesAndExamples) {
     }
 }
 
+TEST(CliConventions, TheManPageAndCompletionsKnowEveryCommandAndOption) {
+    const auto man = read_file(DLOCK_TOOL_SOURCES "/dlock.1");
+    const auto bash = read_file(DLOCK_TOOL_SOURCES "/completion/dlock.bash");
+    const auto zsh = read_file(DLOCK_TOOL_SOURCES "/completion/_dlock");
+    // Every option --help lists, for the tool and each command.
+    std::vector<std::string> helps{dlock_cli({"--help"}).out};
+    for (const char* command : {"run", "hold", "status", "wait-free", "list", "release", "demo"}) {
+        EXPECT_NE(man.find(".B dlock " + std::string(command == std::string("wait-free") ? "wait\\-free" : command)),
+                  std::string::npos)
+            << command;
+        EXPECT_NE(bash.find(command), std::string::npos) << command;
+        EXPECT_NE(zsh.find(std::string("'") + command + ":"), std::string::npos) << command;
+        helps.push_back(dlock_cli({command, "--help"}).out);
+    }
+    for (const auto& help : helps) {
+        for (std::size_t at = help.find("  --"); at != std::string::npos; at = help.find("  --", at + 1)) {
+            const auto end = help.find_first_of(" ,=\n", at + 2);
+            const std::string option = help.substr(at + 2, end - at - 2);
+            if (option == "--help" || option == "--version") continue;
+            std::string escaped;
+            for (char c : option) escaped += c == '-' ? std::string("\\-") : std::string(1, c);
+            EXPECT_NE(man.find(escaped), std::string::npos) << option << " is not in dlock.1";
+            EXPECT_NE(bash.find(option), std::string::npos) << option << " is not in the bash completion";
+            EXPECT_NE(zsh.find(option), std::string::npos) << option << " is not in the zsh completion";
+        }
+    }
+    for (const char* code : {"\n.B 64\n", "\n.B 69\n", "\n.B 75\n", "\n.B 79\n"})
+        EXPECT_NE(man.find(code), std::string::npos) << code;
+}
+
 TEST(CliConventions, PasswordAndUserFromAFileOrTheEnvironment) {
     RedisServer server({.password = "s3cret:@/x",
                         .acl_users = {{"worker", "on", ">w0rker", "~*", "&*", "+@all"}}});
