@@ -3,6 +3,7 @@
 // from its stdout, works, and lets go by closing dlock's stdin (or with
 // SIGTERM); the lease is renewed meanwhile.
 #include <poll.h>
+#include <signal.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -68,6 +69,9 @@ int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, 
 }  // namespace
 
 int hold_until_told(const GlobalOptions& global, const RunOptions& options) {
+    // A reader that went away before the token was written must not kill
+    // dlock with SIGPIPE while it holds the lock: it waits for stdin's end.
+    signal(SIGPIPE, SIG_IGN);
     return with_lock(global, options, [&](auto& lock, Session& session) { return hold(global, options, lock, session); });
 }
 
