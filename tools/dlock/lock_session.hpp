@@ -26,7 +26,7 @@
 
 namespace dlock::cli {
 
-// "held by OWNER (hold count N), lease N ms left", or empty when it cannot tell.
+// "held by HOLDER, lease N ms left"; empty when free; the reason when it cannot tell.
 std::string holder_of(Client& client, const std::string& key);
 
 // Says once, after a second of waiting, who holds the lock: on stderr when it
