@@ -9,6 +9,7 @@
 #include "lock_core.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
+#include "redis/server_error_text.hpp"
 #include "replica_ack.hpp"
 
 namespace dlock {
@@ -128,7 +129,8 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
     std::string_view k[] = {keys.lock, fence, tombstone};
-    std::string_view a[] = {owner, identity->lease_ms, operation, mode, identity->retention_ms, "1"};
+    const auto holder = OwnerIds::holder_label();
+    std::string_view a[] = {owner, identity->lease_ms, operation, mode, identity->retention_ms, "1", holder};
     // Granted after the caller gave up, or its outcome never learnt: nobody
     // will use it. The undo also keeps a late copy from applying later. The
     // handler may run after the Lock is gone, so it keeps this core alive.
@@ -179,7 +181,10 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
         if (!stop.stop_requested()) ec = errc::command_timeout;
         return false;
     }
-    if ((ec = answer.ec)) return false;
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return false;
+    }
     if (!is_acquire_reply(answer.reply)) {
         ec = errc::protocol_error;
         return false;
@@ -211,7 +216,10 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
         throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + " or " + keys.tombstone(owner) +
                                    " holds data that is not a dlock lock");
     }
-    if ((ec = answer.ec)) return {Outcome::failed};
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return {Outcome::failed};
+    }
     if (!is_acquire_reply(answer.reply) || answer.reply.elements[0].integer == not_ours ||
         answer.reply.elements[0].integer < stale_operation) {
         ec = errc::protocol_error;
@@ -229,6 +237,7 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
 
 bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
     ec.clear();
+    clear_server_error();
     if ((ec = client->usable())) return false;
     const auto owner = current_owner();
     OwnerOperation operation(service->holds(), identity->name, owner);
@@ -380,6 +389,7 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
                       ticket, {});
     if (answer.ec || !answer.reply.is_integer()) {
         ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);
+        note_server_error(answer.ec, answer.reply);
         if (final_release) {
             // Not renewed any more; the lease ends it.
             hold->release_unanswered();
@@ -416,6 +426,7 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
 
 void LockCore::release(std::error_code& ec) {
     ec.clear();
+    clear_server_error();
     const auto owner = current_owner();
     OwnerOperation operation(service->holds(), identity->name, owner);
     (void)operation.enter(std::nullopt, {});

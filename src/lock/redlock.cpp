@@ -151,7 +151,8 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& s
     std::string_view k[] = {keys.lock, fence, tombstone};
     // Counters are floored at the clock only when missing: the masters'
     // counters then agree, and settling a token costs no extra round trip.
-    std::string_view a[] = {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "0"};
+    const auto holder = OwnerIds::holder_label();
+    std::string_view a[] = {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "0", holder};
     // Stop as soon as a majority granted. A failure waits for every answer
     // (at most the node timeout), so that it can say what each master said.
     auto fan = FanOut::send(masters->cores, acquire_script(), k, a, deadline);
