@@ -44,6 +44,27 @@ TEST(CliConventions, AnEmptyUrlOrListElementIsAUsageErrorNotTheDefaultServer) {
     }
     auto f = dlock_cli({"status", "k"}, {{"DLOCK_URL", "redis://127.0.0.1:1,"}});
     EXPECT_EQ(f.code, 64) << f.err;
+    // Set but empty, as "DLOCK_URL=$UNSET" leaves it: an empty URL, not the default server.
+    f = dlock_cli({"run", "--no-wait", "nightly", "--", "true"}, {{"DLOCK_URL", ""}});
+    EXPECT_EQ(f.code, 64) << f.err;
+    EXPECT_NE(f.err.find("empty"), std::string::npos) << f.err;
+    f = dlock_cli({"status", "k"}, {{"REDIS_URL", ""}});
+    EXPECT_EQ(f.code, 64) << f.err;
+}
+
+TEST(CliConventions, ARedlocksStatusNeverShowsThePassword) {
+    const std::string urls = "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3";
+    for (bool json : {false, true}) {
+        std::vector<std::string> args{"--url", urls, "--connect-timeout", "200ms", "status", "k"};
+        if (json) args.push_back("--json");
+        auto f = dlock_cli(args, {{"DLOCK_PASSWORD", "TOPSECRET"}});
+        EXPECT_EQ(f.out.find("TOPSECRET"), std::string::npos) << f.out;
+        EXPECT_EQ(f.err.find("TOPSECRET"), std::string::npos) << f.err;
+        EXPECT_NE(f.out.find("***"), std::string::npos) << f.out;
+    }
+    auto f = dlock_cli({"--url", "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:1", "status", "k"},
+                       {{"DLOCK_PASSWORD", "TOPSECRET"}});
+    EXPECT_EQ(f.err.find("TOPSECRET"), std::string::npos) << f.err;
 }
 
 TEST(CliConventions, GlobalOptionsMayComeAfterTheCommand) {
@@ -62,15 +83,25 @@ TEST(CliConventions, GlobalOptionsMayComeAfterTheCommand) {
 }
 
 TEST(CliConventions, DashHIsHelpButAHostAfterItIsAUsageError) {
-    for (const char* host : {"localhost", "redis.internal", "10.0.0.7", "6379", "127.0.0.1:6379"}) {
+    for (const char* host : {"localhost", "redis.internal", "10.0.0.7", "6379", "127.0.0.1:6379", "redis", "redis1"}) {
         auto f = dlock_cli({"-h", host, "run", "k", "--", "true"});
         EXPECT_EQ(f.code, 64) << host << ": " << f.err;
         EXPECT_NE(f.err.find("--url redis://"), std::string::npos) << f.err;
         EXPECT_TRUE(f.out.empty()) << "no help printed";
     }
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"--help", "myredis", "status", "k"}, {"status", "-h", "myredis"}}) {
+        auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 64) << args[0] << " " << args[1] << ": " << f.err;
+    }
     auto help = dlock_cli({"-h"});
     EXPECT_EQ(help.code, 0);
     EXPECT_NE(help.out.find("Exit status"), std::string::npos);
+    EXPECT_EQ(dlock_cli({"-h", "run"}).code, 0);  // help for a command
+    // What follows -- is the command's own: its -h is not dlock's.
+    RedisServer server;
+    auto f = dlock_cli({"--url", server.uri(), "run", "k", "--", "sh", "-c", "exit 0", "-h", "myhost"});
+    EXPECT_EQ(f.code, 0) << f.err;
 }
 
 TEST(CliConventions, EveryCommandHasHelpWithExitCodesAndExamples) {

@@ -5,6 +5,7 @@
 
 #include "cli.hpp"
 #include "dlock/error.hpp"
+#include "dlock/server_address.hpp"
 #include "json.hpp"
 
 namespace dlock::cli {
@@ -32,6 +33,14 @@ std::string describe(const LockInfo& info) {
 }
 
 // Every master's view, and who (if anyone) holds it on a majority.
+// A master's URL as it may be shown: its password (which may have come from
+// a file or the environment) replaced by "***".
+std::string shown_url(const std::string& url) {
+    std::error_code ec;
+    auto address = dlock::ServerAddress::parse(url, ec);
+    return ec ? std::string("(an invalid URL)") : address.to_string();
+}
+
 int masters_status(const GlobalOptions& global, const std::string& key, bool json, bool& held) {
     Masters masters(global.urls, client_options(global));
     std::vector<std::optional<LockInfo>> infos;
@@ -59,7 +68,7 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
                           (majority_owner.empty() ? "null" : json_string(majority_owner)) + ", \"masters\": [";
         for (std::size_t i = 0; i < masters.size(); ++i) {
             if (i) out += ", ";
-            out += "{\"url\": " + json_string(global.urls[i]) + ", ";
+            out += "{\"url\": " + json_string(shown_url(global.urls[i])) + ", ";
             out += infos[i] ? json_fields(*infos[i]) + ", \"error\": null" : "\"error\": " + json_string(errors[i]);
             out += "}";
         }
@@ -71,7 +80,7 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
         else
             std::printf("%s: not held by any majority of the %zu masters\n", key.c_str(), masters.size());
         for (std::size_t i = 0; i < masters.size(); ++i)
-            std::printf("  %s: %s\n", global.urls[i].c_str(),
+            std::printf("  %s: %s\n", shown_url(global.urls[i]).c_str(),
                         infos[i] ? describe(*infos[i]).c_str() : ("unreachable: " + errors[i]).c_str());
     }
     if (answered >= masters.quorum()) return exit_ok;

@@ -41,11 +41,10 @@ std::chrono::milliseconds duration_option(const std::string& text, const char* o
 
 // `dlock -h redis.internal run ...` reads like redis-cli's -h HOST. It must
 // not print help and exit 0 with the command never run.
-bool looks_like_host(const std::string& word) {
-    if (word.empty() || word.front() == '-') return false;
-    if (word == "localhost") return true;
-    return word.find_first_of(".:/") != std::string::npos ||
-           word.find_first_not_of("0123456789") == std::string::npos;
+bool is_command(CLI::App& app, const std::string& word) {
+    for (const auto* command : app.get_subcommands([](CLI::App*) { return true; }))
+        if (command->get_name() == word) return true;
+    return false;
 }
 
 // The options `dlock run` and `dlock hold` share.
@@ -169,9 +168,17 @@ int main(int argc, char** argv) {
     demo_cmd->add_option("--url", demo_url, "Redis URL; default: start a private redis-server");
 
     try {
-        for (std::size_t i = 0; i + 1 < args.size(); ++i)
-            if (args[i] == "-h" && looks_like_host(args[i + 1]))
-                throw UsageError("-h is --help; to name a server say --url redis://" + args[i + 1]);
+        // -h is help, as everywhere; a word after it that is not a command
+        // is most likely a host (redis-cli's -h): refuse rather than print
+        // help and exit 0 without running anything. The command after --
+        // is not dlock's to judge.
+        for (std::size_t i = 0; i + 1 < args.size() && args[i] != "--"; ++i) {
+            if (args[i] != "-h" && args[i] != "--help") continue;
+            const auto& next = args[i + 1];
+            if (next.empty() || next.front() == '-' || is_command(app, next)) continue;
+            throw UsageError("-h is --help; to name a server say --url redis://" +
+                             (next.find(':') != next.rfind(':') ? "[" + next + "]" : next));
+        }
         std::vector<const char*> pointers{argv[0]};
         for (const auto& a : args) pointers.push_back(a.c_str());
         app.parse(static_cast<int>(pointers.size()), pointers.data());
@@ -194,8 +201,9 @@ int main(int argc, char** argv) {
         if (!wait_free_timeout.empty()) wait_free.timeout = duration_option(wait_free_timeout, "--timeout");
         // An option given but empty ("--url $UNSET") must not mean the default server.
         if (url_option->count() > 0) global.urls = split_urls(url_options);
-        else if (const char* env = std::getenv("DLOCK_URL"); env && *env) global.urls = split_urls({env});
-        else if (const char* env2 = std::getenv("REDIS_URL"); env2 && *env2) global.urls = split_urls({env2});
+        // Set but empty ("DLOCK_URL=$UNSET" in a crontab) is an empty URL too.
+        else if (const char* env = std::getenv("DLOCK_URL")) global.urls = split_urls({env});
+        else if (const char* env2 = std::getenv("REDIS_URL")) global.urls = split_urls({env2});
         global.url_given = !global.urls.empty();
         if (global.urls.empty()) global.urls.emplace_back(dlock::default_server_uri);
         apply_credentials(global.urls, credentials);
