@@ -134,15 +134,22 @@ def server_capacity(server, quick):
     """The server's own rate for dlock's acquire and release scripts (random names,
     pipelined), as lock+unlock pairs per second: 1 / (1/acquire + 1/release)."""
     scripts = {}
+    # As the build embeds them: the shared prelude in front of each script.
+    with open(os.path.join(ROOT, "src", "scripts", "prelude.lua")) as f:
+        prelude = f.read()
     for name in ("acquire", "release"):
         with open(os.path.join(ROOT, "src", "scripts", name + ".lua")) as f:
-            scripts[name] = server.cli("SCRIPT", "LOAD", f.read()).strip()
+            scripts[name] = server.cli("SCRIPT", "LOAD", prelude + f.read()).strip()
     n = 20000 if quick else 400000
-    acquire = redis_benchmark(server.port, n, ["EVALSHA", scripts["acquire"], "2", "dlock:{__rand_int__}",
-                                               "dlock:{__rand_int__}:fence", "owner", "30000", "__rand_int__"])
-    release = redis_benchmark(server.port, n, ["EVALSHA", scripts["release"], "3", "dlock:{__rand_int__}",
-                                               "dlock:{__rand_int__}:fence", "dlock:{__rand_int__}:ch", "owner",
-                                               "30000", "__rand_int__", "0"])
+    # The keys and arguments the library sends (lock, fence, the owner's
+    # tombstone; owner, lease, operation id, mode, retention, token floor).
+    acquire = redis_benchmark(server.port, n, ["EVALSHA", scripts["acquire"], "3", "dlock:{__rand_int__}",
+                                               "dlock:{__rand_int__}:fence", "dlock:{__rand_int__}:done:owner",
+                                               "owner", "30000", "__rand_int__", "fresh", "600000", "1"])
+    release = redis_benchmark(server.port, n, ["EVALSHA", scripts["release"], "4", "dlock:{__rand_int__}",
+                                               "dlock:{__rand_int__}:fence", "dlock:{__rand_int__}:ch",
+                                               "dlock:{__rand_int__}:done:owner", "owner", "30000", "__rand_int__",
+                                               "all", "600000"])
     server.cli("FLUSHALL")
     return {"acquire_per_s": acquire, "release_per_s": release,
             "lock_unlock_pairs_per_s": 1.0 / (1.0 / acquire + 1.0 / release)}
