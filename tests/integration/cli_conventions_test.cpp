@@ -52,6 +52,19 @@ TEST(CliConventions, AnEmptyUrlOrListElementIsAUsageErrorNotTheDefaultServer) {
     EXPECT_EQ(f.code, 64) << f.err;
 }
 
+// "--wait $UNSET" in a crontab: an empty value given is a usage error, never
+// the default (which for --wait and --timeout is "forever").
+TEST(CliConventions, AnEmptyDurationOrPasswordFileIsAUsageError) {
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"--url", "redis://127.0.0.1:1", "run", "--wait", "", "k", "--", "true"},
+             {"--url", "redis://127.0.0.1:1", "hold", "--wait", "", "k"},
+             {"--url", "redis://127.0.0.1:1", "wait-free", "--timeout", "", "k"},
+             {"--url", "redis://127.0.0.1:1", "--password-file", "", "status", "k"}}) {
+        auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 64) << args[2] << " " << args[3] << ": " << f.err;
+    }
+}
+
 TEST(CliConventions, ARedlocksStatusNeverShowsThePassword) {
     const std::string urls = "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3";
     for (bool json : {false, true}) {

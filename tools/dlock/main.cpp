@@ -63,7 +63,8 @@ struct AcquireFlags {
         run.ttl = duration_option(ttl, "--ttl");
         if (run.ttl.count() == 0 || run.ttl > dlock::max_lease)
             throw CLI::ValidationError("--ttl", "must be between 1ms and 24h");
-        if (!wait.empty()) run.wait = duration_option(wait, "--wait");
+        // Given but empty ("--wait $UNSET") is a usage error, not "forever".
+        if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
         if (run.key.empty()) throw CLI::ValidationError("key", "the key is empty");
     }
 };
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
         ->take_all()
         ->allow_extra_args(false);
     app.add_option("--user", credentials.user, "ACL user (with a password from --password-file or the environment)");
-    app.add_option("--password-file", credentials.password_file,
+    auto* password_file_option = app.add_option("--password-file", credentials.password_file,
                    "read the password from this file's first line (else $DLOCK_PASSWORD, then $REDISCLI_AUTH)");
     app.add_option("--connect-timeout", connect_timeout, "how long to try to reach Redis (default 2s)");
     app.add_option("--tls-ca", global.tls_ca, "CA certificate file for rediss:// URLs")->check(CLI::ExistingFile);
@@ -140,7 +141,8 @@ int main(int argc, char** argv) {
     std::string wait_free_timeout;
     auto* wait_free_cmd = app.add_subcommand("wait-free", "wait until a lock is free, without taking it");
     wait_free_cmd->footer(help::wait_free);
-    wait_free_cmd->add_option("--timeout", wait_free_timeout, "give up after this long (default: never)");
+    auto* wait_free_timeout_option =
+        wait_free_cmd->add_option("--timeout", wait_free_timeout, "give up after this long (default: never)");
     wait_free_cmd->add_option("key", wait_free.key, "the lock's name")->required();
 
     std::string list_pattern = "*";
@@ -198,7 +200,10 @@ int main(int argc, char** argv) {
             throw UsageError("only `dlock run` takes a command after --");
         }
         if (*hold_cmd) hold_flags.resolve(hold);
-        if (!wait_free_timeout.empty()) wait_free.timeout = duration_option(wait_free_timeout, "--timeout");
+        if (wait_free_timeout_option->count() > 0)
+            wait_free.timeout = duration_option(wait_free_timeout, "--timeout");
+        if (password_file_option->count() > 0 && credentials.password_file.empty())
+            throw UsageError("--password-file: the path is empty");
         // An option given but empty ("--url $UNSET") must not mean the default server.
         if (url_option->count() > 0) global.urls = split_urls(url_options);
         // Set but empty ("DLOCK_URL=$UNSET" in a crontab) is an empty URL too.
