@@ -297,6 +297,17 @@ TEST(Cli, DemoStartsItsOwnServerAndAwardsExactlyTheBonuses) {
     EXPECT_NE(f.out.find("\"awarded\": 6, \"overdrawn\": 0"), std::string::npos) << f.out;
 }
 
+// The demo's own --url takes the password from the environment like every
+// other command's URL.
+TEST(Cli, DemoUrlTakesThePasswordFromTheEnvironment) {
+    dlock::support::RedisServer server({.password = "demo-secret"});
+    auto f = dlock_cli({"demo", "--url", "redis://127.0.0.1:" + std::to_string(server.port()), "--processes", "1",
+                        "--threads", "2", "--bonuses", "2", "--json"},
+                       {{"DLOCK_PASSWORD", "demo-secret"}});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_NE(f.out.find("\"overdrawn\": 0"), std::string::npos) << f.out;
+}
+
 TEST(Cli, HelpAndVersion) {
     auto help = dlock_cli({"--help"});
     EXPECT_EQ(help.code, 0);

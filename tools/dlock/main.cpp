@@ -242,6 +242,12 @@ int main(int argc, char** argv) {
                 complain("dlock demo runs against one server; give it one URL");
                 return exit_usage;
             }
+            if (!demo_url.empty()) {
+                // The same credentials as every other command's URL.
+                std::vector<std::string> urls{demo_url};
+                apply_credentials(urls, credentials);
+                demo_url = urls.front();
+            }
             demo.url = !demo_url.empty() ? demo_url : global.url_given ? global.urls.front() : std::string();
             return run_demo(demo);
         }
