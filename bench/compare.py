@@ -25,6 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -133,15 +134,22 @@ def server_capacity(server, quick):
     """The server's own rate for dlock's acquire and release scripts (random names,
     pipelined), as lock+unlock pairs per second: 1 / (1/acquire + 1/release)."""
     scripts = {}
+    # As the build embeds them: the shared prelude in front of each script.
+    with open(os.path.join(ROOT, "src", "scripts", "prelude.lua")) as f:
+        prelude = f.read()
     for name in ("acquire", "release"):
         with open(os.path.join(ROOT, "src", "scripts", name + ".lua")) as f:
-            scripts[name] = server.cli("SCRIPT", "LOAD", f.read()).strip()
+            scripts[name] = server.cli("SCRIPT", "LOAD", prelude + f.read()).strip()
     n = 20000 if quick else 400000
-    acquire = redis_benchmark(server.port, n, ["EVALSHA", scripts["acquire"], "2", "dlock:{__rand_int__}",
-                                               "dlock:{__rand_int__}:fence", "owner", "30000", "__rand_int__"])
-    release = redis_benchmark(server.port, n, ["EVALSHA", scripts["release"], "3", "dlock:{__rand_int__}",
-                                               "dlock:{__rand_int__}:fence", "dlock:{__rand_int__}:ch", "owner",
-                                               "30000", "__rand_int__", "0"])
+    # The keys and arguments the library sends (lock, fence, the owner's
+    # tombstone; owner, lease, operation id, mode, retention, token floor).
+    acquire = redis_benchmark(server.port, n, ["EVALSHA", scripts["acquire"], "3", "dlock:{__rand_int__}",
+                                               "dlock:{__rand_int__}:fence", "dlock:{__rand_int__}:done:owner",
+                                               "owner", "30000", "__rand_int__", "fresh", "600000", "1"])
+    release = redis_benchmark(server.port, n, ["EVALSHA", scripts["release"], "4", "dlock:{__rand_int__}",
+                                               "dlock:{__rand_int__}:fence", "dlock:{__rand_int__}:ch",
+                                               "dlock:{__rand_int__}:done:owner", "owner", "30000", "__rand_int__",
+                                               "all", "600000"])
     server.cli("FLUSHALL")
     return {"acquire_per_s": acquire, "release_per_s": release,
             "lock_unlock_pairs_per_s": 1.0 / (1.0 / acquire + 1.0 / release)}
@@ -165,6 +173,14 @@ def versions():
     return {"redis-server": out(["redis-server", "--version"]), "node": out(["node", "--version"]),
             "python3": out([PYTHON, "--version"]), "redis-py": py_redis, "redlock": npm_version("redlock"),
             "ioredis": npm_version("ioredis"), "redis-semaphore": npm_version("redis-semaphore")}
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
 
 
 def best_peer(results, scenario, field):
@@ -275,23 +291,61 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
+# One colour per library, the same in every chart: dlock always blue, the
+# peers from a fixed palette in the order of their names. A library's
+# "(tuned)" configuration keeps its colour and is drawn dashed or hatched.
+PALETTE = ["#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def library_of(label):
+    return label.split(" (")[0]
+
+
+def library_colors(labels):
+    peers = sorted({library_of(l) for l in labels} - {"dlock"})
+    colors = {lib: PALETTE[i % len(PALETTE)] for i, lib in enumerate(peers)}
+    colors["dlock"] = "#1f77b4"
+    return {l: colors[library_of(l)] for l in labels}
+
+
+def tuned(label):
+    return label.endswith("(tuned)")
+
+
+def stamp(fig, meta):
+    """Says where the figures come from, under every chart."""
+    fig.text(0.01, 0.01, "%s · %s · %s run%s" % (meta.get("machine", "?"), meta.get("date", "?"), meta.get("mode", "?"),
+                                                   ", commit " + meta["commit"] if meta.get("commit") else ""),
+             fontsize=7, color="#555555", ha="left", va="bottom")
+
+
+def save(fig, ax, meta, path):
+    stamp(fig, meta)
+    # Room at the bottom for the stamp; legends sit outside the axes, so
+    # they never cover data.
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def charts(report, out):
     results = report["results"]
+    meta = report.get("meta", {})
     labels = list(results)
-    colors = ["#1f77b4" if l == "dlock" else "#999999" for l in labels]
+    palette = library_colors(labels)
+    hatches = {l: "//" if tuned(l) else "" for l in labels}
 
     def bars(name, title, unit, values, extra=None):
         fig, ax = plt.subplots(figsize=(9, 4.5))
-        shown = [(l, v, c) for l, v, c in zip(labels, values, colors) if v is not None]
-        ax.barh([s[0] for s in shown], [s[1] for s in shown], color=[s[2] for s in shown])
+        shown = [(l, v) for l, v in zip(labels, values) if v is not None]
+        ax.barh([s[0] for s in shown], [s[1] for s in shown], color=[palette[s[0]] for s in shown],
+                hatch=[hatches[s[0]] for s in shown], edgecolor="white")
         if extra:
             extra(ax)
-        ax.set_xlabel(unit)
+        ax.set_xlabel(unit + "  (higher is better →)")
         ax.set_title(title)
         ax.invert_yaxis()
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, name), dpi=110)
-        plt.close(fig)
+        save(fig, ax, meta, os.path.join(out, name))
 
     get = lambda scenario, field: [results[l].get(scenario, {}).get(field) for l in labels]  # noqa: E731
     bars("uncontended.png", "Uncontended lock+unlock, one client", "operations/s", get("uncontended", "ops_per_s"))
@@ -302,48 +356,56 @@ def charts(report, out):
     capacity = report["server_capacity"]["lock_unlock_pairs_per_s"]
     bars("many_names.png", "64 workers over 10,000 names (line: server capacity for dlock's scripts)",
          "lock+unlock/s", get("many", "ops_per_s"),
-         lambda ax: ax.axvline(capacity, color="#d62728", linestyle="--"))
+         lambda ax: ax.axvline(capacity, color="#000000", linestyle="--", linewidth=1))
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for label in labels:
         q = results[label].get("uncontended", {}).get("quantiles_us")
         if q:
-            ax.plot(q, [i / 2.0 for i in range(len(q))], label=label, linewidth=2.5 if label == "dlock" else 1.2)
+            ax.plot(q, [i / 2.0 for i in range(len(q))], label=label, color=palette[label],
+                    linestyle="--" if tuned(label) else "-", linewidth=2.5 if label == "dlock" else 1.2)
     ax.set_xscale("log")
-    ax.set_xlabel("lock+unlock latency, µs (log)")
+    ax.set_xlabel("lock+unlock latency, µs, log scale  (← lower is better)")
     ax.set_ylabel("percentile")
     ax.set_title("Uncontended latency distribution")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "latency.png"), dpi=110)
-    plt.close(fig)
+    save(fig, ax, meta, os.path.join(out, "latency.png"))
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     shown = [l for l in labels if "five_p50_us" in results[l].get("redlock", {})]
     ys = range(len(shown))
+    # Each library in its colour: pale for one master, full for five.
     ax.barh([y - 0.2 for y in ys], [results[l]["redlock"]["single_p50_us"] for l in shown], height=0.4,
-            label="1 master", color="#999999")
+            color=[palette[l] for l in shown], alpha=0.4, hatch=[hatches[l] for l in shown], edgecolor="white")
     ax.barh([y + 0.2 for y in ys], [results[l]["redlock"]["five_p50_us"] for l in shown], height=0.4,
-            label="Redlock, 5 masters", color="#1f77b4")
+            color=[palette[l] for l in shown], hatch=[hatches[l] for l in shown], edgecolor="white")
+    key = [Patch(facecolor="#888888", alpha=0.4, label="1 master (pale)"),
+           Patch(facecolor="#888888", label="Redlock, 5 masters (full colour)")]
     ax.set_yticks(list(ys))
     ax.set_yticklabels(shown)
     ax.invert_yaxis()
-    ax.set_xlabel("lock+unlock p50, µs")
+    ax.set_xlabel("lock+unlock p50, µs  (← lower is better)")
     ax.set_title("One master vs Redlock over five")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "redlock.png"), dpi=110)
-    plt.close(fig)
+    ax.legend(handles=key, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    save(fig, ax, meta, os.path.join(out, "redlock.png"))
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--build", required=True)
+    parser.add_argument("--build")
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--charts-from", metavar="COMPARE_JSON",
+                        help="only draw the charts again from an earlier report (its machine, date and run)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.charts_from:
+        with open(args.charts_from) as f:
+            charts(json.load(f), args.out)
+        return 0
+    if not args.build:
+        parser.error("--build is required (unless --charts-from)")
     servers = []
     try:
         server = Server()
@@ -352,6 +414,7 @@ def main():
         report = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                            "machine": "%s %s, %d cores" % (platform.system(), platform.machine(), os.cpu_count()),
                            "mode": "quick" if args.quick else "full", "versions": versions(),
+                           "commit": git_commit(),
                            "lease_ms": 30000},
                   "results": {}}
         print("server capacity (redis-benchmark)", flush=True)

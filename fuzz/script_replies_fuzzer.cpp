@@ -72,7 +72,7 @@ void check_others(const Reply& reply) {
     try {
         const auto info = read_inspect(reply);
         FUZZ_CHECK(info.ttl >= std::chrono::milliseconds::zero());
-        if (!info.held) FUZZ_CHECK(info.owner.empty() && info.fencing_token == 0);
+        if (!info.held) FUZZ_CHECK(info.owner.empty() && info.holder.empty() && info.fencing_token == 0);
     } catch (const Error& e) {
         FUZZ_CHECK(e.code() == errc::protocol_error);
     }

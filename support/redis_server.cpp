@@ -36,15 +36,38 @@ std::string read_file(const std::string& path) {
     return text.str();
 }
 
+// The program's path, as execvp would find it, looked up in the parent.
+std::string find_program(const std::string& name) {
+    if (name.find('/') != std::string::npos) return name;
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    for (std::size_t start = 0; start <= dirs.size();) {
+        auto end = dirs.find(':', start);
+        if (end == std::string::npos) end = dirs.size();
+        std::string candidate = (end > start ? dirs.substr(start, end - start) : ".") + "/" + name;
+        if (access(candidate.c_str(), X_OK) == 0) return candidate;
+        start = end + 1;
+    }
+    return name;
+}
+
+// Everything the child needs is made before fork(): the parent has other
+// threads (clients' I/O threads), and one of them may hold the allocator's
+// lock at the fork, so a malloc in the child could wait forever (seen under
+// AddressSanitizer: a restarted server that never started). The child only
+// makes async-signal-safe calls.
 pid_t spawn(const std::vector<std::string>& args) {
+    const std::string program = find_program(args.at(0));
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        execvp(argv[0], argv.data());
+        if (getppid() != parent) _exit(127);  // the parent died before the signal was set
+        execve(program.c_str(), argv.data(), environ);
         _exit(127);
     }
     return pid;
@@ -151,7 +174,7 @@ void RedisServer::start() {
 }
 
 void RedisServer::wait_ready() {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // generous: a loaded machine
     while (std::chrono::steady_clock::now() < deadline) {
         int status = 0;
         if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -162,7 +185,7 @@ void RedisServer::wait_ready() {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     kill();
-    throw std::runtime_error("redis-server did not become ready within 10 s");
+    throw std::runtime_error("redis-server did not become ready within 30 s");
 }
 
 void RedisServer::stop() {

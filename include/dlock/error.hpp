@@ -60,8 +60,15 @@ public:
     Error(std::error_code ec, const std::string& detail) : std::system_error(ec, detail) {}
 };
 
-// Throws Error(ec, detail) when ec is set.
+// Throws Error(ec, detail) when ec is set. For an error Redis replied
+// (server_error, permission_denied), what() ends with Redis's own text.
 void throw_if(const std::error_code& ec, const std::string& detail = {});
+
+// Redis's own text for the last error reply that a lock call on this thread
+// reported through a std::error_code& twin (say "OOM command not allowed
+// when used memory > 'maxmemory'." or "NOPERM ..."): an error_code cannot
+// carry text. Empty when that call failed for another reason.
+std::string last_server_error();
 
 }  // namespace dlock
 

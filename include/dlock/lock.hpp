@@ -58,6 +58,8 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace dlock {
 
@@ -205,6 +207,7 @@ private:
 struct LockInfo {
     bool held = false;
     std::string owner;                 // empty when free
+    std::string holder;                // "host=NAME pid=N thread=N" of the acquiring thread; empty when free
     unsigned hold_count = 0;
     std::chrono::milliseconds ttl{0};  // remaining lease; 0 when free
     std::uint64_t fencing_token = 0;   // the holder's token; 0 when free
@@ -213,6 +216,22 @@ struct LockInfo {
 
 // Reads a lock's state. Throws like Client::eval.
 LockInfo inspect_lock(Client& client, std::string_view name);
+
+// Waits until name is free, without taking it, or until deadline (or stop).
+// True when it was seen free. Never polls: it wakes on the release message
+// and when the holder's lease would end, and checks again after a
+// reconnect of the subscriber (a message may have been missed). The lock may
+// be taken again by someone else at once: this is for "wait for that job to
+// finish", not for exclusion. Throws like Client::eval.
+bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_clock::time_point deadline,
+                     std::stop_token stop = {});
+
+// The locks held now whose names match pattern (a Redis glob: *, ?, [..]),
+// each with its state, sorted by name. Walks the keyspace with SCAN (never
+// KEYS, which blocks the server) and reads the locks in pipelined batches,
+// so the list is not one atomic snapshot: a lock taken or freed meanwhile
+// may or may not be in it. Throws like Client::eval.
+std::vector<std::pair<std::string, LockInfo>> list_locks(Client& client, std::string_view pattern = "*");
 
 // An operator's override: removes the lock whoever holds it and wakes its
 // waiters; the holder's lease keeper reports the loss. Returns the previous

@@ -1,5 +1,7 @@
 #include "hold.hpp"
 
+#include <algorithm>
+
 #include "dlock/error.hpp"
 
 namespace dlock::detail {
@@ -116,6 +118,28 @@ unsigned Hold::forget_lost_holds(unsigned holds) {
     if (state_ != HoldState::lost) return count_;
     count_ = holds >= count_ ? 0 : count_ - holds;
     return count_;
+}
+
+void Hold::contribute(const void* object) {
+    std::lock_guard guard(mutex_);
+    for (auto& [who, holds] : contributions_)
+        if (who == object) return void(++holds);
+    contributions_.emplace_back(object, 1);
+}
+
+void Hold::withdraw(const void* object) {
+    std::lock_guard guard(mutex_);
+    auto it = std::find_if(contributions_.begin(), contributions_.end(), [&](auto& c) { return c.first == object; });
+    if (it == contributions_.end()) it = contributions_.begin();
+    if (it == contributions_.end()) return;
+    if (--it->second == 0) contributions_.erase(it);
+}
+
+unsigned Hold::contribution_of(const void* object) const {
+    std::lock_guard guard(mutex_);
+    for (const auto& [who, holds] : contributions_)
+        if (who == object) return holds;
+    return 0;
 }
 
 std::stop_token Hold::lost_token() {

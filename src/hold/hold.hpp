@@ -44,6 +44,8 @@
 #include <stop_token>
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "dlock/lock.hpp"
 #include "lock/lock_keys.hpp"
@@ -130,6 +132,17 @@ public:
     // Returns how many are left.
     unsigned forget_lost_holds(unsigned holds);
 
+    // Which lock objects made how many of this hold's count, so that each
+    // object's destructor gives back exactly its own (bookkeeping, not a
+    // transition). They live and die with this hold: a hold that ends, or
+    // is replaced by a new grant, takes every object's share with it.
+    void contribute(const void* object);
+    // One hold given back through `object`: its own share first, or, when
+    // it has none (one owner's holds are one: another object of the same
+    // owner unlocked it), another object's.
+    void withdraw(const void* object);
+    unsigned contribution_of(const void* object) const;
+
     // A token that is stop-requested once this hold is lost (at once if it
     // already is; never for a released hold).
     std::stop_token lost_token();
@@ -161,6 +174,8 @@ private:
     LockClock::time_point slice_start_;
     std::error_code lost_reason_;
     std::error_code renewal_error_;
+    // Object -> holds made through it; a handful of entries at most.
+    std::vector<std::pair<const void*, unsigned>> contributions_;
     // Made on the first lost_token(): most holders never ask, and its state
     // is an allocation per hold.
     std::optional<std::stop_source> lost_source_;

@@ -8,11 +8,11 @@ namespace {
 
 constexpr std::chrono::milliseconds coalesce_window{20};
 
-// The loss is noticed this much before valid_until, so that the notice is
-// not late for a timer that fires a little late.
-constexpr std::chrono::milliseconds notice_margin{1};
+LockClock::time_point watch_time(const Hold& hold, LockClock::time_point valid_until) {
+    return valid_until - loss_notice_margin(hold.lock->options.lease);
+}
 
-LockClock::time_point watch_time(const Hold& hold) { return hold.view().valid_until - notice_margin; }
+LockClock::time_point watch_time(const Hold& hold) { return watch_time(hold, hold.view().valid_until); }
 
 }  // namespace
 
@@ -132,7 +132,7 @@ void LeaseKeeper::on_timer() {
             entry.scheduled = false;
             const auto view = hold->view();
             if (view.state != HoldState::held) continue;  // released or lost: no longer watched
-            if (now >= view.valid_until - notice_margin) {
+            if (now >= watch_time(*hold, view.valid_until)) {
                 lost.push_back(std::move(hold));
                 continue;
             }
@@ -144,7 +144,7 @@ void LeaseKeeper::on_timer() {
             }
             // Until the renewal's answer (or for a fixed lease, for good):
             // watch the validity's end.
-            schedule_locked(hold, view.valid_until - notice_margin, ignored);
+            schedule_locked(hold, watch_time(*hold, view.valid_until), ignored);
         }
     }
     for (auto& hold : lost) {

@@ -1,5 +1,9 @@
 #include "owner_ids.hpp"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
 #include <random>
 
 namespace dlock::detail {
@@ -37,5 +41,14 @@ std::string OwnerIds::with_thread(std::string base) {
 std::string OwnerIds::new_handle_owner() { return id_ + ":h" + std::to_string(next_handle_.fetch_add(1)); }
 
 std::string OwnerIds::next_operation_id() { return std::to_string(next_operation_.fetch_add(1)); }
+
+std::string OwnerIds::holder_label() {
+    // Asked at every fresh acquisition, not cached: a forked child is another
+    // process, and the host name may change.
+    char host[HOST_NAME_MAX + 1] = {};
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    return std::string("host=") + (host[0] ? host : "?") + " pid=" + std::to_string(getpid()) +
+           " thread=" + std::to_string(syscall(SYS_gettid));
+}
 
 }  // namespace dlock::detail

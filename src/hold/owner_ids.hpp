@@ -24,6 +24,10 @@ public:
     // call be told apart from a new one.
     std::string next_operation_id();
 
+    // "host=NAME pid=N thread=N" of the calling thread, stored with a fresh
+    // grant so that an operator can find the holder (`dlock status`).
+    static std::string holder_label();
+
 private:
     const std::string id_;
     std::atomic<std::uint64_t> next_operation_{1};

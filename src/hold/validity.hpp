@@ -26,6 +26,13 @@ constexpr std::chrono::milliseconds renew_interval(std::chrono::milliseconds lea
     return std::max(lease / 3, std::chrono::milliseconds(1));
 }
 
+// The loss is declared this long before valid_until, so that the holder
+// hears of it in time even when the timer, or the I/O thread that tells it,
+// runs a little late (a loaded machine); the hold is trusted that much less.
+constexpr std::chrono::milliseconds loss_notice_margin(std::chrono::milliseconds lease) {
+    return std::clamp(lease / 200, std::chrono::milliseconds(1), std::chrono::milliseconds(20));
+}
+
 // After a failed renewal, try again this soon (but never past the validity).
 constexpr std::chrono::milliseconds renew_retry_interval(std::chrono::milliseconds lease) {
     return std::clamp(lease / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));

@@ -1,4 +1,8 @@
 // Operator tools: look at a lock, break a lock.
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
@@ -14,6 +18,39 @@ void validate_name(std::string_view name) {
     if (name.size() > max_lock_name_bytes) throw Error(errc::invalid_argument, "lock name is too long");
 }
 
+// SCAN's page size: large enough for few round trips, small enough that one
+// SCAN step stays short on the server.
+constexpr std::string_view scan_count = "1000";
+
+// Inspects names in one pipelined batch; waits for every answer.
+void inspect_batch(Client& client, std::vector<std::string> names, std::vector<std::pair<std::string, LockInfo>>& out) {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::size_t pending = names.size();
+    std::vector<Reply> replies(names.size());
+    std::error_code failure;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        detail::LockKeys keys(names[i]);
+        const auto fence = keys.fence();
+        std::string_view k[] = {keys.lock, fence};
+        client.eval_async(detail::inspect_script(), k, {}, [&, i](std::error_code ec, Reply&& reply) {
+            std::lock_guard lock(mutex);
+            if (ec && !failure) failure = ec;
+            replies[i] = std::move(reply);
+            if (--pending == 0) done.notify_one();
+        });
+    }
+    std::unique_lock lock(mutex);
+    done.wait(lock, [&] { return pending == 0; });
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (replies[i].is_error()) throw Error(replies[i].error_code(), replies[i].text);
+    throw_if(failure, "inspecting locks");
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        LockInfo info = detail::read_inspect(replies[i]);
+        if (info.held) out.emplace_back(std::move(names[i]), std::move(info));
+    }
+}
+
 }  // namespace
 
 LockInfo inspect_lock(Client& client, std::string_view name) {
@@ -22,6 +59,60 @@ LockInfo inspect_lock(Client& client, std::string_view name) {
     const auto fence = keys.fence();
     std::string_view k[] = {keys.lock, fence};
     return detail::read_inspect(client.eval(detail::inspect_script(), k, {}));
+}
+
+bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_clock::time_point deadline,
+                     std::stop_token stop) {
+    validate_name(name);
+    std::mutex mutex;
+    std::condition_variable_any changed;
+    bool news = false;
+    auto subscription = client.subscribe(detail::LockKeys(name).channel(), [&](Subscription::Event, std::string_view) {
+        std::lock_guard lock(mutex);
+        news = true;
+        changed.notify_all();
+    });
+    // Subscribed before the first look, so a release between the two is heard.
+    subscription.wait_active(std::min(deadline, std::chrono::steady_clock::now() + client.options().command_timeout));
+    for (;;) {
+        const LockInfo info = inspect_lock(client, name);
+        if (!info.held) return true;
+        // Also when the lease ends without a release (a holder that died).
+        const auto lease_end = std::chrono::steady_clock::now() + info.ttl + std::chrono::milliseconds(1);
+        std::unique_lock lock(mutex);
+        if (!changed.wait_until(lock, stop, std::min(deadline, lease_end), [&] { return news; }) &&
+            (stop.stop_requested() || std::chrono::steady_clock::now() >= deadline))
+            return false;
+        news = false;
+    }
+}
+
+std::vector<std::pair<std::string, LockInfo>> list_locks(Client& client, std::string_view pattern) {
+    if (pattern.empty()) throw Error(errc::invalid_argument, "the pattern is empty");
+    const detail::LockKeys shape(pattern);
+    const std::string prefix = "dlock:{";
+    std::vector<std::pair<std::string, LockInfo>> locks;
+    std::string cursor = "0";
+    do {
+        Reply page = client.command({"SCAN", cursor, "MATCH", shape.lock, "COUNT", scan_count, "TYPE", "hash"});
+        if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array())
+            throw Error(errc::protocol_error, "unexpected SCAN reply");
+        cursor = page.elements[0].text;
+        std::vector<std::string> names;
+        for (const auto& key : page.elements[1].elements) {
+            // The lock hash is "dlock:{NAME}"; a glob may also match other
+            // keys of that shape whose name is not a valid lock name.
+            const auto& k = key.text;
+            if (k.size() <= prefix.size() + 1 || k.size() - prefix.size() - 1 > max_lock_name_bytes) continue;
+            names.push_back(k.substr(prefix.size(), k.size() - prefix.size() - 1));
+        }
+        if (!names.empty()) inspect_batch(client, std::move(names), locks);
+    } while (cursor != "0");
+    // SCAN may return a key twice (a rehash during the walk).
+    std::sort(locks.begin(), locks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    locks.erase(std::unique(locks.begin(), locks.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+                locks.end());
+    return locks;
 }
 
 std::optional<std::string> force_release(Client& client, std::string_view name) {

@@ -9,6 +9,7 @@
 #include "lock_core.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
+#include "redis/server_error_text.hpp"
 #include "replica_ack.hpp"
 #include "script_replies.hpp"
 
@@ -41,22 +42,15 @@ LockClock::time_point LockCore::retry_window_end() const {
     return LockClock::now() + options.connect_timeout + options.command_timeout;
 }
 
-void LockCore::count_outstanding(const std::string& owner, int delta) {
-    std::lock_guard lock(outstanding_mutex_);
-    auto& n = outstanding_[owner];
-    n = delta < 0 && n < static_cast<unsigned>(-delta) ? 0 : n + static_cast<unsigned>(delta);
-    if (n == 0) outstanding_.erase(owner);
-}
-
-unsigned LockCore::outstanding(const std::string& owner) {
-    std::lock_guard lock(outstanding_mutex_);
-    auto it = outstanding_.find(owner);
-    return it == outstanding_.end() ? 0 : it->second;
+void LockCore::contribute(const std::shared_ptr<Hold>& hold) {
+    hold->contribute(this);
+    std::lock_guard lock(owners_mutex_);
+    owners_.insert(hold->owner);
 }
 
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                               GateTicket& ticket, std::function<void(const Reply&)> undo) {
+                               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
     auto call = RetriedCall::start(client, script, keys, argv, retry_window_end());
     Answer answer;
     answer.sent = call->first_sent();
@@ -65,7 +59,7 @@ LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, Clie
     auto carried = std::make_shared<GateTicket>();
     answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
                               [carried, undo = std::move(undo)](std::error_code ec, Reply&& reply) {
-                                  if (!ec && undo) undo(reply);
+                                  if (undo) undo(ec, reply);
                               });
     if (!answer.known) *carried = std::move(ticket);
     return answer;
@@ -103,7 +97,7 @@ bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Gra
     }
     slot.set(hold);
     service->keeper().track(hold, grant.sent);
-    count_outstanding(owner, +1);
+    contribute(hold);
     return true;
 }
 
@@ -113,16 +107,19 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
     std::string_view k[] = {keys.lock, fence, tombstone};
-    std::string_view a[] = {owner, identity->lease_ms, operation, mode, identity->retention_ms, "1"};
-    // Granted after the caller gave up: nobody will use it. The handler may
-    // run after the Lock is gone, so it keeps this core alive.
-    auto undo_late_grant = [self = shared_from_this(), owner, operation](const Reply& reply) {
-        if (is_grant(reply)) self->undo(owner, operation);
+    const auto holder = OwnerIds::holder_label();
+    std::string_view a[] = {owner, identity->lease_ms, operation, mode, identity->retention_ms, "1", holder};
+    // Granted after the caller gave up, or its outcome never learnt: nobody
+    // will use it. The undo also keeps a late copy from applying later. The
+    // handler may run after the Lock is gone, so it keeps this core alive.
+    auto undo_unused = [self = shared_from_this(), owner, operation](std::error_code ec, const Reply& reply) {
+        if (outcome_unknown(ec) || (!ec && is_grant(reply))) self->undo(owner, operation);
     };
     const auto& ack = identity->options.replica_ack;
     if (ack.replicas == 0) {
-        auto answer = run(acquire_script(), k, a, wait_until, stop, ticket, std::move(undo_late_grant));
+        auto answer = run(acquire_script(), k, a, wait_until, stop, ticket, undo_unused);
         answer.operation = operation;
+        if (answer.known && outcome_unknown(answer.ec)) undo(owner, operation);
         return answer;
     }
     // With replica_ack, a re-entry is acknowledged too: a failover must not
@@ -133,10 +130,8 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     AcknowledgedAnswer acknowledged;
     auto carried = std::make_shared<GateTicket>();
     answer.known = eval_acknowledged(*client, acquire_script(), k, a, ack, is_grant, wait_until, stop, acknowledged,
-                                     [carried, undo_late_grant, self = shared_from_this(), owner,
-                                      operation](AcknowledgedAnswer&& late) {
-                                         if (outcome_unknown(late.ec)) self->undo(owner, operation);
-                                         else if (!late.ec) undo_late_grant(late.reply);
+                                     [carried, undo_unused](AcknowledgedAnswer&& late) {
+                                         undo_unused(late.ec, late.reply);
                                      });
     if (!answer.known) {
         *carried = std::move(ticket);  // no other operation of this owner before that one settles
@@ -164,7 +159,10 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
         if (!stop.stop_requested()) ec = errc::command_timeout;
         return false;
     }
-    if ((ec = answer.ec)) return false;
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return false;
+    }
     const auto reentry = read_reentry(answer.reply);
     if (reentry.kind == Reentry::Kind::malformed) {
         ec = errc::protocol_error;
@@ -172,7 +170,7 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
     }
     if (reentry.kind == Reentry::Kind::granted) {
         if (hold->reentered(reentry.count, answer.sent, identity->options.lease)) {
-            count_outstanding(owner, +1);
+            contribute(hold);
             return true;
         }
         // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
@@ -196,7 +194,10 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
         throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + " or " + keys.tombstone(owner) +
                                    " holds data that is not a dlock lock");
     }
-    if ((ec = answer.ec)) return {Outcome::failed};
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return {Outcome::failed};
+    }
     const auto fresh = read_fresh_acquire(answer.reply);
     switch (fresh.kind) {
         case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return {Outcome::failed};
@@ -214,6 +215,7 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
 
 bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
     ec.clear();
+    clear_server_error();
     if ((ec = client->usable())) return false;
     const auto owner = current_owner();
     OwnerOperation operation(service->holds(), identity->name, owner);
@@ -342,8 +344,8 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
                              std::error_code& ec) {
     auto hold = slot.current();
     if (!hold || hold->final()) {
-        ec = (hold && hold->state() == HoldState::lost) || outstanding(owner) > 0 ? make_error_code(errc::lease_lost)
-                                                                                   : make_error_code(errc::not_owner);
+        ec = hold && hold->state() == HoldState::lost ? make_error_code(errc::lease_lost)
+                                                     : make_error_code(errc::not_owner);
         if (hold && hold->state() == HoldState::lost && hold->forget_lost_holds(holds) == 0) slot.clear(hold);
         return;
     }
@@ -366,6 +368,7 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     const auto released = read_release(answer.reply);
     if (answer.ec || released.kind == Release::Kind::malformed) {
         ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);
+        note_server_error(answer.ec, answer.reply);
         if (final_release) {
             // Not renewed any more; the lease ends it.
             hold->release_unanswered();
@@ -402,24 +405,32 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
 
 void LockCore::release(std::error_code& ec) {
     ec.clear();
+    clear_server_error();
     const auto owner = current_owner();
     OwnerOperation operation(service->holds(), identity->name, owner);
     (void)operation.enter(std::nullopt, {});
+    const auto hold = operation.slot().current();
+    if (hold) hold->withdraw(this);
     release_holds(owner, operation.slot(), operation.ticket, 1, ec);
-    if (ec != errc::not_owner) count_outstanding(owner, -1);
 }
 
 void LockCore::release_outstanding() noexcept {
     try {
         if (client->usable()) return;  // a closed client released everything already
-        std::unordered_map<std::string, unsigned> mine;
+        std::unordered_set<std::string> owners;
         {
-            std::lock_guard lock(outstanding_mutex_);
-            mine.swap(outstanding_);
+            std::lock_guard lock(owners_mutex_);
+            owners.swap(owners_);
         }
-        for (auto& [owner, holds] : mine) {
+        for (const auto& owner : owners) {
             OwnerOperation operation(service->holds(), identity->name, owner);
             (void)operation.enter(std::nullopt, {});
+            // Only what was made through this object, on the hold as it is
+            // now: a hold that ended or was replaced took our share with it.
+            const auto hold = operation.slot().current();
+            const unsigned holds = hold ? hold->contribution_of(this) : 0;
+            if (holds == 0) continue;
+            for (unsigned i = 0; i < holds; ++i) hold->withdraw(this);
             std::error_code ignored;
             release_holds(owner, operation.slot(), operation.ticket, holds, ignored);
         }

@@ -1,5 +1,5 @@
-// The state behind one dlock::Lock: its identity, and how many holds this
-// object made per owner (so that its destructor releases exactly those).
+// The state behind one dlock::Lock: its identity, and the owners it made
+// holds for (so that its destructor releases exactly the holds it made).
 // The holds themselves live in the client's registry (hold_registry.hpp),
 // shared with every other Lock object for the same name.
 #pragma once
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <unordered_set>
 
 #include "hold/hold.hpp"
 #include "hold/retried_call.hpp"
@@ -54,13 +54,13 @@ private:
 
     // Runs one script call through RetriedCall; the caller waits until
     // wait_until (none: until known) or stop. Walking away hands the gate
-    // and `undo` (called with the reply, if it ever comes) to the call.
+    // and `undo` (called with the outcome when it comes) to the call.
     Answer run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-               std::function<void(const Reply&)> undo);
+               std::function<void(std::error_code, const Reply&)> undo);
     Answer run(const Script& script, std::initializer_list<std::string_view> keys,
                std::initializer_list<std::string_view> argv, std::optional<LockClock::time_point> wait_until,
-               std::stop_token stop, GateTicket& ticket, std::function<void(const Reply&)> undo) {
+               std::stop_token stop, GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
         return run(script, ClientCore::Args(keys.begin(), keys.size()), ClientCore::Args(argv.begin(), argv.size()),
                    wait_until, stop, ticket, std::move(undo));
     }
@@ -92,12 +92,14 @@ private:
     void undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket = {});
     LockClock::time_point retry_window_end() const;
 
-    void count_outstanding(const std::string& owner, int delta);
-    unsigned outstanding(const std::string& owner);
+    // Counts one hold of `hold` as made through this object (Hold::contribute).
+    void contribute(const std::shared_ptr<Hold>& hold);
 
     const std::string handle_owner_;  // Ownership::handle only
-    std::mutex outstanding_mutex_;
-    std::unordered_map<std::string, unsigned> outstanding_;  // holds made through this object, by owner
+    std::mutex owners_mutex_;
+    // The owners this object made holds for; what it made is counted on
+    // each hold (Hold::contribute), and dies with the hold.
+    std::unordered_set<std::string> owners_;
 };
 
 }  // namespace dlock::detail

@@ -22,7 +22,7 @@ std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>&
         auto client = std::make_unique<Client>(url, options);
         // Two URLs for one server would let one server count twice.
         if (!seen.insert(client->address().to_string()).second)
-            throw Error(errc::invalid_argument, "the same master is given twice: " + url);
+            throw Error(errc::invalid_argument, "the same master is given twice: " + client->address().to_string());
         clients.push_back(std::move(client));
     }
     return clients;

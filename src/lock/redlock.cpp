@@ -148,7 +148,8 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& s
     std::string_view k[] = {keys.lock, fence, tombstone};
     // Counters are floored at the clock only when missing: the masters'
     // counters then agree, and settling a token costs no extra round trip.
-    std::string_view a[] = {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "0"};
+    const auto holder = OwnerIds::holder_label();
+    std::string_view a[] = {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "0", holder};
     // Stop as soon as a majority granted. A failure waits for every answer
     // (at most the node timeout), so that it can say what each master said.
     auto fan = FanOut::send(masters->cores, acquire_script(), k, a, deadline);
@@ -177,7 +178,9 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& s
         }
     }
     if (won(n, granted) && remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0 &&
-        settle_token(ballots, tokens, token, sent + identity->node_timeout) &&
+        // Settling is one more round trip, kept within the caller's
+        // deadline too: cut short, the grants are undone below.
+        settle_token(ballots, tokens, token, deadline) &&
         remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0) {
         record_acquired(owner, slot, token, sent);
         raise_late_granters(fan, token, ballots);
@@ -233,6 +236,8 @@ void RedlockCore::record_acquired(const std::string& owner, OwnerSlot& slot, std
     }
     slot.set(hold);
     masters->keeper().track(hold, sent);
+    std::lock_guard lock(owners_mutex_);
+    owners_.insert(owner);
 }
 
 bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
@@ -375,8 +380,14 @@ void RedlockCore::release(std::error_code& ec) {
 void RedlockCore::release_outstanding() noexcept {
     try {
         if (masters->usable()) return;
-        // Only this object's owners can hold through it (the owner names the object).
-        for (const auto& owner : {current_owner()}) {
+        // This object's owners, whichever threads locked it: the owner names
+        // the object, so no other object's holds are among them.
+        std::unordered_set<std::string> owners;
+        {
+            std::lock_guard lock(owners_mutex_);
+            owners.swap(owners_);
+        }
+        for (const auto& owner : owners) {
             auto hold = hold_of(owner);
             if (!hold || hold->final()) continue;
             OwnerOperation operation(masters->holds, identity->name, owner);

@@ -12,6 +12,8 @@
 
 #include "dlock/redlock.hpp"
 #include "fan_out.hpp"
+#include <unordered_set>
+
 #include "masters_core.hpp"
 
 namespace dlock::detail {
@@ -61,6 +63,12 @@ private:
     std::chrono::milliseconds random_retry_delay();
 
     const std::string object_owner_;  // this object's owner base (see redlock.hpp on reentrancy)
+    // Every owner this object acquired for: one per thread that locked it
+    // (Ownership::thread), so that the destructor, on whichever thread,
+    // releases them all. The owner names the object: no other object's
+    // holds are among them.
+    std::mutex owners_mutex_;
+    std::unordered_set<std::string> owners_;
 
     mutable std::mutex outcomes_mutex_;
     std::vector<MasterOutcome> last_outcomes_;

@@ -81,7 +81,7 @@ std::optional<std::uint64_t> read_hand_off(const Reply& reply) {
 }
 
 LockInfo read_inspect(const Reply& reply) {
-    if (!reply.is_array() || reply.elements.size() != 5) throw Error(errc::protocol_error, "unexpected inspect reply");
+    if (!reply.is_array() || reply.elements.size() != 6) throw Error(errc::protocol_error, "unexpected inspect reply");
     LockInfo info;
     info.held = !reply.elements[0].is_nil();
     if (info.held) {
@@ -89,6 +89,7 @@ LockInfo read_inspect(const Reply& reply) {
         info.hold_count = static_cast<unsigned>(reply.elements[1].integer);
         info.ttl = std::chrono::milliseconds(std::max<long long>(reply.elements[2].integer, 0));
         info.fencing_token = static_cast<std::uint64_t>(reply.elements[3].integer);
+        if (reply.elements[5].is_text()) info.holder = reply.elements[5].text;
     }
     info.last_fencing_token = static_cast<std::uint64_t>(reply.elements[4].integer);
     return info;

@@ -65,7 +65,8 @@ bool read_renewed(const Reply& reply);
 // else means it was not ours to give.
 std::optional<std::uint64_t> read_hand_off(const Reply& reply);
 
-// inspect.lua: {owner or nil, count, pttl, token, last token}. Throws
+// inspect.lua: {owner or nil, count, pttl, token, last token, holder label
+// or nil}. Throws
 // dlock::Error(protocol_error) for anything else.
 LockInfo read_inspect(const Reply& reply);
 

@@ -320,9 +320,13 @@ void Connection::begin_attempt() {
     connect_timer_.async_wait([self = shared_from_this(), attempt](std::error_code ec) {
         if (ec || attempt != self->attempt_) return;
         self->guarded([&] {
-            self->fail_attempt(errc::connect_timeout, "no connection to " + self->address_.to_string() + " within " +
-                                                          std::to_string(self->options_.connect_timeout.count()) +
-                                                          " ms");
+            const auto within = " within " + std::to_string(self->options_.connect_timeout.count()) + " ms";
+            if (self->stream_ && self->stream_->in_tls_handshake())
+                return self->fail_attempt(errc::tls_error, "no answer to the TLS handshake with " +
+                                                               self->address_.to_string() + within +
+                                                               ": the server does not speak TLS (use redis:// for a "
+                                                               "plain port), or it is overloaded");
+            self->fail_attempt(errc::connect_timeout, "no connection to " + self->address_.to_string() + within);
         });
     });
     stream_->async_connect([self = shared_from_this(), attempt](std::error_code ec, std::string detail) {
@@ -472,6 +476,14 @@ void Connection::close_stream() noexcept {
 
 // ---- reading (I/O thread) ----
 
+std::string Connection::closed_in_handshake(const std::error_code& ec) const {
+    std::string detail = "connection closed during handshake: " + ec.message();
+    // A TLS port hangs up on the plain-text AUTH, SELECT or PING at once.
+    if (address_.transport == ServerAddress::Transport::tcp)
+        detail += "; if the server speaks TLS, use rediss://" + address_.host + ":" + std::to_string(address_.port);
+    return detail;
+}
+
 void Connection::read_loop(std::uint64_t attempt) {
     stream_->async_read_some(asio::buffer(read_buffer_), [self = shared_from_this(), attempt](std::error_code ec, std::size_t n) {
         if (attempt != self->attempt_) return;
@@ -483,7 +495,7 @@ void Connection::read_loop(std::uint64_t attempt) {
                     ready = self->state_ == State::ready;
                 }
                 if (ready) self->drop(errc::connection_lost);
-                else self->fail_attempt(map_connect_error(ec), "connection closed during handshake: " + ec.message());
+                else self->fail_attempt(map_connect_error(ec), self->closed_in_handshake(ec));
                 return;
             }
             self->reader_->feed(self->read_buffer_.data(), n);

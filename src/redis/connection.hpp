@@ -104,6 +104,8 @@ private:
     void begin_attempt();
     void start_handshake(std::uint64_t attempt);
     void fail_attempt(std::error_code ec, const std::string& detail);
+    // Why the server hung up before the handshake ended, as far as it can be told.
+    std::string closed_in_handshake(const std::error_code& ec) const;
     void become_ready();
     void drop(std::error_code reason);
     void schedule_reconnect();

@@ -1,6 +1,7 @@
 #include "dlock/error.hpp"
 
 #include "dlock/reply.hpp"
+#include "server_error_text.hpp"
 
 namespace dlock {
 namespace {
@@ -38,6 +39,12 @@ public:
     }
 };
 
+thread_local std::string last_server_error_text;
+
+bool from_server(const std::error_code& ec) {
+    return ec == errc::server_error || ec == errc::permission_denied;
+}
+
 bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
@@ -51,9 +58,22 @@ const std::error_category& error_category() noexcept {
 
 void throw_if(const std::error_code& ec, const std::string& detail) {
     if (!ec) return;
-    if (detail.empty()) throw Error(ec);
-    throw Error(ec, detail);
+    std::string text = detail;
+    if (from_server(ec) && !last_server_error_text.empty())
+        text += (text.empty() ? "" : ": ") + last_server_error_text;
+    if (text.empty()) throw Error(ec);
+    throw Error(ec, text);
 }
+
+std::string last_server_error() { return last_server_error_text; }
+
+namespace detail {
+void note_server_error(const std::error_code& ec, const Reply& reply) {
+    if (reply.is_error() && ec && reply.error_code() == ec) last_server_error_text = reply.text;
+    else last_server_error_text.clear();
+}
+void clear_server_error() { last_server_error_text.clear(); }
+}  // namespace detail
 
 std::error_code error_code_of_server_error(std::string_view text) noexcept {
     if (starts_with(text, "WRONGTYPE")) return errc::wrong_type;

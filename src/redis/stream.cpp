@@ -130,7 +130,9 @@ void Stream::start_tls(ConnectHandler done) {
         X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), address_.host.c_str());
     }
     auto self = shared_from_this();
+    in_tls_handshake_ = true;
     tls_->async_handshake(asio::ssl::stream_base::client, [self, done](std::error_code ec) {
+        self->in_tls_handshake_ = false;
         if (!ec) return done({}, {});
         std::string detail = ec.message();
         long verify = SSL_get_verify_result(self->tls_->native_handle());

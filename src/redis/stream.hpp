@@ -32,6 +32,10 @@ public:
     // write must go through the I/O thread (TLS).
     int direct_write_handle();
     void close() noexcept;
+    // True from the TCP connection's success until the TLS handshake ends:
+    // a connect timeout then most likely means the server does not speak TLS
+    // (a plain Redis waits for the end of a line that never comes).
+    bool in_tls_handshake() const noexcept { return in_tls_handshake_; }
 
 private:
     using Resolved = asio::ip::tcp::resolver::results_type;
@@ -49,6 +53,7 @@ private:
     std::unique_ptr<asio::local::stream_protocol::socket> unix_;
     std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket>> tls_;
     bool closed_ = false;
+    bool in_tls_handshake_ = false;  // I/O thread only
 };
 
 }  // namespace dlock::detail

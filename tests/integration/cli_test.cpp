@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli_runner.hpp"
 #include "dlock/client.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
@@ -17,81 +18,8 @@
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-struct Running {
-    pid_t pid;
-    std::string out_path, err_path;
-    Clock::time_point started;
-};
-
-struct Finished {
-    int code;
-    std::string out, err;
-    Clock::duration took;
-};
-
-std::string temp_path(const std::string& name) {
-    static const std::string dir = [] {
-        std::string pattern = "/tmp/dlock-cli-XXXXXX";
-        return std::string(mkdtemp(pattern.data()));
-    }();
-    static int counter = 0;
-    return dir + "/" + std::to_string(++counter) + "-" + name;
-}
-
-Running start(const std::vector<std::string>& args) {
-    Running r{0, temp_path("out"), temp_path("err"), Clock::now()};
-    pid_t pid = fork();
-    if (pid == 0) {
-        int out = open(r.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int err = open(r.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(out, 1);
-        dup2(err, 2);
-        std::vector<char*> argv{const_cast<char*>(DLOCK_CLI)};
-        for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        unsetenv("DLOCK_URL");
-        unsetenv("REDIS_URL");
-        execv(DLOCK_CLI, argv.data());
-        _exit(126);
-    }
-    r.pid = pid;
-    return r;
-}
-
-Finished finish(const Running& r) {
-    int status = 0;
-    waitpid(r.pid, &status, 0);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return {code, read_file(r.out_path), read_file(r.err_path), Clock::now() - r.started};
-}
-
-Finished dlock_cli(const std::vector<std::string>& args) { return finish(start(args)); }
-
-bool held(const dlock::support::RedisServer& server, const std::string& key) {
-    return server.cli({"EXISTS", "dlock:{" + key + "}"}) == "1";
-}
-
-// Whether pid is a live process: not gone and not a zombie waiting to be reaped.
-bool alive(pid_t pid) {
-    auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    auto end_of_name = stat.rfind(')');
-    if (end_of_name == std::string::npos || end_of_name + 2 >= stat.size()) return false;
-    char state = stat[end_of_name + 2];
-    return state != 'Z' && state != 'X';
-}
-
+using namespace dlock::test::cli;
 using dlock::support::eventually;
-
-}  // namespace
 
 TEST(Cli, SixteenConcurrentRunsLoseNoUpdateAndTokensIncreaseInWriteOrder) {
     dlock::support::RedisServer server;
@@ -335,7 +263,7 @@ TEST(Cli, StatusJsonBeforeDuringAndAfterARun) {
     auto status = [&] { return dlock_cli({"--url", server.uri(), "status", "--json", "report"}); };
     auto before = status();
     EXPECT_EQ(before.code, 0);
-    EXPECT_EQ(before.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"hold_count\": null, "
+    EXPECT_EQ(before.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, \"hold_count\": null, "
                           "\"ttl_ms\": null, \"fencing_token\": null}\n");
     auto run = start({"--url", server.uri(), "run", "report", "--", "sleep", "1"});
     ASSERT_TRUE(eventually([&] { return held(server, "report"); }));
@@ -351,7 +279,7 @@ TEST(Cli, StatusJsonBeforeDuringAndAfterARun) {
     EXPECT_NE(during.out.find("\"owner\": \""), std::string::npos) << during.out;
     EXPECT_EQ(finish(run).code, 0);
     auto after = status();
-    EXPECT_EQ(after.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"hold_count\": null, "
+    EXPECT_EQ(after.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, \"hold_count\": null, "
                          "\"ttl_ms\": null, \"fencing_token\": " + std::to_string(token) + "}\n");
 }
 
@@ -367,6 +295,17 @@ TEST(Cli, DemoStartsItsOwnServerAndAwardsExactlyTheBonuses) {
     f = dlock_cli({"demo", "--processes", "2", "--threads", "3", "--bonuses", "10", "--json"});
     EXPECT_EQ(f.code, 0) << f.err;
     EXPECT_NE(f.out.find("\"awarded\": 6, \"overdrawn\": 0"), std::string::npos) << f.out;
+}
+
+// The demo's own --url takes the password from the environment like every
+// other command's URL.
+TEST(Cli, DemoUrlTakesThePasswordFromTheEnvironment) {
+    dlock::support::RedisServer server({.password = "demo-secret"});
+    auto f = dlock_cli({"demo", "--url", "redis://127.0.0.1:" + std::to_string(server.port()), "--processes", "1",
+                        "--threads", "2", "--bonuses", "2", "--json"},
+                       {{"DLOCK_PASSWORD", "demo-secret"}});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_NE(f.out.find("\"overdrawn\": 0"), std::string::npos) << f.out;
 }
 
 TEST(Cli, HelpAndVersion) {

@@ -129,6 +129,42 @@ TEST(LateCopies, ALateCopyOfAnAttemptAnsweredBusyGrantsNothing) {
     la.unlock();
 }
 
+// The scripts' side of an operation whose outcome the client never learnt
+// (no answer within the retry window): the client sends an undo (a release
+// only if that operation was the last), and a copy of the operation that
+// arrives after the undo must not apply.
+TEST(LateCopies, AnOperationUndoneBeforeItAppliedNeverApplies) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    const std::string lock = key_of("undone"), fence = lock + ":fence", owner = "c0ffee:t1",
+                      tombstone = lock + ":done:" + owner;
+    auto acquire = [&](const std::string& op, const std::string& mode) {
+        std::string_view keys[] = {lock, fence, tombstone};
+        std::string_view args[] = {owner, "30000", op, mode, "600000", "1"};
+        return client.eval(dlock::detail::acquire_script(), keys, args);
+    };
+    auto undo = [&](const std::string& op, const std::string& undone) {
+        const std::string channel = lock + ":ch";
+        std::string_view keys[] = {lock, fence, channel, tombstone};
+        std::string_view args[] = {owner, "30000", op, "1", "600000", undone};
+        return client.eval(dlock::detail::release_script(), keys, args).integer;
+    };
+    // A fresh acquisition (operation 5) undone before it arrived.
+    EXPECT_EQ(undo("6", "5"), -1);
+    auto late = acquire("5", "fresh");
+    EXPECT_EQ(late.elements[0].integer, -2);
+    EXPECT_EQ(server.cli({"EXISTS", lock}), "0") << "a late copy granted a hold nobody tracks";
+    // A re-entry (operation 8) undone before it arrived, while the owner holds.
+    ASSERT_EQ(acquire("7", "fresh").elements[0].integer, 1);
+    EXPECT_EQ(undo("9", "8"), -3);
+    late = acquire("8", "reenter");
+    EXPECT_EQ(late.elements[0].integer, -2);
+    EXPECT_EQ(server.cli({"HGET", lock, "count"}), "1") << "a late re-entry counted a hold nobody will release";
+    // The owner's next operations go on as usual.
+    EXPECT_EQ(acquire("10", "reenter").elements[0].integer, 1);
+    EXPECT_EQ(server.cli({"HGET", lock, "count"}), "2");
+}
+
 TEST(LateCopies, AHugeLeaseLeftOnTheServerDoesNotMakeAWaiterSpin) {
     dlock::support::RedisServer server;
     dlock::Client a(server.uri());

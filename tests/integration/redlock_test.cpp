@@ -14,6 +14,7 @@
 #include "dlock/redlock.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -376,6 +377,35 @@ TEST(Redlock, FencingTokenKeepsGrowingWhenAWholeMajorityLostItsCounters) {
     lock.unlock();
     m[3].resume();
     m[4].resume();
+}
+
+// Settling disagreeing fencing counters is one more round trip, and it is
+// kept within the caller's deadline as well (it once had a node timeout of
+// its own past it): a granter slow to confirm cuts the attempt at the
+// deadline, and its grants are undone.
+TEST(Redlock, SettlingTheTokenKeepsTheCallersDeadline) {
+    dlock::support::RedisServer fast, slow, stopped;
+    dlock::support::TcpProxy slow_link(slow.port());
+    dlock::Masters masters({fast.uri(), slow_link.uri(), stopped.uri()});
+    dlock::Redlock lock(masters, "settle", {.node_timeout = 3s});
+    lock.lock();  // every connection is up before the slow link slows down
+    lock.unlock();
+    // The fast master's counter is far ahead: the slow one must be raised to it.
+    fast.cli({"HSET", "dlock:{settle}:fence", "token", "5000000000000000"});
+    stopped.pause();  // the fast and the slow master make the majority
+    slow_link.delay_replies(500ms);
+    const auto start = Clock::now();
+    std::error_code ec;
+    // Granted by both at about 500 ms; settling would take until about 1 s.
+    const bool got = lock.try_lock_until(Clock::now() + 600ms, ec);
+    const auto took = Clock::now() - start;
+    EXPECT_FALSE(got);
+    EXPECT_LT(took, 850ms) << "the 600 ms deadline was not kept";
+    slow_link.delay_replies(0ms);
+    stopped.resume();
+    // Nothing of the attempt stays behind.
+    EXPECT_TRUE(eventually([&] { return fast.cli({"EXISTS", "dlock:{settle}"}) == "0"; }, 5s));
+    EXPECT_TRUE(eventually([&] { return slow.cli({"EXISTS", "dlock:{settle}"}) == "0"; }, 5s));
 }
 
 TEST(Redlock, BadInputIsATypedError) {

@@ -99,15 +99,22 @@ TEST(ScriptReplies, RenewAndHandOff) {
 
 TEST(ScriptReplies, InspectAndForceRelease) {
     const auto held = read_inspect(
-        array({Reply::make_string("abc:1"), integer(2), integer(900), integer(77), integer(77)}));
+        array({Reply::make_string("abc:1"), integer(2), integer(900), integer(77), integer(77),
+               Reply::make_string("host-a/pid 12/thread 3")}));
     EXPECT_TRUE(held.held);
     EXPECT_EQ(held.owner, "abc:1");
+    EXPECT_EQ(held.holder, "host-a/pid 12/thread 3");
     EXPECT_EQ(held.hold_count, 2u);
     EXPECT_EQ(held.ttl, 900ms);
-    const auto free = read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76)}));
+    const auto unlabelled =
+        read_inspect(array({Reply::make_string("abc:1"), integer(1), integer(900), integer(77), integer(77), Reply{}}));
+    EXPECT_TRUE(unlabelled.holder.empty());
+    const auto free = read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76), Reply{}}));
     EXPECT_FALSE(free.held);
     EXPECT_EQ(free.last_fencing_token, 76u);
     EXPECT_THROW(read_inspect(array({integer(1)})), Error);
+    // The five elements of a server running an older inspect script.
+    EXPECT_THROW(read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76)})), Error);
 
     EXPECT_EQ(read_force_release(Reply{}), std::nullopt);
     EXPECT_EQ(read_force_release(array({Reply::make_string("abc:1"), integer(1)})), "abc:1");

@@ -1,30 +1,15 @@
-// dlock status / dlock release --force: look at a lock, break a lock.
+// dlock status / dlock list / dlock release --force: look at locks, break one.
 #include <cstdio>
 #include <map>
 #include <optional>
 
 #include "cli.hpp"
 #include "dlock/error.hpp"
+#include "dlock/server_address.hpp"
+#include "json.hpp"
 
 namespace dlock::cli {
 namespace {
-
-std::string json_string(std::string_view s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out.push_back('\\');
-            out.push_back(static_cast<char>(c));
-        } else if (c < 0x20) {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-            out += escaped;
-        } else {
-            out.push_back(static_cast<char>(c));
-        }
-    }
-    return out + "\"";
-}
 
 std::string or_null(bool present, auto value) { return present ? std::to_string(value) : std::string("null"); }
 
@@ -32,6 +17,7 @@ std::string or_null(bool present, auto value) { return present ? std::to_string(
 std::string json_fields(const LockInfo& info) {
     return "\"held\": " + std::string(info.held ? "true" : "false") +
            ", \"owner\": " + (info.held ? json_string(info.owner) : "null") +
+           ", \"holder\": " + (info.held ? json_string(describe_owner(info)) : "null") +
            ", \"hold_count\": " + or_null(info.held, info.hold_count) +
            ", \"ttl_ms\": " + or_null(info.held, info.ttl.count()) +
            ", \"fencing_token\": " + or_null(info.last_fencing_token > 0, info.last_fencing_token);
@@ -39,7 +25,7 @@ std::string json_fields(const LockInfo& info) {
 
 std::string describe(const LockInfo& info) {
     if (info.held)
-        return "held by " + info.owner + " (hold count " + std::to_string(info.hold_count) + "), lease " +
+        return "held by " + describe_owner(info) + " (hold count " + std::to_string(info.hold_count) + "), lease " +
                std::to_string(info.ttl.count()) + " ms left, fencing token " +
                std::to_string(info.last_fencing_token);
     if (info.last_fencing_token > 0) return "free; last fencing token " + std::to_string(info.last_fencing_token);
@@ -47,7 +33,15 @@ std::string describe(const LockInfo& info) {
 }
 
 // Every master's view, and who (if anyone) holds it on a majority.
-int masters_status(const GlobalOptions& global, const std::string& key, bool json) {
+// A master's URL as it may be shown: its password (which may have come from
+// a file or the environment) replaced by "***".
+std::string shown_url(const std::string& url) {
+    std::error_code ec;
+    auto address = dlock::ServerAddress::parse(url, ec);
+    return ec ? std::string("(an invalid URL)") : address.to_string();
+}
+
+int masters_status(const GlobalOptions& global, const std::string& key, bool json, bool& held) {
     Masters masters(global.urls, client_options(global));
     std::vector<std::optional<LockInfo>> infos;
     std::vector<std::string> errors;
@@ -67,13 +61,14 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
     std::string majority_owner;
     for (const auto& [owner, count] : holders)
         if (count >= masters.quorum()) majority_owner = owner;
+    held = !majority_owner.empty();
     if (json) {
         std::string out = "{\"key\": " + json_string(key) + ", \"held\": " +
                           (majority_owner.empty() ? "false" : "true") + ", \"owner\": " +
                           (majority_owner.empty() ? "null" : json_string(majority_owner)) + ", \"masters\": [";
         for (std::size_t i = 0; i < masters.size(); ++i) {
             if (i) out += ", ";
-            out += "{\"url\": " + json_string(global.urls[i]) + ", ";
+            out += "{\"url\": " + json_string(shown_url(global.urls[i])) + ", ";
             out += infos[i] ? json_fields(*infos[i]) + ", \"error\": null" : "\"error\": " + json_string(errors[i]);
             out += "}";
         }
@@ -85,7 +80,7 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
         else
             std::printf("%s: not held by any majority of the %zu masters\n", key.c_str(), masters.size());
         for (std::size_t i = 0; i < masters.size(); ++i)
-            std::printf("  %s: %s\n", global.urls[i].c_str(),
+            std::printf("  %s: %s\n", shown_url(global.urls[i]).c_str(),
                         infos[i] ? describe(*infos[i]).c_str() : ("unreachable: " + errors[i]).c_str());
     }
     if (answered >= masters.quorum()) return exit_ok;
@@ -95,12 +90,32 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
 
 }  // namespace
 
-int run_status(const GlobalOptions& global, const std::string& key, bool json) {
-    if (global.urls.size() > 1) return masters_status(global, key, json);
-    Client client(global.urls.front(), client_options(global));
+int run_status(const GlobalOptions& global, const StatusOptions& options) {
+    const auto& key = options.key;
+    if (global.urls.size() > 1) {
+        bool held = false;
+        const int code = masters_status(global, key, options.json, held);
+        return code == exit_ok && options.exit_status && !held ? exit_not_held : code;
+    }
+    std::optional<Client> slot;
+    auto& client = connect(slot, global, global.urls.front());
     LockInfo info = inspect_lock(client, key);
-    if (json) std::printf("{\"key\": %s, %s}\n", json_string(key).c_str(), json_fields(info).c_str());
+    if (options.json) std::printf("{\"key\": %s, %s}\n", json_string(key).c_str(), json_fields(info).c_str());
     else std::printf("%s: %s\n", key.c_str(), describe(info).c_str());
+    return options.exit_status && !info.held ? exit_not_held : exit_ok;
+}
+
+int run_list(const GlobalOptions& global, const std::string& pattern, bool json) {
+    if (global.urls.size() > 1) {
+        complain("dlock list reads one server; give it one URL (each master's locks are its own)");
+        return exit_usage;
+    }
+    std::optional<Client> slot;
+    auto& client = connect(slot, global, global.urls.front());
+    for (const auto& [name, info] : list_locks(client, pattern)) {
+        if (json) std::printf("{\"key\": %s, %s}\n", json_string(name).c_str(), json_fields(info).c_str());
+        else std::printf("%s: %s\n", name.c_str(), describe(info).c_str());
+    }
     return exit_ok;
 }
 
@@ -109,19 +124,11 @@ int run_release(const GlobalOptions& global, const std::string& key, bool force)
         complain("release breaks a lock someone else holds; say --force to do it");
         return exit_usage;
     }
-    std::optional<Masters> masters;
-    std::optional<Client> single;
-    std::vector<Client*> servers;
-    if (global.urls.size() > 1) {
-        masters.emplace(global.urls, client_options(global));
-        for (std::size_t i = 0; i < masters->size(); ++i) servers.push_back(&masters->client(i));
-    } else {
-        servers.push_back(&single.emplace(global.urls.front(), client_options(global)));
-    }
+    Servers servers(global);
     // On every master: a Redlock holder keeps the lock while a majority has it.
     bool released = false;
     std::error_code failure;
-    for (auto* server : servers) {
+    for (auto* server : servers.all) {
         try {
             auto previous = force_release(*server, key);
             if (!previous) continue;
@@ -129,7 +136,7 @@ int run_release(const GlobalOptions& global, const std::string& key, bool force)
             std::printf("released %s on %s, held by %s\n", key.c_str(), server->address().to_string().c_str(),
                         previous->c_str());
         } catch (const Error& e) {
-            if (servers.size() == 1) throw;
+            if (servers.all.size() == 1) throw;
             complain(server->address().to_string() + ": " + e.what());
             failure = e.code();
         }

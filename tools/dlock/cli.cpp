@@ -1,6 +1,11 @@
 #include "cli.hpp"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 
 #include "dlock/error.hpp"
 
@@ -19,6 +24,21 @@ ClientOptions client_options(const GlobalOptions& global) {
     return options;
 }
 
+Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const std::string& url) {
+    auto& client = slot.emplace(url, client_options(global));
+    client.wait_connected();
+    return client;
+}
+
+Servers::Servers(const GlobalOptions& global) {
+    if (global.urls.size() > 1) {
+        masters.emplace(global.urls, client_options(global));
+        for (std::size_t i = 0; i < masters->size(); ++i) all.push_back(&masters->client(i));
+    } else {
+        all.push_back(&connect(single, global, global.urls.front()));
+    }
+}
+
 int exit_code_for(const std::error_code& ec) {
     if (ec == errc::invalid_argument || ec == errc::invalid_uri) return exit_usage;
     return exit_unavailable;
@@ -33,11 +53,77 @@ std::vector<std::string> split_urls(const std::vector<std::string>& given) {
         while (start <= item.size()) {
             auto comma = item.find(',', start);
             if (comma == std::string::npos) comma = item.size();
-            if (comma > start) urls.push_back(item.substr(start, comma - start));
+            if (comma == start)
+                throw UsageError(item.empty() ? "the URL is empty (an unset variable?)"
+                                              : "an empty URL in the list '" + item + "'");
+            urls.push_back(item.substr(start, comma - start));
             start = comma + 1;
         }
     }
     return urls;
+}
+
+namespace {
+
+// RFC 3986 userinfo: everything but unreserved characters is percent-encoded.
+std::string percent_encoded(std::string_view text) {
+    std::string out;
+    for (unsigned char c : text) {
+        if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+            out.push_back(static_cast<char>(c));
+        } else {
+            char hex[4];
+            std::snprintf(hex, sizeof hex, "%%%02X", c);
+            out += hex;
+        }
+    }
+    return out;
+}
+
+std::string password_from_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw UsageError("cannot read the password file " + path + ": " + std::strerror(errno));
+    std::string line;
+    std::getline(in, line);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) throw UsageError("the password file " + path + " starts with an empty line");
+    return line;
+}
+
+}  // namespace
+
+void apply_credentials(std::vector<std::string>& urls, const Credentials& given) {
+    Credentials credentials = given;
+    if (const char* user = std::getenv("DLOCK_USER"); credentials.user.empty() && user) credentials.user = user;
+    std::string password;
+    if (!credentials.password_file.empty()) {
+        password = password_from_file(credentials.password_file);
+    } else {
+        for (const char* variable : {"DLOCK_PASSWORD", "REDISCLI_AUTH"})
+            if (const char* value = std::getenv(variable); value && *value) {
+                password = value;
+                break;
+            }
+    }
+    if (password.empty()) {
+        if (!credentials.user.empty()) throw UsageError("--user needs a password (--password-file, $DLOCK_PASSWORD)");
+        return;
+    }
+    const std::string userinfo = percent_encoded(credentials.user) + ":" + percent_encoded(password) + "@";
+    for (auto& url : urls) {
+        const auto scheme_end = url.find("://");
+        if (scheme_end == std::string::npos) continue;  // the parser names the mistake
+        const auto authority = scheme_end + 3;
+        // unix:///path has an empty authority; redis://host/db ends it at the first '/'.
+        const auto authority_end = url.find('/', authority);
+        const auto at = url.find('@', authority);
+        if (at != std::string::npos && (authority_end == std::string::npos || at < authority_end)) continue;
+        url.insert(authority, userinfo);
+    }
+}
+
+std::string describe_owner(const LockInfo& info) {
+    return info.holder.empty() ? info.owner : info.holder + " owner=" + info.owner;
 }
 
 bool enough_masters_reachable(Masters& masters) {

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dlock/client.hpp"
+#include "dlock/lock.hpp"
 #include "dlock/redlock.hpp"
 
 namespace dlock::cli {
@@ -13,7 +16,7 @@ namespace dlock::cli {
 // sysexits(3) where one fits.
 enum ExitCode : int {
     exit_ok = 0,
-    exit_not_held = 1,        // release --force: the lock was already free
+    exit_not_held = 1,        // release --force: already free; status --exit-status: free; wait-free: timed out
     exit_usage = 64,          // EX_USAGE: bad option, duration, key or command
     exit_unavailable = 69,    // EX_UNAVAILABLE: Redis unreachable, auth or TLS failure, server error
     exit_internal = 70,       // EX_SOFTWARE
@@ -34,20 +37,71 @@ struct GlobalOptions {
 
 ClientOptions client_options(const GlobalOptions& global);
 
+// Makes the client in slot and waits for its connection, so that a failure
+// to connect is reported as such (with its reason: TLS, authentication, the
+// server's refusal) rather than as a command that timed out. Throws Error.
+Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const std::string& url);
+
+// Every server the URLs name: the masters of a Redlock, or the one server
+// (connected, as connect() does).
+struct Servers {
+    std::optional<Masters> masters;
+    std::optional<Client> single;
+    std::vector<Client*> all;
+    explicit Servers(const GlobalOptions& global);
+};
+
 // The exit code for a dlock error: usage for bad input, unavailable otherwise.
 int exit_code_for(const std::error_code& ec);
 
 // One line on stderr: "dlock: <message>".
 void complain(const std::string& message);
 
-// Splits "a,b" lists and drops empty entries.
+// A mistake on the command line: main prints it and exits with exit_usage.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Splits "a,b" lists. An empty URL or an empty element ("a,,b", a trailing
+// comma) is a UsageError: it usually is an unset variable, and falling back
+// to a default server would let every host lock its own Redis.
 std::vector<std::string> split_urls(const std::vector<std::string>& given);
+
+// Where a password may come from, besides the URL (where `ps` shows it).
+struct Credentials {
+    std::string user;           // --user, else $DLOCK_USER; empty: the URL's, or the default user
+    std::string password_file;  // --password-file: its first line
+};
+
+// Puts user and password into every URL that has none of its own. The
+// password comes from --password-file, else $DLOCK_PASSWORD, else
+// $REDISCLI_AUTH (as redis-cli reads it). Throws UsageError for an
+// unreadable or empty password file and for --user without a password.
+void apply_credentials(std::vector<std::string>& urls, const Credentials& credentials);
+
+// The owner as an operator can use it: host, pid and thread when the lock
+// recorded them, then the owner id.
+std::string describe_owner(const LockInfo& info);
 
 // Waits for each master's connection; complains about those that fail.
 // True when a majority is reachable.
 bool enough_masters_reachable(Masters& masters);
 
-int run_status(const GlobalOptions& global, const std::string& key, bool json);
+struct StatusOptions {
+    std::string key;
+    bool json = false;
+    bool exit_status = false;  // exit 0 when held, exit_not_held when free
+};
+int run_status(const GlobalOptions& global, const StatusOptions& options);
+// dlock list [PATTERN] [--json]: the locks held now.
+int run_list(const GlobalOptions& global, const std::string& pattern, bool json);
+// dlock wait-free KEY [--timeout D]: exit 0 once free, exit_not_held at the
+// timeout. Several URLs: free on every master.
+struct WaitFreeOptions {
+    std::string key;
+    std::optional<std::chrono::milliseconds> timeout;  // empty: no limit
+};
+int run_wait_free(const GlobalOptions& global, const WaitFreeOptions& options);
 int run_release(const GlobalOptions& global, const std::string& key, bool force);
 
 }  // namespace dlock::cli

@@ -1,5 +1,6 @@
-// Durations on the command line: "250ms", "30s", "2m", "1h"; a bare integer
-// means seconds.
+// Durations on the command line: a number and a unit, or several of them in
+// decreasing units ("250ms", "1.5s", "2m", "1m30s", "2h45m", "1d"); a bare
+// number means seconds.
 #pragma once
 
 #include <chrono>
@@ -7,8 +8,13 @@
 
 namespace dlock::cli {
 
+// What every duration error message ends with.
+inline constexpr std::string_view accepted_durations =
+    "use e.g. 250ms, 1.5s, 30s, 2m, 1m30s, 2h45m, 1d; a bare number means seconds";
+
 // Throws std::invalid_argument with a one-line reason for anything else,
-// including negative values and durations over 366 days.
+// including negative values, exponents, units out of order and durations
+// over 366 days. Fractions below a millisecond are dropped.
 std::chrono::milliseconds parse_duration(std::string_view text);
 
 }  // namespace dlock::cli

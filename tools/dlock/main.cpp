@@ -1,15 +1,16 @@
 // dlock — distributed locks on Redis, from the command line.
 //
-//   dlock [global options] COMMAND ...
-//   (--url given 3, 5, ... times, or as a comma list: a Redlock over those masters)
-//   dlock run [--ttl D] [--wait D | --no-wait] [--on-lost term|kill|ignore]
-//             [--grace D] [--conflict-exit-code N] KEY -- COMMAND [ARG...]
-//   dlock status [--json] KEY
+//   dlock [global options] COMMAND [options] ...   (global options may also follow COMMAND)
+//   dlock run [--ttl D] [--wait D | --no-wait] [--on-lost term|kill|ignore] [--grace D]
+//             [--conflict-exit-code N] [--json-events] KEY (-- COMMAND [ARG...] | -c 'SHELL COMMAND')
+//   dlock hold [--ttl D] [--wait D | --no-wait] [--json] KEY
+//   dlock status [--json] [--exit-status] KEY
+//   dlock wait-free [--timeout D] KEY
+//   dlock list [--json] [PATTERN]
 //   dlock release --force KEY
 //   dlock demo [--processes N] [--threads N] [--bonuses N] [--json] [--url URL]
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "demo.hpp"
 #include "dlock/error.hpp"
 #include "duration.hpp"
+#include "help_text.hpp"
 #include "run_command.hpp"
 
 #ifndef DLOCK_VERSION
@@ -28,22 +30,6 @@ namespace {
 
 using namespace dlock::cli;
 
-const char* const epilog = R"(Durations: 250ms, 30s, 2m, 1h; a bare integer means seconds.
-
-Several masters: --url given 3, 5, ... times (or one comma list) makes run, status
-and release work on a Redlock over those independent Redis masters.
-
-Exit status of `dlock run`: the command's own (128 + N if it died of signal N);
-75 (or --conflict-exit-code) when the lock was not acquired in time; 79 when the
-lease was lost while the command ran; 64 for usage errors; 69 when Redis cannot be
-reached or refuses us (also: authentication, TLS).
-
-If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
-ignore): nobody would renew the lease, and it must not run on after it expires.
-
-Example: a nightly job that must run on one host only (crontab on every host):
-  0 3 * * *  dlock --url redis://locks.internal:6379 run --no-wait nightly-report -- /usr/local/bin/report)";
-
 // CLI11 takes durations as strings; this turns them into milliseconds or a usage error.
 std::chrono::milliseconds duration_option(const std::string& text, const char* option) {
     try {
@@ -52,6 +38,36 @@ std::chrono::milliseconds duration_option(const std::string& text, const char* o
         throw CLI::ValidationError(option, e.what());
     }
 }
+
+// `dlock -h redis.internal run ...` reads like redis-cli's -h HOST. It must
+// not print help and exit 0 with the command never run.
+bool is_command(CLI::App& app, const std::string& word) {
+    for (const auto* command : app.get_subcommands([](CLI::App*) { return true; }))
+        if (command->get_name() == word) return true;
+    return false;
+}
+
+// The options `dlock run` and `dlock hold` share.
+struct AcquireFlags {
+    std::string ttl = "30s", wait;
+    CLI::Option* wait_option = nullptr;
+    void add_to(CLI::App& command, RunOptions& run) {
+        command.add_option("--ttl", ttl, "lease, renewed while held (default 30s)");
+        wait_option = command.add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
+        command.add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_option);
+        command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
+            ->check(CLI::Range(0, 255));
+        command.add_option("key", run.key, "the lock's name")->required();
+    }
+    void resolve(RunOptions& run) const {
+        run.ttl = duration_option(ttl, "--ttl");
+        if (run.ttl.count() == 0 || run.ttl > dlock::max_lease)
+            throw CLI::ValidationError("--ttl", "must be between 1ms and 24h");
+        // Given but empty ("--wait $UNSET") is a usage error, not "forever".
+        if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
+        if (run.key.empty()) throw CLI::ValidationError("key", "the key is empty");
+    }
+};
 
 }  // namespace
 
@@ -71,17 +87,23 @@ int main(int argc, char** argv) {
     }
 
     CLI::App app{"dlock: distributed locks on Redis", "dlock"};
-    app.footer(epilog);
+    app.footer(help::global);
     app.set_version_flag("--version", "dlock " DLOCK_VERSION);
     app.require_subcommand(1);
+    // Options a command does not know are the global ones: they may follow it.
+    app.fallthrough();
     GlobalOptions global;
+    Credentials credentials;
     std::vector<std::string> url_options;
     std::string connect_timeout = "2s";
-    app.add_option("--url", url_options,
+    auto* url_option = app.add_option("--url", url_options,
                    "Redis URL; default $DLOCK_URL, then $REDIS_URL, then redis://127.0.0.1:6379. Given 3 or more "
                    "times (or as a comma list): independent masters of a Redlock")
         ->take_all()
         ->allow_extra_args(false);
+    app.add_option("--user", credentials.user, "ACL user (with a password from --password-file or the environment)");
+    auto* password_file_option = app.add_option("--password-file", credentials.password_file,
+                   "read the password from this file's first line (else $DLOCK_PASSWORD, then $REDISCLI_AUTH)");
     app.add_option("--connect-timeout", connect_timeout, "how long to try to reach Redis (default 2s)");
     app.add_option("--tls-ca", global.tls_ca, "CA certificate file for rediss:// URLs")->check(CLI::ExistingFile);
     app.add_option("--tls-cert", global.tls_cert, "client certificate file")->check(CLI::ExistingFile);
@@ -90,33 +112,57 @@ int main(int argc, char** argv) {
     app.add_flag("-v,--verbose", global.verbose, "say what happens");
 
     RunOptions run;
-    std::string ttl = "30s", wait, grace = "10s", on_lost = "term";
+    AcquireFlags run_flags;
+    std::string grace = "10s", on_lost = "term", shell_command;
     auto* run_cmd = app.add_subcommand("run", "run a command while holding a lock");
-    run_cmd->add_option("--ttl", ttl, "lease, renewed while the command runs (default 30s)");
-    auto* wait_opt = run_cmd->add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
-    run_cmd->add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_opt);
+    run_cmd->footer(help::run);
+    run_flags.add_to(*run_cmd, run);
     run_cmd->add_option("--on-lost", on_lost, "if the lease is lost: term (default), kill or ignore")
         ->check(CLI::IsMember({"term", "kill", "ignore"}));
     run_cmd->add_option("--grace", grace, "after SIGTERM on a lost lease, SIGKILL after this (default 10s)");
-    run_cmd->add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
-        ->check(CLI::Range(0, 255));
-    run_cmd->add_option("key", run.key, "the lock's name")->required();
+    run_cmd->add_option("-c,--command", shell_command, "run this string with /bin/sh -c (instead of -- COMMAND)");
+    run_cmd->add_flag("--json-events", run.json_events, "one JSON line per event on stderr");
 
-    std::string status_key;
-    bool status_json = false;
+    RunOptions hold;
+    AcquireFlags hold_flags;
+    auto* hold_cmd = app.add_subcommand("hold", "hold a lock until stdin closes or a signal: print its token first");
+    hold_cmd->footer(help::hold);
+    hold_flags.add_to(*hold_cmd, hold);
+    hold_cmd->add_flag("--json", hold.json, "print key, token, lease and holder as one JSON object");
+
+    StatusOptions status;
     auto* status_cmd = app.add_subcommand("status", "show a lock: holder, hold count, lease left, fencing token");
-    status_cmd->add_flag("--json", status_json, "one JSON object");
-    status_cmd->add_option("key", status_key, "the lock's name")->required();
+    status_cmd->footer(help::status);
+    status_cmd->add_flag("--json", status.json, "one JSON object");
+    status_cmd->add_flag("--exit-status", status.exit_status, "exit 0 when held, 1 when free (for probes)");
+    status_cmd->add_option("key", status.key, "the lock's name")->required();
+
+    WaitFreeOptions wait_free;
+    std::string wait_free_timeout;
+    auto* wait_free_cmd = app.add_subcommand("wait-free", "wait until a lock is free, without taking it");
+    wait_free_cmd->footer(help::wait_free);
+    auto* wait_free_timeout_option =
+        wait_free_cmd->add_option("--timeout", wait_free_timeout, "give up after this long (default: never)");
+    wait_free_cmd->add_option("key", wait_free.key, "the lock's name")->required();
+
+    std::string list_pattern = "*";
+    bool list_json = false;
+    auto* list_cmd = app.add_subcommand("list", "the locks held now: holder, hold count, lease left, token");
+    list_cmd->footer(help::list);
+    list_cmd->add_flag("--json", list_json, "one JSON object per line");
+    list_cmd->add_option("pattern", list_pattern, "a glob on lock names (default *)");
 
     std::string release_key;
     bool force = false;
     auto* release_cmd = app.add_subcommand("release", "remove a lock whoever holds it (its holder is told)");
+    release_cmd->footer(help::release);
     release_cmd->add_flag("--force", force, "required: this breaks someone else's lock");
     release_cmd->add_option("key", release_key, "the lock's name")->required();
 
     DemoOptions demo;
     std::string demo_url;
     auto* demo_cmd = app.add_subcommand("demo", "race processes x threads for a bonus pool, with and without the lock");
+    demo_cmd->footer(help::demo);
     demo_cmd->add_option("--processes", demo.processes, "processes (default 4)")->check(CLI::Range(1, 64));
     demo_cmd->add_option("--threads", demo.threads, "threads per process (default 25)")->check(CLI::Range(1, 1000));
     demo_cmd->add_option("--bonuses", demo.bonuses, "bonuses in the pool (default 10)")->check(CLI::Range(1, 100000));
@@ -124,52 +170,83 @@ int main(int argc, char** argv) {
     demo_cmd->add_option("--url", demo_url, "Redis URL; default: start a private redis-server");
 
     try {
-        std::reverse(args.begin(), args.end());  // CLI11 takes a vector last argument first
-        app.parse(args);
+        // -h is help, as everywhere; a word after it that is not a command
+        // is most likely a host (redis-cli's -h): refuse rather than print
+        // help and exit 0 without running anything. The command after --
+        // is not dlock's to judge.
+        for (std::size_t i = 0; i + 1 < args.size() && args[i] != "--"; ++i) {
+            if (args[i] != "-h" && args[i] != "--help") continue;
+            const auto& next = args[i + 1];
+            if (next.empty() || next.front() == '-' || is_command(app, next)) continue;
+            throw UsageError("-h is --help; to name a server say --url redis://" +
+                             (next.find(':') != next.rfind(':') ? "[" + next + "]" : next));
+        }
+        std::vector<const char*> pointers{argv[0]};
+        for (const auto& a : args) pointers.push_back(a.c_str());
+        app.parse(static_cast<int>(pointers.size()), pointers.data());
         global.connect_timeout = duration_option(connect_timeout, "--connect-timeout");
         if (global.connect_timeout.count() == 0) throw CLI::ValidationError("--connect-timeout", "must be positive");
         if (*run_cmd) {
-            run.ttl = duration_option(ttl, "--ttl");
-            if (run.ttl.count() == 0 || run.ttl > dlock::max_lease)
-                throw CLI::ValidationError("--ttl", "must be between 1ms and 24h");
-            if (!wait.empty()) run.wait = duration_option(wait, "--wait");
+            run_flags.resolve(run);
             run.grace = duration_option(grace, "--grace");
             run.on_lost = on_lost == "kill" ? OnLost::kill : on_lost == "ignore" ? OnLost::ignore : OnLost::term;
-            run.command = command;
-            if (!has_separator || command.empty())
-                throw CLI::ValidationError("command", "missing: dlock run KEY -- COMMAND [ARG...]");
+            if (!shell_command.empty() && has_separator)
+                throw UsageError("give either -c 'SHELL COMMAND' or -- COMMAND [ARG...], not both");
+            if (run_cmd->count("-c") && shell_command.empty()) throw UsageError("-c: the command string is empty");
+            run.command = shell_command.empty() ? command : std::vector<std::string>{"/bin/sh", "-c", shell_command};
+            if (run.command.empty())
+                throw UsageError("run: missing command: dlock run KEY -- COMMAND [ARG...] (or -c 'SHELL COMMAND')");
         } else if (has_separator) {
-            throw CLI::ValidationError("--", "only `dlock run` takes a command");
+            throw UsageError("only `dlock run` takes a command after --");
         }
+        if (*hold_cmd) hold_flags.resolve(hold);
+        if (wait_free_timeout_option->count() > 0)
+            wait_free.timeout = duration_option(wait_free_timeout, "--timeout");
+        if (password_file_option->count() > 0 && credentials.password_file.empty())
+            throw UsageError("--password-file: the path is empty");
+        // An option given but empty ("--url $UNSET") must not mean the default server.
+        if (url_option->count() > 0) global.urls = split_urls(url_options);
+        // Set but empty ("DLOCK_URL=$UNSET" in a crontab) is an empty URL too.
+        else if (const char* env = std::getenv("DLOCK_URL")) global.urls = split_urls({env});
+        else if (const char* env2 = std::getenv("REDIS_URL")) global.urls = split_urls({env2});
+        global.url_given = !global.urls.empty();
+        if (global.urls.empty()) global.urls.emplace_back(dlock::default_server_uri);
+        apply_credentials(global.urls, credentials);
+        if (global.urls.size() % 2 == 0)
+            throw UsageError("a Redlock needs an odd number of masters, at least 3; got " +
+                             std::to_string(global.urls.size()) + " URLs");
+    } catch (const CLI::ExtrasError&) {
+        // CLI11's own message lists them last first.
+        std::string extras;
+        for (const auto& a : app.remaining(true)) extras += " " + a;
+        complain("unexpected arguments:" + extras);
+        return exit_usage;
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
         complain(e.what());
         return exit_usage;
-    }
-
-    const char* env_url = std::getenv("DLOCK_URL");
-    if (!env_url || !*env_url) env_url = std::getenv("REDIS_URL");
-    if (!url_options.empty()) global.urls = split_urls(url_options);
-    else if (env_url && *env_url) global.urls = split_urls({env_url});
-    global.url_given = !global.urls.empty();
-    if (global.urls.empty()) global.urls.emplace_back(dlock::default_server_uri);
-    if (global.urls.size() == 2 || global.urls.size() % 2 == 0) {
-        complain("a Redlock needs an odd number of masters, at least 3; got " + std::to_string(global.urls.size()) +
-                 " URLs");
+    } catch (const UsageError& e) {
+        complain(e.what());
         return exit_usage;
     }
 
     try {
-        if (*run_cmd) {
-            if (run.key.empty()) throw dlock::Error(dlock::errc::invalid_argument, "the key is empty");
-            return run_under_lock(global, run);
-        }
-        if (*status_cmd) return run_status(global, status_key, status_json);
+        if (*run_cmd) return run_under_lock(global, run);
+        if (*hold_cmd) return hold_until_told(global, hold);
+        if (*status_cmd) return run_status(global, status);
+        if (*wait_free_cmd) return run_wait_free(global, wait_free);
+        if (*list_cmd) return run_list(global, list_pattern, list_json);
         if (*release_cmd) return run_release(global, release_key, force);
         if (*demo_cmd) {
             if (demo_url.empty() && global.urls.size() > 1) {
                 complain("dlock demo runs against one server; give it one URL");
                 return exit_usage;
+            }
+            if (!demo_url.empty()) {
+                // The same credentials as every other command's URL.
+                std::vector<std::string> urls{demo_url};
+                apply_credentials(urls, credentials);
+                demo_url = urls.front();
             }
             demo.url = !demo_url.empty() ? demo_url : global.url_given ? global.urls.front() : std::string();
             return run_demo(demo);

@@ -16,7 +16,8 @@
 #include <thread>
 
 #include "dlock/error.hpp"
-#include "dlock/redlock.hpp"
+#include "json.hpp"
+#include "lock_session.hpp"
 
 extern char** environ;
 
@@ -24,37 +25,6 @@ namespace dlock::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A file descriptor that closes itself.
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0) close(fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-};
-
-void signal_event(int fd) {
-    std::uint64_t one = 1;
-    (void)!write(fd, &one, sizeof one);
-}
-
-void drain_event(int fd) {
-    std::uint64_t value;
-    (void)!read(fd, &value, sizeof value);
-}
-
-// The signals dlock handles itself. They are blocked in every thread
-// (the client's I/O thread inherits the mask) and read from a signalfd, so
-// no handler runs at an awkward moment.
-sigset_t handled_signals() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set, s);
-    return set;
-}
 
 std::vector<std::string> child_environment(const RunOptions& options, std::uint64_t token) {
     std::vector<std::string> env;
@@ -81,7 +51,6 @@ int status_to_exit_code(int status) {
     return exit_internal;
 }
 
-std::string describe(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 // In the forked child: makes the kernel kill the command when dlock dies
 // without passing anything on (SIGKILL, a crash). Nobody renews the lease
@@ -114,76 +83,14 @@ bool dies_with_dlock(pid_t dlock_pid, OnLost on_lost) {
 
 }  // namespace
 
-// What a lost lease leaves for the poll loop: the reason, and a wake-up.
-struct LostSignal {
-    int event_fd;
-    std::mutex mutex;
-    std::error_code reason;
-    void operator()(std::string_view, std::error_code why) {
-        {
-            std::lock_guard lock(mutex);
-            reason = why;
-        }
-        signal_event(event_fd);
-    }
-    std::error_code get() {
-        std::lock_guard lock(mutex);
-        return reason;
-    }
-};
-
 // Acquire, run the command, release: the same for a Lock on one server and
 // a Redlock over several masters.
 template <typename AnyLock>
-int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, LostSignal& lost_signal,
-                 Fd& signals, Fd& acquired_event, const sigset_t& original) {
-    // Acquire on a helper thread, so this one can keep watching signals:
-    // Ctrl-C while waiting for a busy lock must end the wait.
-    std::stop_source stop;
-    bool acquired = false;
-    std::error_code acquire_error;
-    std::string acquire_detail;
-    std::thread acquirer([&] {
-        try {
-            if (options.no_wait) acquired = lock.try_lock();
-            else if (options.wait) acquired = lock.try_lock_until(Clock::now() + *options.wait, stop.get_token());
-            else acquired = lock.lock(stop.get_token());
-        } catch (const Error& e) {
-            acquire_error = e.code();
-            acquire_detail = e.what();
-        }
-        signal_event(acquired_event.fd);
-    });
-    int interrupted_by = 0;
-    for (bool done = false; !done;) {
-        pollfd fds[] = {{signals.fd, POLLIN, 0}, {acquired_event.fd, POLLIN, 0}};
-        if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
-        if (fds[0].revents & POLLIN) {
-            signalfd_siginfo info;
-            while (read(signals.fd, &info, sizeof info) == sizeof info) {
-                if (info.ssi_signo == SIGCHLD) continue;
-                interrupted_by = static_cast<int>(info.ssi_signo);
-                stop.request_stop();
-            }
-        }
-        if (fds[1].revents & POLLIN) done = true;
-    }
-    acquirer.join();
-    if (acquire_error) {
-        complain(acquire_detail);
-        return exit_code_for(acquire_error);
-    }
-    if (interrupted_by) {
-        if (acquired) lock.unlock();
-        return 128 + interrupted_by;
-    }
-    if (!acquired) {
-        if (!global.quiet) {
-            std::string waited = options.no_wait ? "without waiting" : "within " + describe(*options.wait);
-            complain(options.key + " is held by another owner; not acquired " + waited);
-        }
-        return options.conflict_exit_code;
-    }
+int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, Session& session) {
+    auto& watch = session.watch;
+    auto& lost_signal = session.lost;
+    const EventLog events(options.json_events, options.key);
+    if (auto failed = acquire_watching_signals(global, options, lock, session, events)) return *failed;
     const auto token = lock.fencing_token();
     if (global.verbose) complain("acquired " + options.key + " (fencing token " + std::to_string(token) + ")");
 
@@ -200,20 +107,39 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
         lock.unlock();
         return exit_internal;
     }
-    if (child == 0) exec_command(options, dlock_pid, original, argv_pointers, env_pointers);
+    if (child == 0) exec_command(options, dlock_pid, watch.original, argv_pointers, env_pointers);
 
     bool lost = false;
     int status = 0;
     std::optional<Clock::time_point> kill_at;
+    // Renewals happen in the client's lease keeper; with --json-events this
+    // loop looks at the hold's validity (local state, no request to Redis)
+    // a few times per renewal period and reports each one it sees.
+    const auto renewal_check = std::max(options.ttl / 6, std::chrono::milliseconds(50));
+    auto valid_until = lock.valid_until();
+    std::optional<Clock::time_point> check_at;
+    if (events.enabled()) check_at = Clock::now() + renewal_check;
     for (bool exited = false; !exited;) {
+        std::optional<Clock::time_point> wake = kill_at;
+        if (check_at && (!wake || *check_at < *wake)) wake = check_at;
         int timeout = -1;
-        if (kill_at) {
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
+        if (wake) {
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count();
             timeout = static_cast<int>(std::max<long long>(left, 0));
         }
-        pollfd fds[] = {{signals.fd, POLLIN, 0}, {lost_signal.event_fd, POLLIN, 0}};
+        pollfd fds[] = {{watch.signals.fd, POLLIN, 0}, {lost_signal.event_fd, POLLIN, 0}};
         int ready = poll(fds, 2, timeout);
         if (ready < 0 && errno != EINTR) break;
+        if (check_at && Clock::now() >= *check_at && !lost) {
+            const auto now_valid_until = lock.valid_until();
+            if (now_valid_until > valid_until && valid_until != Clock::time_point{})
+                events.emit("renewed", "\"valid_for_ms\": " +
+                                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                              now_valid_until - Clock::now())
+                                                              .count()));
+            valid_until = now_valid_until;
+            check_at = Clock::now() + renewal_check;
+        }
         if (kill_at && Clock::now() >= *kill_at) {
             kill(child, SIGKILL);  // the grace period is over
             kill_at.reset();
@@ -227,6 +153,7 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
                                      : options.on_lost == OnLost::kill ? "killing the command"
                                                                        : "letting the command finish";
                 complain("lost the lock on " + options.key + " (" + reason.message() + "); " + action);
+                events.emit("lost", "\"reason\": " + json_string(reason.message()));
                 if (options.on_lost == OnLost::term) {
                     kill(child, SIGTERM);
                     kill_at = Clock::now() + options.grace;
@@ -237,55 +164,22 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
         }
         if (fds[0].revents & POLLIN) {
             signalfd_siginfo info;
-            while (read(signals.fd, &info, sizeof info) == sizeof info) {
+            while (read(watch.signals.fd, &info, sizeof info) == sizeof info) {
                 if (info.ssi_signo != SIGCHLD) kill(child, static_cast<int>(info.ssi_signo));  // forward
             }
             // SIGCHLDs may coalesce: ask for this child by pid every time.
             if (waitpid(child, &status, WNOHANG) == child) exited = true;
         }
     }
-    std::error_code unlock_error;
-    lock.unlock(unlock_error);
-    if (!lost && unlock_error == errc::lease_lost) {
-        lost = true;
-        complain("the lock on " + options.key + " was lost before the command ended");
-    } else if (unlock_error && !lost) {
-        complain("releasing " + options.key + ": " + unlock_error.message() + " (its lease will end it)");
-    }
+    events.emit("exited", WIFSIGNALED(status) ? "\"signal\": " + std::to_string(WTERMSIG(status))
+                                              : "\"exit_code\": " + std::to_string(status_to_exit_code(status)));
+    if (!release(lock, options, events, session) && !lost) lost = true;
     return lost ? exit_lost : status_to_exit_code(status);
 }
 
 int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
-    const sigset_t handled = handled_signals();
-    sigset_t original;
-    pthread_sigmask(SIG_BLOCK, &handled, &original);
-    Fd signals(signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-    Fd lost_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    Fd acquired_event(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (signals.fd < 0 || lost_event.fd < 0 || acquired_event.fd < 0) {
-        complain(std::string("cannot set up signal handling: ") + std::strerror(errno));
-        return exit_internal;
-    }
-    LostSignal lost_signal{lost_event.fd};
-    // The acquiring thread and the unlocking thread differ: the lock object owns the hold.
-    auto on_lost = [&](std::string_view name, std::error_code reason) { lost_signal(name, reason); };
-
-    if (global.urls.size() > 1) {
-        Masters masters(global.urls, client_options(global));
-        if (!enough_masters_reachable(masters)) return exit_unavailable;
-        Redlock lock(masters, options.key,
-                     {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
-        return hold_and_run(global, options, lock, lost_signal, signals, acquired_event, original);
-    }
-    Client client(global.urls.front(), client_options(global));
-    std::error_code ec;
-    client.wait_connected(ec);
-    if (ec) {
-        complain("cannot use " + client.address().to_string() + ": " + ec.message());
-        return exit_unavailable;
-    }
-    Lock lock(client, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
-    return hold_and_run(global, options, lock, lost_signal, signals, acquired_event, original);
+    return with_lock(global, options,
+                     [&](auto& lock, Session& session) { return hold_and_run(global, options, lock, session); });
 }
 
 }  // namespace dlock::cli

@@ -1,4 +1,5 @@
 // dlock run: hold a lock while a command runs, like flock(1) across hosts.
+// dlock hold: hold a lock until told to let go (the coprocess pattern).
 #pragma once
 
 #include <chrono>
@@ -21,11 +22,20 @@ struct RunOptions {
     OnLost on_lost = OnLost::term;
     std::chrono::milliseconds grace{10'000};
     int conflict_exit_code = exit_conflict;
+    bool json_events = false;  // run: one JSON line per event on stderr
+    bool json = false;         // hold: the token, lease and owner as one JSON object
 };
 
 // Returns dlock's exit status: the command's (128 + signal if it died of
 // one), conflict_exit_code when not acquired in time, exit_lost when the
 // lease was lost while it ran, exit_usage / exit_unavailable on errors.
 int run_under_lock(const GlobalOptions& global, const RunOptions& options);
+
+// Acquires, prints the fencing token (or, with json, one object) on stdout,
+// keeps the lease renewed until SIGTERM, SIGINT or SIGHUP arrives or stdin
+// reaches its end, then releases. Returns exit_ok after a clean release,
+// exit_lost when the lease was lost meanwhile, the conflict code when not
+// acquired in time, exit_usage / exit_unavailable on errors.
+int hold_until_told(const GlobalOptions& global, const RunOptions& options);
 
 }  // namespace dlock::cli

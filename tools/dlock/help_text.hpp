@@ -1,0 +1,93 @@
+// The footers of `dlock --help` and `dlock COMMAND --help`: exit codes and
+// examples, the same words as the man page (dlock.1).
+#pragma once
+
+namespace dlock::cli::help {
+
+inline constexpr const char* global = R"(Global options may come before or after the command. Durations: 250ms, 1.5s,
+30s, 2m, 1m30s, 2h45m, 1d; a bare number means seconds. Password: --password-file,
+$DLOCK_PASSWORD or $REDISCLI_AUTH (kept out of `ps`), or in the URL; the ACL
+user from --user or $DLOCK_USER.
+
+Several masters: --url given 3, 5, ... times (or one comma list) makes run, hold,
+status and release work on a Redlock over those independent Redis masters.
+
+Exit status: 0 success; 1 free/not held (status --exit-status, release, wait-free);
+64 usage error (also an empty --url); 69 Redis unreachable or refusing (auth, TLS,
+a server error); 75 not acquired in time; 79 the lease was lost; for run, otherwise
+the command's own status (128 + N if it died of signal N).
+
+Each command has its own --help with examples. See dlock(1).
+
+Example: a nightly job that must run on one host only (crontab on every host):
+  0 3 * * *  dlock --url redis://locks.internal:6379 run --no-wait nightly-report -- /usr/local/bin/report)";
+
+inline constexpr const char* run = R"(The command runs with DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment. The
+lease is renewed while it runs. If the lease is lost it gets SIGTERM (--on-lost).
+If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
+ignore): nobody would renew the lease, and it must not run on after it expires.
+
+Exit status: the command's own (128 + N if it died of signal N); 75 (or
+--conflict-exit-code) when not acquired in time; 79 when the lease was lost while
+the command ran; 64 usage error; 69 Redis unreachable or refusing.
+
+Examples:
+  dlock run --no-wait nightly-report -- /usr/local/bin/report --full
+  dlock run --wait 5m -c 'pg_dump app | gzip > /backup/app.gz' backup
+  dlock --url redis://a:6379,redis://b:6379,redis://c:6379 run --ttl 1m deploy -- ./deploy.sh
+  dlock run --json-events job -- ./job 2>>/var/log/job.events)";
+
+inline constexpr const char* hold = R"(Prints the fencing token (with --json: key, token, lease and holder) on stdout,
+then keeps the lease renewed until stdin ends or SIGTERM, SIGINT or SIGHUP
+arrives, and releases. For scripts that cannot wrap one command in `dlock run`.
+
+Exit status: 0 released; 75 (or --conflict-exit-code) not acquired in time; 79
+the lease was lost meanwhile; 64 usage error; 69 Redis unreachable or refusing.
+
+Example (bash):
+  coproc LOCK { dlock hold --wait 1m migrations; }
+  read -r token <&"${LOCK[0]}" || exit 75   # no token: not acquired
+  ./migrate --fencing-token "$token"
+  exec {LOCK[1]}>&-; wait "$LOCK_PID"        # closing stdin releases)";
+
+inline constexpr const char* status = R"(Exit status: 0 (with --exit-status: 0 held, 1 free); 64 usage error; 69 Redis
+unreachable or refusing.
+
+Examples:
+  dlock status nightly-report
+  dlock status --json nightly-report | jq .fencing_token
+  dlock status --exit-status nightly-report && echo busy   # probes)";
+
+inline constexpr const char* release = R"(The holder's dlock hears at once and stops its command (exit 79).
+
+Exit status: 0 released; 1 it was not held; 64 usage error (also without --force);
+69 Redis unreachable or refusing.
+
+Example:
+  dlock release --force nightly-report)";
+
+inline constexpr const char* wait_free = R"(Does not take the lock; someone else may take it at once.
+
+Exit status: 0 free; 1 still held at --timeout; 64 usage error; 69 Redis
+unreachable or refusing.
+
+Example:
+  dlock wait-free --timeout 10m nightly-report && ./send-report)";
+
+inline constexpr const char* list = R"(PATTERN is a Redis glob on lock names (default *). Walks the keyspace with SCAN,
+never KEYS, so it does not block the server; the list is not one atomic snapshot.
+
+Exit status: 0; 64 usage error; 69 Redis unreachable or refusing.
+
+Examples:
+  dlock list
+  dlock list 'backup-*' --json)";
+
+inline constexpr const char* demo = R"(Starts its own redis-server unless given --url.
+
+Exit status: 0 when the locked run awarded exactly the bonuses; 70 otherwise.
+
+Example:
+  dlock demo --processes 4 --threads 25)";
+
+}  // namespace dlock::cli::help

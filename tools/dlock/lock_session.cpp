@@ -1,0 +1,22 @@
+#include "lock_session.hpp"
+
+namespace dlock::cli {
+
+std::string holder_of(Client& client, const std::string& key) {
+    try {
+        LockInfo info = inspect_lock(client, key);
+        if (!info.held) return {};
+        return "held by " + describe_owner(info) + ", lease " + std::to_string(info.ttl.count()) + " ms left";
+    } catch (const Error& e) {
+        return std::string("cannot tell who holds it: ") + e.what();
+    }
+}
+
+void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
+                      const std::string& holder) {
+    if (!global.quiet && isatty(STDERR_FILENO))
+        complain("waiting for " + options.key + (holder.empty() ? std::string() : ", " + holder));
+    events.emit("waiting", "\"holder\": " + json_string(holder));
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,168 @@
+// How `dlock run` and `dlock hold` take a lock: the client (one server, or a
+// Redlock over several masters), the lock, and an acquisition that keeps
+// watching signals (Ctrl-C while waiting ends the wait).
+#pragma once
+
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "cli.hpp"
+#include "dlock/error.hpp"
+#include "dlock/lock.hpp"
+#include "dlock/redlock.hpp"
+#include "event_log.hpp"
+#include "json.hpp"
+#include "run_command.hpp"
+#include "signal_watch.hpp"
+
+namespace dlock::cli {
+
+// "held by HOLDER, lease N ms left"; empty when free; the reason when it cannot tell.
+std::string holder_of(Client& client, const std::string& key);
+
+// Says once, after a second of waiting, who holds the lock: on stderr when it
+// is a terminal (no noise in logs and cron mail), and as a "waiting" event.
+void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
+                      const std::string& holder);
+
+// What run and hold have while they hold a lock.
+struct Session {
+    SignalWatch& watch;
+    LostSignal& lost;
+    Client& probe;  // to look at the lock with (the first master's for a Redlock)
+    std::function<std::string()> describe_holder;
+};
+
+// Blocks the handled signals (before the client starts its threads), builds
+// the client and the lock, then returns body(lock, session).
+template <typename Body>
+int with_lock(const GlobalOptions& global, const RunOptions& options, Body body) {
+    SignalWatch watch;
+    if (!watch.ok()) {
+        complain(std::string("cannot set up signal handling: ") + std::strerror(errno));
+        return exit_internal;
+    }
+    LostSignal lost{watch.lost_event.fd};
+    auto on_lost = [&lost](std::string_view name, std::error_code reason) { lost(name, reason); };
+    auto run_body = [&](auto& lock, Client& probe) {
+        Session session{watch, lost, probe, [&] { return holder_of(probe, options.key); }};
+        return body(lock, session);
+    };
+    if (global.urls.size() > 1) {
+        Masters masters(global.urls, client_options(global));
+        if (!enough_masters_reachable(masters)) return exit_unavailable;
+        Redlock lock(masters, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+        return run_body(lock, masters.client(0));
+    }
+    std::optional<Client> slot;
+    auto& client = connect(slot, global, global.urls.front());
+    Lock lock(client, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+    return run_body(lock, client);
+}
+
+// Releases and says exactly what happened when it was not a plain release:
+// the server's own refusal, and whether the lock is still there. False when
+// the lease turned out to be lost.
+template <typename AnyLock>
+bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, Session& session) {
+    std::error_code ec;
+    lock.unlock(ec);
+    if (!ec) {
+        events.emit("released");
+        return true;
+    }
+    if (ec == errc::lease_lost) {
+        complain("the lock on " + options.key + " was lost before the end");
+        events.emit("lost", "\"reason\": " + json_string(ec.message()));
+        return false;
+    }
+    const std::string server_text = last_server_error();
+    std::string holder = session.describe_holder();
+    std::string outcome = holder.empty() ? "the lock is no longer held"
+                                         : "the lock stays until its lease ends (" + holder + ")";
+    complain("releasing " + options.key + ": " + (server_text.empty() ? ec.message() : "Redis refused: " + server_text) +
+             "; " + outcome);
+    events.emit("release_failed",
+                "\"error\": " + json_string(server_text.empty() ? ec.message() : server_text));
+    return true;
+}
+
+// Acquires on a helper thread while this one watches signals. Returns
+// nothing once acquired; otherwise the exit status to end with.
+template <typename AnyLock>
+std::optional<int> acquire_watching_signals(const GlobalOptions& global, const RunOptions& options, AnyLock& lock,
+                                            Session& session, const EventLog& events) {
+    auto& watch = session.watch;
+    using Clock = std::chrono::steady_clock;
+    std::stop_source stop;
+    bool acquired = false;
+    std::error_code acquire_error;
+    std::string acquire_detail;
+    std::thread acquirer([&] {
+        try {
+            if (options.no_wait) acquired = lock.try_lock();
+            else if (options.wait) acquired = lock.try_lock_until(Clock::now() + *options.wait, stop.get_token());
+            else acquired = lock.lock(stop.get_token());
+        } catch (const Error& e) {
+            acquire_error = e.code();
+            acquire_detail = e.what();
+        }
+        signal_event(watch.acquired_event.fd);
+    });
+    int interrupted_by = 0;
+    const auto announce_at = Clock::now() + std::chrono::seconds(1);
+    bool announced = options.no_wait;
+    for (bool done = false; !done;) {
+        int timeout = -1;
+        if (!announced)
+            timeout = static_cast<int>(std::max<long long>(
+                std::chrono::ceil<std::chrono::milliseconds>(announce_at - Clock::now()).count(), 0));
+        pollfd fds[] = {{watch.signals.fd, POLLIN, 0}, {watch.acquired_event.fd, POLLIN, 0}};
+        if (poll(fds, 2, timeout) < 0 && errno != EINTR) break;
+        if (fds[0].revents & POLLIN) {
+            signalfd_siginfo info;
+            while (read(watch.signals.fd, &info, sizeof info) == sizeof info) {
+                if (info.ssi_signo == SIGCHLD) continue;
+                interrupted_by = static_cast<int>(info.ssi_signo);
+                stop.request_stop();
+            }
+        }
+        if (fds[1].revents & POLLIN) done = true;
+        else if (!announced && Clock::now() >= announce_at) {
+            announced = true;
+            announce_waiting(global, options, events, session.describe_holder());
+        }
+    }
+    acquirer.join();
+    if (acquire_error) {
+        complain(acquire_detail);
+        return exit_code_for(acquire_error);
+    }
+    if (interrupted_by) {
+        if (acquired) lock.unlock();
+        return 128 + interrupted_by;
+    }
+    if (!acquired) {
+        if (!global.quiet) {
+            std::string waited =
+                options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
+            complain(options.key + " is held by another owner; not acquired " + waited);
+        }
+        events.emit("not_acquired");
+        return options.conflict_exit_code;
+    }
+    events.emit("acquired", "\"fencing_token\": " + std::to_string(lock.fencing_token()) +
+                                ", \"lease_ms\": " + std::to_string(options.ttl.count()));
+    return std::nullopt;
+}
+
+}  // namespace dlock::cli
