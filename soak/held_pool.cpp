@@ -1,6 +1,8 @@
 #include "held_pool.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "dlock/error.hpp"
@@ -16,6 +18,18 @@ constexpr auto tolerance = std::chrono::seconds(1);
 constexpr auto audit_period = std::chrono::seconds(2);
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// A loss shows in the hold at once (fencing_token() is 0 from then on); its
+// notice, the stop request, follows on the client's I/O thread (lock.hpp),
+// behind whatever else that thread has queued, such as a thousand other
+// losses after a restart. True when the notice came within `grace`.
+bool notice_arrives(std::stop_token lost, Clock::duration grace) {
+    std::mutex mutex;
+    std::condition_variable_any never_notified;
+    std::unique_lock lock(mutex);
+    (void)never_notified.wait_for(lock, lost, grace, [] { return false; });
+    return lost.stop_requested();
+}
 
 }  // namespace
 
@@ -52,7 +66,8 @@ void HeldPool::keep(Slot& slot) {
     if (slot.have && lock.fencing_token() != 0) return;  // held (or its loss is still due)
     if (slot.have) {
         // Lost: it must have been told, and the leftover unlock says so.
-        if (!slot.lost.stop_requested()) fail(slot.name + ": hold ended without its loss being reported");
+        if (!notice_arrives(slot.lost, tolerance))
+            fail(slot.name + ": hold ended without its loss being reported");
         std::error_code ec;
         lock.unlock(ec);
         if (ec != errc::lease_lost) fail(slot.name + ": unlock after a loss gave '" + ec.message() + "'");
