@@ -74,8 +74,14 @@ public:
             if (!acquire_one(locks_[taken], request, failure)) break;
         }
         if (taken == locks_.size()) {
-            watch_losses();
-            return true;
+            try {
+                watch_losses();
+                return true;
+            } catch (...) {
+                // Out of memory: the call fails, so it must not keep the names.
+                while (taken > 0) locks_[--taken].unlock();
+                throw;
+            }
         }
         // All or nothing: give back what this call took, newest first. Its
         // releases must not wipe the failing name's server text.
