@@ -23,16 +23,17 @@ Example: a nightly job that must run on one host only (crontab on every host):
   0 3 * * *  dlock --url redis://locks.internal:6379 run --no-wait nightly-report -- /usr/local/bin/report)";
 
 inline constexpr const char* run = R"(The command runs with DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment. The
-lease is renewed while it runs.
+lease is renewed while it runs. If the lease is lost it gets SIGTERM (--on-lost).
+If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
+ignore): nobody would renew the lease, and it must not run on after it expires.
 
 Several keys (KEY KEY ..., or --key repeated) are held as one: all or none, taken
 in one fixed order whatever order they are given in, so runs that list them
 differently never deadlock. The command then gets DLOCK_KEY_COUNT=N and, for
 i = 1..N in the order given, DLOCK_KEY_i and DLOCK_FENCING_TOKEN_i (also set for
-one key); DLOCK_KEY and DLOCK_FENCING_TOKEN are left unset. Losing any key's
-lease counts as losing the lock. Several keys need one server (not a Redlock). If the lease is lost it gets SIGTERM (--on-lost).
-If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
-ignore): nobody would renew the lease, and it must not run on after it expires.
+one key); with several keys DLOCK_KEY and DLOCK_FENCING_TOKEN are left unset.
+Losing any key's lease counts as losing the lock. Several keys need one server
+(not a Redlock).
 
 Exit status: the command's own (128 + N if it died of signal N); 75 (or
 --conflict-exit-code) when not acquired in time; 79 when the lease was lost while
