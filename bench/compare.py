@@ -89,7 +89,8 @@ def libraries(build, quick):
     dlock = [os.path.join(build, "bench", "dlock_runner")]
     node = ["node", os.path.join(PEERS, "node_runner.js")]
     py = [PYTHON, os.path.join(PEERS, "redis_py_runner.py")]
-    out = [("dlock", dlock, ["uncontended", "contended", "contended_cs100", "many", "redlock", "watchdog"])]
+    out = [("dlock", dlock, ["uncontended", "contended", "contended_cs100", "many", "redlock", "watchdog", "multi",
+                             "multi_contended"])]
     modes = ["tuned"] if quick else ["default", "tuned"]
     for mode in modes:
         out.append(("redis-py Lock (%s)" % mode, py + ["--mode", mode], ["uncontended", "contended", "contended_cs100", "many"]))
@@ -110,6 +111,11 @@ def scenario_flags(scenario, server, masters, quick):
     if scenario == "many":
         return ["--scenario", "many", "--url", server.url, "--tasks", "64", "--names", "10000",
                 "--duration-ms", "400" if quick else "5000"]
+    if scenario == "multi":
+        return ["--scenario", "multi", "--url", server.url, "--n", "200" if quick else "5000"]
+    if scenario == "multi_contended":
+        return ["--scenario", "multi_contended", "--url", server.url, "--processes", "2" if quick else "4",
+                "--tasks", "2" if quick else "8", "--duration-ms", "400" if quick else "5000", "--cs-us", "0"]
     if scenario == "redlock":
         return ["--scenario", "redlock", "--url", server.url, "--urls", ",".join(m.url for m in masters),
                 "--n", "100" if quick else "3000"]
@@ -225,6 +231,9 @@ def goals(results, capacity):
     r = dlock.get("redlock", {})
     if "five_over_single_p50" in r:
         out["redlock5_p50_over_single_p50"] = r["five_over_single_p50"]
+    mu = dlock.get("multi", {})
+    if "three_over_single_p50" in mu:
+        out["multi3_p50_over_single_p50"] = mu["three_over_single_p50"]
     return out
 
 
@@ -271,6 +280,16 @@ def markdown(report):
     lines.append("Server capacity for dlock's scripts (redis-benchmark, 64 clients, pipeline 16, random names): "
                  "acquire %s/s, release %s/s, lock+unlock pairs %s/s." % (
                      fmt(cap["acquire_per_s"]), fmt(cap["release_per_s"]), fmt(cap["lock_unlock_pairs_per_s"])))
+    mu, mc = (results["dlock"].get(k, {}) for k in ("multi", "multi_contended"))
+    if "three_p50_us" in mu:
+        lines.append("")
+        lines.append("dlock multi-lock, 3 names: lock+unlock p50 %s µs / p99 %s µs (%s ops/s), %s × one name's p50 "
+                     "(%s µs); contended, half the processes listing the names in the opposite order: %s acq/s, "
+                     "wait p99 %s ms, counter exact: %s." % (
+                         fmt(mu["three_p50_us"]), fmt(mu["three_p99_us"]), fmt(mu["three_ops_per_s"]),
+                         fmt(mu["three_over_single_p50"], 2), fmt(mu["single_p50_us"]),
+                         fmt(mc.get("acq_per_s")), fmt(mc.get("wait_p99_us", 0) / 1000 if mc else None),
+                         fmt(mc.get("counter_exact")) if mc else "—"))
     w = results["dlock"].get("watchdog")
     if w:
         lines.append("")

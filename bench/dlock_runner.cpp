@@ -14,6 +14,11 @@
 //       L held locks: renewal commands/s (server side), client CPU, heap per lock
 //   --scenario redlock      --url U --urls A,B,C,D,E --n N
 //       lock+unlock over five masters next to one master
+//   --scenario multi        --url U --n N
+//       a 3-name MultiLock's lock+unlock next to one Lock's
+//   --scenario multi_contended --url U --processes P --tasks T --duration-ms D
+//       as contended, on a 3-name MultiLock whose names half the processes
+//       list in the opposite order
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -28,6 +33,7 @@
 
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
 
 using namespace dlock::bench;
@@ -132,7 +138,9 @@ struct Shared {
     int failures;
 };
 
-int contended(const Flags& f) {
+// P processes x T threads on one lock that make_lock(client, process) gives.
+template <typename MakeLock>
+int contended_on(const Flags& f, MakeLock make_lock) {
     const int processes = static_cast<int>(f.number("processes", 4));
     const int tasks = static_cast<int>(f.number("tasks", 8));
     const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
@@ -152,7 +160,7 @@ int contended(const Flags& f) {
         pid_t pid = fork();
         if (pid == 0) {
             dlock::Client client(url);
-            auto lock = client.lock("bench:contended");
+            auto lock = make_lock(client, p);
             std::vector<std::thread> workers;
             for (int t = 0; t < tasks; ++t) {
                 int w = p * tasks + t;
@@ -205,6 +213,18 @@ int contended(const Flags& f) {
                 counted == total ? "true" : "false", usage.c_str());
     munmap(shared, sizeof(Shared));
     return 0;
+}
+
+int contended(const Flags& f) {
+    return contended_on(f, [](dlock::Client& client, int) { return client.lock("bench:contended"); });
+}
+
+int multi_contended(const Flags& f) {
+    return contended_on(f, [](dlock::Client& client, int process) {
+        std::vector<std::string> names{"bench:multi:a", "bench:multi:b", "bench:multi:c"};
+        if (process % 2 == 1) std::reverse(names.begin(), names.end());
+        return dlock::MultiLock(client, names);
+    });
 }
 
 int many(const Flags& f) {
@@ -282,6 +302,26 @@ std::vector<std::string> split(const std::string& list) {
     return out;
 }
 
+// lock+unlock latencies of two locks, measured in turns so that both see
+// the same machine.
+template <typename A, typename B>
+void interleaved_latencies(long n, A& a, Samples& a_lat, B& b, Samples& b_lat) {
+    auto measure = [](auto& lock, Samples* samples) {
+        auto t0 = Clock::now();
+        lock.lock();
+        lock.unlock();
+        if (samples) samples->add(Clock::now() - t0);
+    };
+    for (long i = 0; i < n / 10 + 10; ++i) {  // warm-up
+        measure(a, nullptr);
+        measure(b, nullptr);
+    }
+    for (long i = 0; i < n; ++i) {
+        measure(a, &a_lat);
+        measure(b, &b_lat);
+    }
+}
+
 int redlock(const Flags& f) {
     const long n = f.number("n", 5'000);
     dlock::Client client(f.text("url"));
@@ -289,24 +329,25 @@ int redlock(const Flags& f) {
     dlock::Masters masters(split(f.text("urls")));
     dlock::Redlock five(masters, "bench:redlock5");
     Samples single_lat, five_lat;
-    auto measure = [](auto& lock, Samples* samples) {
-        auto t0 = Clock::now();
-        lock.lock();
-        lock.unlock();
-        if (samples) samples->add(Clock::now() - t0);
-    };
-    for (long i = 0; i < n / 10 + 10; ++i) {
-        measure(single, nullptr);
-        measure(five, nullptr);
-    }
-    for (long i = 0; i < n; ++i) {  // interleaved: both see the same machine
-        measure(single, &single_lat);
-        measure(five, &five_lat);
-    }
+    interleaved_latencies(n, single, single_lat, five, five_lat);
     std::printf("{\"single_p50_us\": %.2f, \"single_p99_us\": %.2f, \"five_p50_us\": %.2f, \"five_p99_us\": %.2f, "
                 "\"five_over_single_p50\": %.3f}\n",
                 single_lat.percentile(50), single_lat.percentile(99), five_lat.percentile(50),
                 five_lat.percentile(99), five_lat.percentile(50) / single_lat.percentile(50));
+    return 0;
+}
+
+int multi(const Flags& f) {
+    const long n = f.number("n", 5'000);
+    dlock::Client client(f.text("url"));
+    auto single = client.lock("bench:multi1");
+    dlock::MultiLock three(client, {"bench:multi3:c", "bench:multi3:a", "bench:multi3:b"});
+    Samples single_lat, three_lat;
+    interleaved_latencies(n, single, single_lat, three, three_lat);
+    std::printf("{\"single_p50_us\": %.2f, \"single_p99_us\": %.2f, \"three_p50_us\": %.2f, \"three_p99_us\": %.2f, "
+                "\"three_ops_per_s\": %.1f, \"three_over_single_p50\": %.3f}\n",
+                single_lat.percentile(50), single_lat.percentile(99), three_lat.percentile(50),
+                three_lat.percentile(99), 1e6 / three_lat.mean(), three_lat.percentile(50) / single_lat.percentile(50));
     return 0;
 }
 
@@ -321,6 +362,8 @@ int main(int argc, char** argv) {
         if (scenario == "many") return many(f);
         if (scenario == "watchdog") return watchdog(f);
         if (scenario == "redlock") return redlock(f);
+        if (scenario == "multi") return multi(f);
+        if (scenario == "multi_contended") return multi_contended(f);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlock_runner: %s\n", e.what());
         return 1;

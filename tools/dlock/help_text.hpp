@@ -27,6 +27,14 @@ lease is renewed while it runs. If the lease is lost it gets SIGTERM (--on-lost)
 If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
 ignore): nobody would renew the lease, and it must not run on after it expires.
 
+Several keys (KEY KEY ..., or --key repeated) are held as one: all or none, taken
+in one fixed order whatever order they are given in, so runs that list them
+differently never deadlock. The command then gets DLOCK_KEY_COUNT=N and, for
+i = 1..N in the order given, DLOCK_KEY_i and DLOCK_FENCING_TOKEN_i (also set for
+one key); with several keys DLOCK_KEY and DLOCK_FENCING_TOKEN are left unset.
+Losing any key's lease counts as losing the lock. Several keys need one server
+(not a Redlock).
+
 Exit status: the command's own (128 + N if it died of signal N); 75 (or
 --conflict-exit-code) when not acquired in time; 79 when the lease was lost while
 the command ran; 64 usage error; 69 Redis unreachable or refusing.
@@ -35,7 +43,8 @@ Examples:
   dlock run --no-wait nightly-report -- /usr/local/bin/report --full
   dlock run --wait 5m -c 'pg_dump app | gzip > /backup/app.gz' backup
   dlock --url redis://a:6379,redis://b:6379,redis://c:6379 run --ttl 1m deploy -- ./deploy.sh
-  dlock run --json-events job -- ./job 2>>/var/log/job.events)";
+  dlock run --json-events job -- ./job 2>>/var/log/job.events
+  dlock run --wait 1m accounts:7 accounts:3 -- ./transfer 7 3)";
 
 inline constexpr const char* hold = R"(Prints the fencing token (with --json: key, token, lease and holder) on stdout,
 then keeps the lease renewed until stdin ends or SIGTERM, SIGINT or SIGHUP

@@ -1,6 +1,7 @@
 // How `dlock run` and `dlock hold` take a lock: the client (one server, or a
-// Redlock over several masters), the lock, and an acquisition that keeps
-// watching signals (Ctrl-C while waiting ends the wait).
+// Redlock over several masters), the lock (a MultiLock for several keys on
+// one server), and an acquisition that keeps watching signals (Ctrl-C while
+// waiting ends the wait).
 #pragma once
 
 #include <poll.h>
@@ -8,16 +9,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
 #include "event_log.hpp"
 #include "json.hpp"
@@ -28,6 +33,21 @@ namespace dlock::cli {
 
 // "held by HOLDER, lease N ms left"; empty when free; the reason when it cannot tell.
 std::string holder_of(Client& client, const std::string& key);
+// For a multi-lock: "KEY held by HOLDER, ..." for the first key it does not
+// hold yet and someone else does; empty when there is none.
+std::string holder_of_missing(Client& client, const MultiLock& lock);
+
+// (key, fencing token) of what a lock holds: one pair, or one per key in
+// canonical order for a multi-lock.
+using Tokens = std::vector<std::pair<std::string, std::uint64_t>>;
+inline Tokens tokens_of(const MultiLock& lock) { return lock.fencing_tokens(); }
+template <typename OneName>
+Tokens tokens_of(const OneName& lock) {
+    return {{lock.name(), lock.fencing_token()}};
+}
+// The tokens as JSON members for events: "fencing_token": N for one key,
+// "fencing_tokens": {"KEY": N, ...} for several.
+std::string token_fields(const Tokens& tokens);
 
 // Says once, after a second of waiting, who holds the lock: on stderr when it
 // is a terminal (no noise in logs and cron mail), and as a "waiting" event.
@@ -43,8 +63,10 @@ struct Session {
 };
 
 // Blocks the handled signals (before the client starts its threads), builds
-// the client and the lock, then returns body(lock, session).
-template <typename Body>
+// the client and the lock, then returns body(lock, session). Several keys
+// (only where Several is true: body must take a MultiLock) make a MultiLock
+// on the one server; main refuses several keys with several URLs.
+template <bool Several = false, typename Body>
 int with_lock(const GlobalOptions& global, const RunOptions& options, Body body) {
     SignalWatch watch;
     if (!watch.ok()) {
@@ -54,18 +76,27 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
     LostSignal lost{watch.lost_event.fd};
     auto on_lost = [&lost](std::string_view name, std::error_code reason) { lost(name, reason); };
     auto run_body = [&](auto& lock, Client& probe) {
-        Session session{watch, lost, probe, [&] { return holder_of(probe, options.key); }};
+        Session session{watch, lost, probe, [&] { return holder_of(probe, options.keys.front()); }};
         return body(lock, session);
     };
     if (global.urls.size() > 1) {
         Masters masters(global.urls, client_options(global));
         if (!enough_masters_reachable(masters)) return exit_unavailable;
-        Redlock lock(masters, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+        Redlock lock(masters, options.keys.front(),
+                     {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
         return run_body(lock, masters.client(0));
     }
     std::optional<Client> slot;
     auto& client = connect(slot, global, global.urls.front());
-    Lock lock(client, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+    const LockOptions lock_options{.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost};
+    if constexpr (Several) {
+        if (options.keys.size() > 1) {
+            MultiLock lock(client, options.keys, lock_options);
+            Session session{watch, lost, client, [&] { return holder_of_missing(client, lock); }};
+            return body(lock, session);
+        }
+    }
+    Lock lock(client, options.keys.front(), lock_options);
     return run_body(lock, client);
 }
 
@@ -81,7 +112,7 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
         return true;
     }
     if (ec == errc::lease_lost) {
-        complain("the lock on " + options.key + " was lost before the end");
+        complain("the lock on " + options.label() + " was lost before the end");
         events.emit("lost", "\"reason\": " + json_string(ec.message()));
         return false;
     }
@@ -89,7 +120,7 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
     std::string holder = session.describe_holder();
     std::string outcome = holder.empty() ? "the lock is no longer held"
                                          : "the lock stays until its lease ends (" + holder + ")";
-    complain("releasing " + options.key + ": " + (server_text.empty() ? ec.message() : "Redis refused: " + server_text) +
+    complain("releasing " + options.label() + ": " + (server_text.empty() ? ec.message() : "Redis refused: " + server_text) +
              "; " + outcome);
     events.emit("release_failed",
                 "\"error\": " + json_string(server_text.empty() ? ec.message() : server_text));
@@ -155,13 +186,13 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
         if (!global.quiet) {
             std::string waited =
                 options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
-            complain(options.key + " is held by another owner; not acquired " + waited);
+            complain(options.label() + (options.keys.size() > 1 ? " are not all free" : " is held by another owner") +
+                     "; not acquired " + waited);
         }
         events.emit("not_acquired");
         return options.conflict_exit_code;
     }
-    events.emit("acquired", "\"fencing_token\": " + std::to_string(lock.fencing_token()) +
-                                ", \"lease_ms\": " + std::to_string(options.ttl.count()));
+    events.emit("acquired", token_fields(tokens_of(lock)) + ", \"lease_ms\": " + std::to_string(options.ttl.count()));
     return std::nullopt;
 }
 

@@ -2,7 +2,7 @@
 //
 //   dlock [global options] COMMAND [options] ...   (global options may also follow COMMAND)
 //   dlock run [--ttl D] [--wait D | --no-wait] [--on-lost term|kill|ignore] [--grace D]
-//             [--conflict-exit-code N] [--json-events] KEY (-- COMMAND [ARG...] | -c 'SHELL COMMAND')
+//             [--conflict-exit-code N] [--json-events] KEY... (-- COMMAND [ARG...] | -c 'SHELL COMMAND')
 //   dlock hold [--ttl D] [--wait D | --no-wait] [--json] KEY
 //   dlock status [--json] [--exit-status] KEY
 //   dlock wait-free [--timeout D] KEY
@@ -11,6 +11,7 @@
 //   dlock demo [--processes N] [--threads N] [--bonuses N] [--json] [--url URL]
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -51,13 +52,23 @@ bool is_command(CLI::App& app, const std::string& word) {
 struct AcquireFlags {
     std::string ttl = "30s", wait;
     CLI::Option* wait_option = nullptr;
-    void add_to(CLI::App& command, RunOptions& run) {
+    std::vector<std::string> positional_keys, key_options;
+    bool several_keys = false;  // run: KEY... and --key repeated hold all of them
+    void add_to(CLI::App& command, RunOptions& run, bool several) {
+        several_keys = several;
         command.add_option("--ttl", ttl, "lease, renewed while held (default 30s)");
         wait_option = command.add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
         command.add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_option);
         command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
             ->check(CLI::Range(0, 255));
-        command.add_option("key", run.key, "the lock's name")->required();
+        if (several) {
+            command.add_option("key", positional_keys, "the lock's name; several: all of them, as one multi-lock");
+            command.add_option("--key", key_options, "a lock's name (repeat it for several; after the KEY arguments)")
+                ->take_all()
+                ->allow_extra_args(false);
+        } else {
+            command.add_option("key", positional_keys, "the lock's name");
+        }
     }
     void resolve(RunOptions& run) const {
         run.ttl = duration_option(ttl, "--ttl");
@@ -65,7 +76,17 @@ struct AcquireFlags {
             throw CLI::ValidationError("--ttl", "must be between 1ms and 24h");
         // Given but empty ("--wait $UNSET") is a usage error, not "forever".
         if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
-        if (run.key.empty()) throw CLI::ValidationError("key", "the key is empty");
+        // KEY arguments, then --key values; a repeated key counts once.
+        for (const auto* given : {&positional_keys, &key_options}) {
+            for (const auto& key : *given) {
+                if (key.empty()) throw CLI::ValidationError("key", "the key is empty");
+                if (std::find(run.keys.begin(), run.keys.end(), key) == run.keys.end()) run.keys.push_back(key);
+            }
+        }
+        if (run.keys.empty())
+            throw UsageError(several_keys ? "missing KEY: dlock run KEY... -- COMMAND [ARG...]" : "missing KEY");
+        if (!several_keys && positional_keys.size() > 1)
+            throw UsageError("one KEY only (`dlock run` takes several): unexpected " + positional_keys[1]);
     }
 };
 
@@ -116,7 +137,7 @@ int main(int argc, char** argv) {
     std::string grace = "10s", on_lost = "term", shell_command;
     auto* run_cmd = app.add_subcommand("run", "run a command while holding a lock");
     run_cmd->footer(help::run);
-    run_flags.add_to(*run_cmd, run);
+    run_flags.add_to(*run_cmd, run, true);
     run_cmd->add_option("--on-lost", on_lost, "if the lease is lost: term (default), kill or ignore")
         ->check(CLI::IsMember({"term", "kill", "ignore"}));
     run_cmd->add_option("--grace", grace, "after SIGTERM on a lost lease, SIGKILL after this (default 10s)");
@@ -127,7 +148,7 @@ int main(int argc, char** argv) {
     AcquireFlags hold_flags;
     auto* hold_cmd = app.add_subcommand("hold", "hold a lock until stdin closes or a signal: print its token first");
     hold_cmd->footer(help::hold);
-    hold_flags.add_to(*hold_cmd, hold);
+    hold_flags.add_to(*hold_cmd, hold, false);
     hold_cmd->add_flag("--json", hold.json, "print key, token, lease and holder as one JSON object");
 
     StatusOptions status;
@@ -195,7 +216,7 @@ int main(int argc, char** argv) {
             if (run_cmd->count("-c") && shell_command.empty()) throw UsageError("-c: the command string is empty");
             run.command = shell_command.empty() ? command : std::vector<std::string>{"/bin/sh", "-c", shell_command};
             if (run.command.empty())
-                throw UsageError("run: missing command: dlock run KEY -- COMMAND [ARG...] (or -c 'SHELL COMMAND')");
+                throw UsageError("run: missing command: dlock run KEY... -- COMMAND [ARG...] (or -c 'SHELL COMMAND')");
         } else if (has_separator) {
             throw UsageError("only `dlock run` takes a command after --");
         }
@@ -215,6 +236,8 @@ int main(int argc, char** argv) {
         if (global.urls.size() % 2 == 0)
             throw UsageError("a Redlock needs an odd number of masters, at least 3; got " +
                              std::to_string(global.urls.size()) + " URLs");
+        if (*run_cmd && run.keys.size() > 1 && global.urls.size() > 1)
+            throw UsageError("several keys are a multi-lock on one server; it does not run over a Redlock's masters");
     } catch (const CLI::ExtrasError&) {
         // CLI11's own message lists them last first.
         std::string extras;
