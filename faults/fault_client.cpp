@@ -12,12 +12,17 @@
 //
 //   dlock_fault_client --lock URL[,URL...] --storage URL --name NAME --id ID
 //                      --log FILE --fenced-sha SHA1 [--lease-ms 1000] [--seconds 20] [--work-ms 40]
-//                      [--replica-ack N] [--ack-timeout-ms 200]
-// Several --lock URLs make a Redlock over those masters.
+//                      [--replica-ack N] [--ack-timeout-ms 200] [--kind lock|multi]
+// Several --lock URLs make a Redlock over those masters. --kind multi takes a
+// MultiLock over NAME:a, NAME:b and NAME:c (listed in an order that depends
+// on ID, so clients list them differently) and fences its writes with the
+// token of NAME:a.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -30,6 +35,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
 
 using namespace std::chrono_literals;
@@ -39,7 +45,7 @@ namespace {
 
 struct Settings {
     std::vector<std::string> lock_urls;
-    std::string storage_url, name, id, log_path, fenced_sha;
+    std::string storage_url, name, id, log_path, fenced_sha, kind = "lock";
     std::chrono::milliseconds lease{1000}, work{40}, ack_timeout{200};
     std::chrono::seconds run_for{20};
     unsigned replica_ack = 0;
@@ -110,11 +116,14 @@ Settings parse(int argc, char** argv) {
         else if (flag == "--ack-timeout-ms") s.ack_timeout = ms();
         else if (flag == "--seconds") s.run_for = std::chrono::seconds(std::stoll(value));
         else if (flag == "--replica-ack") s.replica_ack = static_cast<unsigned>(std::stoul(value));
+        else if (flag == "--kind") s.kind = value;
         else throw std::invalid_argument("unknown flag " + flag);
     }
     if (s.lock_urls.empty() || s.storage_url.empty() || s.name.empty() || s.id.empty() || s.log_path.empty() ||
         s.fenced_sha.empty())
         throw std::invalid_argument("--lock, --storage, --name, --id, --log and --fenced-sha are required");
+    if (s.kind != "lock" && s.kind != "multi") throw std::invalid_argument("unknown --kind " + s.kind);
+    if (s.kind != "lock" && s.lock_urls.size() > 1) throw std::invalid_argument("--kind " + s.kind + " takes one --lock URL");
     return s;
 }
 
@@ -144,6 +153,30 @@ void critical_section(dlock::Client& storage, const Settings& s, std::uint64_t t
 
 // The last valid_until seen of the current hold, as wall-clock seconds.
 std::atomic<double> last_valid_until{0};
+
+// A MultiLock as the workload sees a lock: one token to fence with.
+class FencedMultiLock {
+public:
+    FencedMultiLock(dlock::Client& client, const Settings& s, dlock::LockOptions options)
+        : lock_(client, names(s), std::move(options)), fenced_by_(s.name + ":a") {}
+    bool try_lock_until(SteadyClock::time_point deadline) { return lock_.try_lock_until(deadline); }
+    std::uint64_t fencing_token() const { return lock_.fencing_token(fenced_by_); }
+    SteadyClock::time_point valid_until() const { return lock_.valid_until(); }
+    bool is_held() const { return lock_.is_held(); }
+    void unlock(std::error_code& ec) { lock_.unlock(ec); }
+
+private:
+    // Each client lists the names in its own order; the MultiLock must take
+    // them in one order whatever the list.
+    static std::vector<std::string> names(const Settings& s) {
+        std::vector<std::string> names{s.name + ":a", s.name + ":b", s.name + ":c"};
+        std::rotate(names.begin(), names.begin() + std::hash<std::string>{}(s.id) % names.size(), names.end());
+        if (std::hash<std::string>{}(s.id) % 2) std::reverse(names.begin(), names.end());
+        return names;
+    }
+    dlock::MultiLock lock_;
+    std::string fenced_by_;
+};
 
 template <typename AnyLock>
 void run(AnyLock& lock, dlock::Client& storage, const Settings& s, Log& log) {
@@ -207,8 +240,13 @@ int main(int argc, char** argv) {
             dlock::Client client(s.lock_urls[0]);
             dlock::LockOptions options{.lease = s.lease, .on_lost = on_lost};
             if (s.replica_ack > 0) options.replica_ack = {.replicas = s.replica_ack, .timeout = s.ack_timeout};
-            dlock::Lock lock(client, s.name, options);
-            run(lock, storage, s, log);
+            if (s.kind == "multi") {
+                FencedMultiLock lock(client, s, options);
+                run(lock, storage, s, log);
+            } else {
+                dlock::Lock lock(client, s.name, options);
+                run(lock, storage, s, log);
+            }
         } else {
             dlock::Masters masters(s.lock_urls);
             dlock::Redlock lock(masters, s.name, {.lease = s.lease, .on_lost = on_lost});
