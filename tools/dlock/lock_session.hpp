@@ -19,6 +19,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/semaphore.hpp"
 #include "event_log.hpp"
 #include "json.hpp"
 #include "run_command.hpp"
@@ -33,6 +34,42 @@ std::string holder_of(Client& client, const std::string& key);
 // is a terminal (no noise in logs and cron mail), and as a "waiting" event.
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder);
+
+// "N of LIMIT permits held, W waiting"; the reason when it cannot tell.
+std::string permits_of(Client& client, const std::string& key);
+
+// One permit of a semaphore, held through the lock vocabulary that run and
+// hold use. Permits carry no fencing token: fencing_token() is 0.
+class PermitLock {
+public:
+    PermitLock(Client& client, const std::string& key, unsigned limit, SemaphoreOptions options)
+        : semaphore_(client, key, with_limit(std::move(options), limit)) {}
+
+    bool try_lock() { return take(semaphore_.try_acquire()); }
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+        return take(semaphore_.try_acquire_until(deadline, 1, std::move(stop)));
+    }
+    bool lock(std::stop_token stop) { return take(semaphore_.acquire(1, std::move(stop))); }
+    void unlock() noexcept {
+        std::error_code ignored;
+        permit_.release(ignored);
+    }
+    void unlock(std::error_code& ec) noexcept { permit_.release(ec); }
+    std::uint64_t fencing_token() const { return 0; }
+    std::chrono::steady_clock::time_point valid_until() const { return permit_.valid_until(); }
+
+private:
+    static SemaphoreOptions with_limit(SemaphoreOptions options, unsigned limit) {
+        options.limit = limit;
+        return options;
+    }
+    bool take(Permit permit) {
+        permit_ = std::move(permit);
+        return static_cast<bool>(permit_);
+    }
+    Semaphore semaphore_;
+    Permit permit_;
+};
 
 // What run and hold have while they hold a lock.
 struct Session {
@@ -57,6 +94,10 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
         Session session{watch, lost, probe, [&] { return holder_of(probe, options.key); }};
         return body(lock, session);
     };
+    if (options.permits > 0 && global.urls.size() > 1) {
+        complain("run --permits takes one server URL: a semaphore lives on one server");
+        return exit_usage;
+    }
     if (global.urls.size() > 1) {
         Masters masters(global.urls, client_options(global));
         if (!enough_masters_reachable(masters)) return exit_unavailable;
@@ -65,6 +106,11 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
     }
     std::optional<Client> slot;
     auto& client = connect(slot, global, global.urls.front());
+    if (options.permits > 0) {
+        PermitLock permit(client, options.key, options.permits, {.lease = options.ttl, .on_lost = on_lost});
+        Session session{watch, lost, client, [&] { return permits_of(client, options.key); }};
+        return body(permit, session);
+    }
     Lock lock(client, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
     return run_body(lock, client);
 }
