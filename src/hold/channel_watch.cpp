@@ -11,17 +11,31 @@ std::uint64_t ChannelWatch::generation() {
     return generation_;
 }
 
-void ChannelWatch::bump() {
-    {
-        std::lock_guard lock(mutex_);
-        ++generation_;
+void ChannelWatch::on_message(Subscription::Event event, std::string_view payload) {
+    std::lock_guard lock(mutex_);
+    if (event == Subscription::Event::message && payload.substr(0, own_prefix_.size()) != own_prefix_ &&
+        payload.find('#') != std::string_view::npos)
+        return;  // another client's waiter is called
+    if (event == Subscription::Event::message) {
+        if (auto it = sleepers_.find(std::string(payload)); it != sleepers_.end()) {
+            it->second->called = true;
+            it->second->wake.notify_all();
+            return;
+        }
     }
-    changed_.notify_all();
+    // Everyone asks again: the limit changed, messages may have been missed,
+    // or the one called is between two requests and must not miss its call.
+    ++generation_;
+    for (auto& [id, sleeper] : sleepers_) sleeper->wake.notify_all();
 }
 
-void ChannelWatch::wait_change(std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop) {
+void ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at,
+                               std::stop_token stop) {
+    Sleeper me;
     std::unique_lock lock(mutex_);
-    changed_.wait_until(lock, stop, wake_at, [&] { return generation_ != seen; });
+    sleepers_[id] = &me;
+    me.wake.wait_until(lock, stop, wake_at, [&] { return me.called || generation_ != seen; });
+    sleepers_.erase(id);
 }
 
 bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,
@@ -31,9 +45,8 @@ bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& chan
         std::lock_guard lock(mutex_);
         if (!subscription_) {
             std::weak_ptr<ChannelWatch> weak = weak_from_this();
-            subscription_ = client.subscribe(channel, [weak](Subscription::Event, std::string_view) {
-                // A message, or a resubscription after which one may have been missed: try again.
-                if (auto watch = weak.lock()) watch->bump();
+            subscription_ = client.subscribe(channel, [weak](Subscription::Event event, std::string_view payload) {
+                if (auto watch = weak.lock()) watch->on_message(event, payload);
             });
         }
         subscription = &subscription_;  // set once, never replaced while the watch lives
@@ -48,11 +61,11 @@ bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& chan
     return false;
 }
 
-std::shared_ptr<ChannelWatch> ChannelWatches::watch(const std::string& channel) {
+std::shared_ptr<ChannelWatch> ChannelWatches::watch(const std::string& channel, const std::string& own_prefix) {
     std::lock_guard lock(mutex_);
     auto& slot = watches_[channel];
     if (auto watch = slot.lock()) return watch;
-    auto watch = std::make_shared<ChannelWatch>();
+    auto watch = std::make_shared<ChannelWatch>(own_prefix);
     slot = watch;
     // Channels nobody waits on any more leave expired entries: sweep now and then.
     if (++created_ % 1024 == 0) std::erase_if(watches_, [](const auto& entry) { return entry.second.expired(); });

@@ -209,18 +209,19 @@ std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock
         if (!watch) {
             // Subscribe, then ask again at once: a release published before
             // the subscription was active would otherwise go unseen.
-            watch = service->watches().watch(identity->semaphore_keys.channel());
+            watch = service->watches().watch(identity->semaphore_keys.channel(), service->id() + ":");
             auto until = now + client->options().command_timeout;
             if (deadline) until = std::min(until, *deadline);
             (void)watch->ensure_subscribed(*client, identity->semaphore_keys.channel(), until, stop);
             continue;
         }
-        // Sleep until a message, until the next lease or place on the server
-        // runs out, or until our place is due for its refresh.
+        // Sleep until called (our permits are free and we are first in line),
+        // until the limit changes, until the next lease or place on the
+        // server runs out, or until our place is due for its refresh.
         const auto refresh = std::max(identity->waiter_lease / 3, std::chrono::milliseconds(1));
         auto wake_at = now + std::min<std::chrono::milliseconds>(answer.wake + std::chrono::milliseconds(1), refresh);
         if (deadline) wake_at = std::min(wake_at, *deadline);
-        watch->wait_change(seen, wake_at, stop);
+        watch->wait_change(permit, seen, wake_at, stop);
         if (past_deadline()) return nullptr;
     }
 }

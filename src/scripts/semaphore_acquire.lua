@@ -27,7 +27,7 @@ local function leave_line()
 end
 if k > limit then
   leave_line()
-  if rank == 0 then wake_waiters() end
+  if rank == 0 then call_next(limit, used_count()) end
   return {-3, limit}
 end
 local used = used_count()
@@ -37,7 +37,7 @@ if (rank or redis.call('ZCARD', KEYS[3])) == 0 and used + k <= limit then
   set_used(used + k)
   live_for(KEYS[1], lease + retention)
   -- The next in line may fit in what is left.
-  if used + k < limit then wake_waiters() end
+  call_next(limit, used + k)
   return {1, limit}
 end
 if ARGV[5] ~= 'wait' then return {0, 0} end

@@ -9,7 +9,8 @@
 -- KEYS[4] waiter deadlines: zset waiter id -> the server-time (ms) its place ends unless refreshed
 -- KEYS[5] done: zset id -> the server-time (ms) it may be forgotten. '<id>' was released
 --   (a resent release is answered "released"); '~<id>' expired or was given up. Neither grants again.
--- KEYS[6] the semaphore's channel: a message whenever waiters may fit now
+-- KEYS[6] the semaphore's channel: the id of the first waiter when its permits are free;
+--   'limit' when the limit changed (every waiter asks again)
 -- A waiter's id is the permit id it asks for. Permit ids end in '#k': k permits.
 -- No client clock decides anything here: every time is the server's TIME.
 
@@ -73,7 +74,10 @@ local function prune(now, retention)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 end
 
--- Tells waiters to try again, when there are any.
-local function wake_waiters()
-  if redis.call('ZCARD', KEYS[3]) > 0 then redis.call('PUBLISH', KEYS[6], 'free') end
+-- Calls the first in line by its id, when its permits are free: only that
+-- waiter wakes and asks (no herd). When it is granted and permits are left,
+-- the grant calls the next one.
+local function call_next(limit, used)
+  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  if head and used + weight(head) <= limit then redis.call('PUBLISH', KEYS[6], head) end
 end

@@ -23,5 +23,8 @@ elseif redis.call('ZSCORE', KEYS[5], id) then
 elseif ARGV[3] == 'undo' then
   retire('~' .. id, now, retention)
 end
-if result == 1 or was_head then wake_waiters() end
+if result == 1 or was_head then
+  local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
+  if limit then call_next(limit, used_count()) end
+end
 return result
