@@ -23,6 +23,9 @@ elseif redis.call('ZSCORE', KEYS[5], id) then
 elseif ARGV[3] == 'undo' then
   retire('~' .. id, now, retention)
 end
+-- The counter lives as long as the semaphore's other state, also when this
+-- call made it anew.
+live_for(KEYS[2], retention)
 if result == 1 or was_head then
   local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
   if limit then call_next(limit, used_count()) end

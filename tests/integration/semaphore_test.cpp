@@ -272,3 +272,35 @@ TEST(Semaphore, StopTokenEndsAWait) {
     // It left the line: the next request is not held up by it.
     EXPECT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("stop") + ":queue"}) == "0"; }));
 }
+
+// The release's call goes out while the waiter's subscriber is down: the
+// waiter must ask again once it is resubscribed, not sleep until its refresh.
+TEST(Semaphore, AWaiterAsksAgainAfterItsSubscriberReconnects) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client holder_client(server.uri());
+    dlock::Semaphore sem(client, "resub", {.limit = 1, .waiter_lease = 30s});
+    dlock::Semaphore holder_sem(holder_client, "resub", {.limit = 1});
+    auto held = holder_sem.acquire();
+    auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(8s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("resub") + ":queue"}) == "1"; }));
+    std::this_thread::sleep_for(100ms);
+    server.cli({"CLIENT", "KILL", "TYPE", "pubsub"});
+    const auto released_at = Clock::now();
+    held.release();
+    auto p = waited.get();
+    EXPECT_TRUE(p);
+    EXPECT_LT(Clock::now() - released_at, 3s) << "slept until its refresh (every 10 s)";
+}
+
+// Scripts that change a semaphore's state leave no key without an expiry,
+// also when its state was gone while permits were held.
+TEST(Semaphore, AReleaseAfterTheStateWasLostLeavesItWithAnExpiry) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Semaphore sem(client, "state", {.limit = 2});
+    auto p = sem.acquire();
+    server.cli({"DEL", key_of("state") + ":state"});
+    p.release();
+    EXPECT_NE(server.cli({"PTTL", key_of("state") + ":state"}), "-1");
+}
