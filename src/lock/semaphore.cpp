@@ -44,7 +44,6 @@ struct SemaphoreIdentity : LockIdentity {
     SemaphoreIdentity(std::string name_, SemaphoreOptions options_)
         : LockIdentity(std::move(name_), lease_options(options_)),
           semaphore_keys(name),
-          limit(options_.limit),
           limit_text(std::to_string(options_.limit)),
           waiter_lease(options_.waiter_lease),
           waiter_lease_ms(std::to_string(options_.waiter_lease.count())) {}
@@ -63,8 +62,7 @@ struct SemaphoreIdentity : LockIdentity {
     SemaphoreKeys semaphore_keys;
     std::array<std::string_view, 6> views{semaphore_keys.all[0], semaphore_keys.all[1], semaphore_keys.all[2],
                                           semaphore_keys.all[3], semaphore_keys.all[4], semaphore_keys.all[5]};
-    unsigned limit;
-    std::string limit_text;
+    std::string limit_text;  // the limit, set when this object creates the semaphore
     std::chrono::milliseconds waiter_lease;
     std::string waiter_lease_ms;
 };
@@ -119,9 +117,11 @@ std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock
     ec.clear();
     clear_server_error();
     if (k == 0) throw Error(errc::invalid_argument, "acquire of 0 permits");
-    if (k > identity->limit)
-        throw Error(errc::invalid_argument, "acquire of " + std::to_string(k) + " permits, over the limit of " +
-                                                std::to_string(identity->limit));
+    // Over the limit is the server's to say (its limit wins over this
+    // object's, and set_limit may have raised it); over any limit is ours.
+    if (k > max_semaphore_limit)
+        throw Error(errc::invalid_argument, "acquire of " + std::to_string(k) + " permits, over any limit (" +
+                                                std::to_string(max_semaphore_limit) + ")");
     if ((ec = client->usable())) return nullptr;
     const bool single_attempt = deadline && *deadline <= LockClock::now();
     const std::string_view mode = single_attempt ? "try" : "wait";

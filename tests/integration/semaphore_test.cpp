@@ -115,6 +115,7 @@ TEST(Semaphore, BadInputIsATypedError) {
     dlock::Semaphore sem(client, "s", {.limit = 3});
     EXPECT_EQ(code_of([&] { (void)sem.acquire(0); }), errc::invalid_argument);
     EXPECT_EQ(code_of([&] { (void)sem.acquire(4); }), errc::invalid_argument);
+    EXPECT_EQ(code_of([&] { (void)sem.acquire(dlock::max_semaphore_limit + 1); }), errc::invalid_argument);
     EXPECT_EQ(code_of([&] { sem.set_limit(0); }), errc::invalid_argument);
     std::error_code ec;
     EXPECT_FALSE(sem.try_acquire(0, ec));
@@ -189,6 +190,10 @@ TEST(Semaphore, RaisingTheLimitWakesWaiters) {
     EXPECT_LT(Clock::now() - raised_at, 1s);
     EXPECT_EQ(server.cli({"HGET", key_of("grow") + ":state", "limit"}), "2");
     EXPECT_EQ(dlock::inspect_semaphore(client, "grow").limit, 2u);
+    // The new limit is the server's: this object, made with 1, may ask for more.
+    held.release();
+    p.release();
+    EXPECT_TRUE(sem.try_acquire(2));
 }
 
 TEST(Semaphore, PermitsAreRenewedWhileHeld) {
