@@ -161,3 +161,24 @@ TEST(SemaphoreFaults, ARestartWithoutDataLosesThePermitAndTheSemaphoreWorksAfter
     auto again = sem.try_acquire_for(3s);
     EXPECT_TRUE(again);
 }
+
+// The caller walked away (its deadline) while its request sat in a paused
+// server's buffer; the request then ran and granted. Nobody will use that
+// permit: it must be given back, not held until its lease ends.
+TEST(SemaphoreFaults, AGrantNobodyWaitsForAnyMoreIsGivenBack) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri(), cut_options());
+    dlock::Semaphore sem(client, "late", {.limit = 1});
+    sem.acquire().release();  // loads the scripts
+    server.pause();
+    std::error_code ec;
+    auto p = sem.try_acquire_until(Clock::now() + 100ms, 1, ec);
+    EXPECT_FALSE(p);
+    server.resume();
+    EXPECT_TRUE(dlock::support::eventually(
+        [&] { return server.cli({"ZCARD", key_of("late")}) == "0" && server.command_calls("evalsha") >= 3; }, 5s));
+    std::this_thread::sleep_for(500ms);  // any late copy has run by now
+    EXPECT_EQ(server.cli({"ZCARD", key_of("late")}), "0");
+    EXPECT_EQ(server.cli({"HGET", key_of("late") + ":state", "used"}), "0");
+    EXPECT_TRUE(sem.try_acquire()) << "the permit nobody used was not given back";
+}
