@@ -93,6 +93,20 @@ public:
     const std::shared_ptr<const SemaphoreIdentity> identity;
 
 private:
+    // One acquire request for `permit`, waited for until wait_until (none:
+    // until known) or stop. Walking away leaves the request to be given up
+    // when its outcome comes.
+    struct Asked {
+        bool known = false;  // false: walked away
+        Reply reply;
+        LockClock::time_point sent{};
+    };
+    Asked ask(const std::string& permit, std::string_view k_text, std::string_view mode,
+              std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec);
+    // A grant confirmed by a request sent at `sent`: a tracked hold, or null
+    // (given back) when its lease may be over already.
+    std::shared_ptr<Hold> take(const std::string& permit, unsigned k, LockClock::time_point sent);
+
     std::string new_permit_id(unsigned k) const {
         return service->id() + ":s" + service->next_operation_id() + "#" + std::to_string(k);
     }
@@ -111,6 +125,33 @@ private:
         (void)call->wait(LockClock::time_point::min(), {}, ignored_ec, ignored, [](std::error_code, Reply&&) {});
     }
 };
+
+SemaphoreCore::Asked SemaphoreCore::ask(const std::string& permit, std::string_view k_text, std::string_view mode,
+                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                                        std::error_code& ec) {
+    std::string_view argv[] = {permit, k_text, identity->lease_ms, identity->limit_text, mode,
+                               identity->waiter_lease_ms, identity->retention_ms};
+    auto call =
+        RetriedCall::start(client, semaphore_acquire_script(), identity->keys_args(), argv, retry_window_end());
+    Asked asked;
+    asked.sent = call->first_sent();
+    // The handler may outlive the Semaphore object: it keeps this core.
+    asked.known = call->wait(wait_until, stop, ec, asked.reply,
+                             [self = shared_from_this(), permit](std::error_code, Reply&&) { self->undo(permit); });
+    return asked;
+}
+
+std::shared_ptr<Hold> SemaphoreCore::take(const std::string& permit, unsigned k, LockClock::time_point sent) {
+    if (LockClock::now() >= valid_until(sent, identity->options.lease)) {
+        // Granted after so long (a paused server, a slow network) that its
+        // lease may be over: not a permit anyone may trust. Give it back.
+        undo(permit);
+        return nullptr;
+    }
+    auto hold = std::make_shared<Hold>(identity, permit, Grant{0, k, sent, sent});
+    service->keeper().track(hold, sent);
+    return hold;
+}
 
 std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock::time_point> deadline,
                                              std::stop_token stop, std::error_code& ec) {
@@ -141,20 +182,10 @@ std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock
     } give_up{*this, permit};
     for (;;) {
         const auto seen = watch ? watch->generation() : 0;
-        std::string_view argv[] = {permit, k_text, identity->lease_ms, identity->limit_text, mode,
-                                   identity->waiter_lease_ms, identity->retention_ms};
-        auto call = RetriedCall::start(client, semaphore_acquire_script(), identity->keys_args(), argv,
-                                       retry_window_end());
         const auto wait_until = single_attempt ? std::optional(LockClock::now() + client->options().command_timeout)
                                                : deadline;
-        Reply reply;
-        // Walked away with the request in flight: whatever it did is given up
-        // once its outcome is known (the handler may outlive this object).
-        const bool known = call->wait(wait_until, stop, ec, reply,
-                                      [self = shared_from_this(), permit](std::error_code, Reply&&) {
-                                          self->undo(permit);
-                                      });
-        if (!known) {
+        const auto asked = ask(permit, k_text, mode, wait_until, stop, ec);
+        if (!asked.known) {
             if (!answered && !stop.stop_requested()) ec = errc::command_timeout;
             return nullptr;
         }
@@ -163,11 +194,11 @@ std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock
             if (ec == errc::wrong_type)
                 throw Error(ec, "a key of semaphore " + identity->name + " (" + identity->semaphore_keys.permits +
                                     "*) holds data that is not a dlock semaphore");
-            note_server_error(ec, reply);
+            note_server_error(ec, asked.reply);
             return nullptr;
         }
         answered = true;
-        const auto answer = read_semaphore_acquire(reply);
+        const auto answer = read_semaphore_acquire(asked.reply);
         switch (answer.kind) {
             case SemaphoreAcquire::Kind::malformed:
                 give_up.armed = true;
@@ -184,22 +215,12 @@ std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock
                 give_up.armed = false;
                 if (single_attempt || past_deadline()) return nullptr;
                 continue;
-            case SemaphoreAcquire::Kind::granted: {
-                const auto sent = call->first_sent();
-                if (LockClock::now() >= valid_until(sent, identity->options.lease)) {
-                    // Granted after so long that its lease may be over: not a
-                    // permit anyone may trust. Give it back and ask again.
-                    undo(permit);
-                    permit = new_permit_id(k);
-                    give_up.armed = false;
-                    if (single_attempt || past_deadline()) return nullptr;
-                    continue;
-                }
+            case SemaphoreAcquire::Kind::granted:
                 give_up.armed = false;
-                auto hold = std::make_shared<Hold>(identity, permit, Grant{0, k, sent, sent});
-                service->keeper().track(hold, sent);
-                return hold;
-            }
+                if (auto hold = take(permit, k, asked.sent)) return hold;
+                permit = new_permit_id(k);  // given back: ask again under a new id
+                if (single_attempt || past_deadline()) return nullptr;
+                continue;
             case SemaphoreAcquire::Kind::not_granted: break;
         }
         if (single_attempt) return nullptr;
