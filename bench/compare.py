@@ -90,7 +90,7 @@ def libraries(build, quick):
     node = ["node", os.path.join(PEERS, "node_runner.js")]
     py = [PYTHON, os.path.join(PEERS, "redis_py_runner.py")]
     out = [("dlock", dlock, ["uncontended", "contended", "contended_cs100", "many", "redlock", "watchdog", "multi",
-                             "multi_contended"])]
+                             "multi_contended", "semaphore"])]
     modes = ["tuned"] if quick else ["default", "tuned"]
     for mode in modes:
         out.append(("redis-py Lock (%s)" % mode, py + ["--mode", mode], ["uncontended", "contended", "contended_cs100", "many"]))
@@ -98,6 +98,8 @@ def libraries(build, quick):
                     ["uncontended", "contended", "contended_cs100", "many", "redlock"]))
         out.append(("redis-semaphore Mutex (%s)" % mode, node + ["--lib", "semaphore", "--mode", mode],
                     ["uncontended", "contended", "contended_cs100", "many", "redlock"]))
+        out.append(("redis-semaphore Semaphore (%s)" % mode, node + ["--lib", "semaphore", "--mode", mode],
+                    ["semaphore"]))
     return out
 
 
@@ -108,6 +110,11 @@ def scenario_flags(scenario, server, masters, quick):
         return ["--scenario", "contended", "--url", server.url,
                 "--processes", "2" if quick else "4", "--tasks", "2" if quick else "8",
                 "--duration-ms", "400" if quick else "5000", "--cs-us", "100" if scenario == "contended_cs100" else "0"]
+    if scenario == "semaphore":
+        # A semaphore of 4 permits, 32 workers (4 processes × 8).
+        return ["--scenario", "contended", "--url", server.url, "--permits", "4",
+                "--processes", "2" if quick else "4", "--tasks", "2" if quick else "8",
+                "--duration-ms", "400" if quick else "5000", "--cs-us", "0"]
     if scenario == "many":
         return ["--scenario", "many", "--url", server.url, "--tasks", "64", "--names", "10000",
                 "--duration-ms", "400" if quick else "5000"]
@@ -266,7 +273,10 @@ def markdown(report):
     lines.append("| library | uncontended p50 / p99 µs | uncontended ops/s | contended acq/s | wait p50 / p99 / max ms"
                  " | Jain | counter exact | 100 µs CS acq/s | many names ops/s | Redlock 1 → 5 masters p50 µs |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    main_scenarios = ("uncontended", "contended", "contended_cs100", "many", "redlock")
     for label, r in results.items():
+        if not any(k in r for k in main_scenarios):
+            continue  # a peer measured only in the semaphore's table below
         u, c, c1, m, rl = ({} if "error" in r.get(k, {}) else r.get(k, {})
                            for k in ("uncontended", "contended", "contended_cs100", "many", "redlock"))
         lines.append("| %s | %s / %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s |" % (
@@ -275,6 +285,16 @@ def markdown(report):
             fmt(c.get("wait_max_us", 0) / 1000 if c else None), fmt(c.get("jain"), 2),
             fmt(c.get("counter_exact")) if c else "—", fmt(c1.get("acq_per_s")), fmt(m.get("ops_per_s")),
             ("%s → %s" % (fmt(rl["single_p50_us"]), fmt(rl["five_p50_us"]))) if "five_p50_us" in rl else "—"))
+    semaphores = [(label, r["semaphore"]) for label, r in results.items()
+                  if "acq_per_s" in r.get("semaphore", {})]
+    if semaphores:
+        lines.append("")
+        lines.append("| semaphore, 4 permits, 32 workers | acq/s | wait p50 / p99 / max ms | Jain | most holders at once |")
+        lines.append("|---|---|---|---|---|")
+        for label, sem in semaphores:
+            lines.append("| %s | %s | %s / %s / %s | %s | %s |" % (
+                label, fmt(sem["acq_per_s"]), fmt(sem["wait_p50_us"] / 1000), fmt(sem["wait_p99_us"] / 1000),
+                fmt(sem["wait_max_us"] / 1000), fmt(sem["jain"], 2), sem.get("max_inside", "—")))
     cap = report["server_capacity"]
     lines.append("")
     lines.append("Server capacity for dlock's scripts (redis-benchmark, 64 clients, pipeline 16, random names): "
@@ -372,6 +392,8 @@ def charts(report, out):
          "acquisitions/s", get("contended", "acq_per_s"))
     bars("contended_cs100.png", "Contended, 100 µs critical section", "acquisitions/s",
          get("contended_cs100", "acq_per_s"))
+    bars("semaphore.png", "Semaphore of 4 permits, 32 workers (4 processes × 8)", "acquisitions/s",
+         get("semaphore", "acq_per_s"))
     capacity = report["server_capacity"]["lock_unlock_pairs_per_s"]
     bars("many_names.png", "64 workers over 10,000 names (line: server capacity for dlock's scripts)",
          "lock+unlock/s", get("many", "ops_per_s"),

@@ -5,9 +5,11 @@
 //
 //   --scenario uncontended  --url U --n N
 //       lock+unlock latency, with PING and EVALSHA round trips in the same loop
-//   --scenario contended    --url U --processes P --tasks T --duration-ms D --cs-us C
+//   --scenario contended    --url U --processes P --tasks T --duration-ms D --cs-us C [--permits N]
 //       P processes x T threads on one name; a non-atomic GET/SET counter on
-//       the server checks exclusion
+//       the server checks exclusion. With --permits N: a semaphore of N
+//       permits instead, and the holders count themselves in and out on the
+//       server (INCR/DECR): max_inside <= N checks the limit
 //   --scenario many         --url U --tasks T --names K --duration-ms D
 //       T threads locking random names out of K
 //   --scenario watchdog     --url U --locks L --lease-ms M --duration-ms D
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -35,6 +38,7 @@
 #include "dlock/client.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/semaphore.hpp"
 
 using namespace dlock::bench;
 using namespace std::chrono_literals;
@@ -136,6 +140,7 @@ struct Shared {
     double wait_us[256][2048];  // first samples of each worker
     long samples[256];
     int failures;
+    long max_inside;  // semaphore: the most holders the server counted at once
 };
 
 // P processes x T threads on one lock that make_lock(client, process) gives.
@@ -145,11 +150,14 @@ int contended_on(const Flags& f, MakeLock make_lock) {
     const int tasks = static_cast<int>(f.number("tasks", 8));
     const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
     const auto critical = std::chrono::microseconds(f.number("cs-us", 0));
-    const std::string url = f.text("url"), counter_key = "bench:counter";
+    // --permits N: a semaphore of N permits instead of a lock; holders count
+    // themselves in and out on the server (INCR/DECR) instead of the counter.
+    const auto permits = static_cast<unsigned>(f.number("permits", 0));
+    const std::string url = f.text("url"), counter_key = "bench:counter", inside_key = "bench:inside";
     if (processes * tasks > 256) return 2;
     {
         dlock::Client client(url);
-        client.command({"DEL", counter_key});
+        client.command({"DEL", counter_key, inside_key});
     }
     auto* shared = static_cast<Shared*>(
         mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
@@ -161,7 +169,15 @@ int contended_on(const Flags& f, MakeLock make_lock) {
         if (pid == 0) {
             dlock::Client client(url);
             auto lock = make_lock(client, p);
+            std::optional<dlock::Semaphore> semaphore;
+            if (permits > 0) semaphore.emplace(client, "bench:semaphore", dlock::SemaphoreOptions{.limit = permits});
             std::vector<std::thread> workers;
+            auto record = [shared](int w, double waited) {
+                auto n = shared->samples[w];
+                if (n < 2048) shared->wait_us[w][n] = waited;
+                shared->samples[w] = n + 1;
+                ++shared->acquisitions[w];
+            };
             for (int t = 0; t < tasks; ++t) {
                 int w = p * tasks + t;
                 workers.emplace_back([&, w] {
@@ -169,6 +185,21 @@ int contended_on(const Flags& f, MakeLock make_lock) {
                     const auto stop_at = start_at + duration;
                     while (Clock::now() < stop_at) {
                         auto asked = Clock::now();
+                        if (semaphore) {
+                            auto permit = semaphore->acquire();
+                            const double waited = std::chrono::duration<double, std::micro>(Clock::now() - asked).count();
+                            const long inside = static_cast<long>(client.command({"INCR", inside_key}).integer);
+                            long seen_max = __atomic_load_n(&shared->max_inside, __ATOMIC_RELAXED);
+                            while (inside > seen_max && !__atomic_compare_exchange_n(&shared->max_inside, &seen_max, inside,
+                                                                                      false, __ATOMIC_RELAXED,
+                                                                                      __ATOMIC_RELAXED)) {
+                            }
+                            if (critical.count() > 0) busy_wait(critical);
+                            client.command({"DECR", inside_key});
+                            permit.release();
+                            record(w, waited);
+                            continue;
+                        }
                         lock.lock();
                         double waited = std::chrono::duration<double, std::micro>(Clock::now() - asked).count();
                         // Deliberately not atomic: GET, then SET. Lost updates show overlap.
@@ -177,10 +208,7 @@ int contended_on(const Flags& f, MakeLock make_lock) {
                         if (critical.count() > 0) busy_wait(critical);
                         client.command({"SET", counter_key, std::to_string(seen + 1)});
                         lock.unlock();
-                        auto n = shared->samples[w];
-                        if (n < 2048) shared->wait_us[w][n] = waited;
-                        shared->samples[w] = n + 1;
-                        ++shared->acquisitions[w];
+                        record(w, waited);
                     }
                 });
             }
@@ -206,7 +234,15 @@ int contended_on(const Flags& f, MakeLock make_lock) {
     long counted = counter.is_nil() ? 0 : std::stol(counter.text);
     double jain = sum_sq > 0 ? (sum * sum) / (workers * sum_sq) : 0;
     const auto usage = usage_json(children_before, usage_of(true), total);
-    std::printf("{\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"wait_p50_us\": %.1f, \"wait_p99_us\": %.1f, "
+    if (permits > 0) {
+        // No shared counter here: at most `permits` holders at once, as the server counted them.
+        counted = shared->max_inside > static_cast<long>(permits) ? -1 : total;
+        std::printf("{\"permits\": %u, \"max_inside\": %ld, \"over_limit\": %s, ", permits, shared->max_inside,
+                    shared->max_inside > static_cast<long>(permits) ? "true" : "false");
+    } else {
+        std::printf("{");
+    }
+    std::printf("\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"wait_p50_us\": %.1f, \"wait_p99_us\": %.1f, "
                 "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s, %s}\n",
                 total, static_cast<double>(total) / std::chrono::duration<double>(duration).count(),
                 waits.percentile(50), waits.percentile(99), waits.max(), jain, counted,

@@ -1,4 +1,4 @@
-// Every lock script's reply as the lock kinds read it, on whatever a server
+// Every lock and semaphore script's reply as the lock kinds read it, on whatever a server
 // (or something posing as one) might answer: the input is a RESP stream,
 // each reply in it goes to every reader, and every string in it (and the
 // raw input) to the inbox notice reader.
@@ -16,6 +16,7 @@
 #include "dlock/error.hpp"
 #include "fuzz_check.hpp"
 #include "lock/script_replies.hpp"
+#include "lock/semaphore_replies.hpp"
 #include "redis/reply_reader.hpp"
 
 using namespace dlock;
@@ -83,6 +84,41 @@ void check_others(const Reply& reply) {
     }
 }
 
+void check_semaphore(const Reply& reply) {
+    const auto acquire = read_semaphore_acquire(reply);
+    auto limit_ok = [](unsigned limit) { return limit >= 1 && limit <= max_semaphore_limit; };
+    switch (acquire.kind) {
+        case SemaphoreAcquire::Kind::granted:
+            FUZZ_CHECK(head_is(reply, 1, 2) && limit_ok(acquire.limit));
+            break;
+        case SemaphoreAcquire::Kind::not_granted:
+            FUZZ_CHECK(head_is(reply, 0, 2));
+            FUZZ_CHECK(acquire.wake >= std::chrono::milliseconds::zero() && acquire.wake <= max_lease);
+            break;
+        case SemaphoreAcquire::Kind::stale: FUZZ_CHECK(head_is(reply, -2, 1)); break;
+        case SemaphoreAcquire::Kind::over_limit: FUZZ_CHECK(head_is(reply, -3, 2) && limit_ok(acquire.limit)); break;
+        case SemaphoreAcquire::Kind::malformed: break;
+    }
+    FUZZ_CHECK(is_semaphore_grant(reply) == (acquire.kind == SemaphoreAcquire::Kind::granted));
+    const auto release = read_semaphore_release(reply);
+    const bool in_vocabulary = reply.is_integer() && reply.integer >= -1 && reply.integer <= 1;
+    FUZZ_CHECK((release == SemaphoreRelease::malformed) == !in_vocabulary);
+    if (release == SemaphoreRelease::not_held) FUZZ_CHECK(reply.integer == -1);
+    try {
+        FUZZ_CHECK(read_semaphore_set_limit(reply) <= max_semaphore_limit);
+    } catch (const Error& e) {
+        FUZZ_CHECK(e.code() == errc::protocol_error);
+    }
+    try {
+        const auto info = read_semaphore_inspect(reply);
+        FUZZ_CHECK(info.holders.size() * 2 == reply.elements[3].elements.size());
+        for (const auto& holder : info.holders)
+            FUZZ_CHECK(holder.ttl >= std::chrono::milliseconds::zero() && holder.ttl <= max_lease);
+    } catch (const Error& e) {
+        FUZZ_CHECK(e.code() == errc::protocol_error);
+    }
+}
+
 void check_revocation(std::string_view payload) {
     const auto notice = read_revocation(payload);
     if (!notice) return;
@@ -97,6 +133,7 @@ void check_all(const Reply& reply, int depth) {
     check_acquire(reply);
     check_release(reply);
     check_others(reply);
+    check_semaphore(reply);
     if (reply.is_text()) check_revocation(reply.text);
     if (depth < 2)
         for (const auto& element : reply.elements) check_all(element, depth + 1);

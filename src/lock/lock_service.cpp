@@ -1,6 +1,7 @@
 #include "lock_service.hpp"
 
 #include <future>
+#include <map>
 #include <optional>
 
 #include "dlock/error.hpp"
@@ -11,6 +12,28 @@
 #include "script_replies.hpp"
 
 namespace dlock::detail {
+
+HoldCall LockIdentity::renewal(const std::string& owner) const {
+    return {&renew_script(), {keys.lock, keys.fence()}, {owner, lease_ms, retention_ms, "0"}};
+}
+
+HoldCall LockIdentity::final_release(const std::string& owner, const std::string& operation) const {
+    return {&release_script(),
+            {keys.lock, keys.fence(), keys.channel(), keys.tombstone(owner)},
+            {owner, lease_ms, operation, "all", retention_ms}};
+}
+
+namespace {
+
+// A HoldCall's strings as the views the formatters take.
+struct CallViews {
+    explicit CallViews(const HoldCall& call)
+        : keys(call.keys.begin(), call.keys.end()), argv(call.argv.begin(), call.argv.end()) {}
+    std::vector<std::string_view> keys, argv;
+};
+
+}  // namespace
+
 LockService::LockService(ClientCore& core)
     : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
     core_.before_stop([this] { release_all_on_stop(); });
@@ -78,10 +101,9 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         // command never changes: format it once per hold.
         auto& command = hold->keeper.renew_command;
         if (command.empty()) {
-            const auto fence = hold->lock->keys.fence();
-            std::string_view keys[] = {hold->lock->keys.lock, fence};
-            std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-            append_eval(command, "EVALSHA", renew_script().sha1(), keys, argv);
+            const auto call = hold->lock->renewal(hold->owner);
+            const CallViews views(call);
+            append_eval(command, "EVALSHA", call.script->sha1(), views.keys, views.argv);
         }
         commands.emplace_back(command);  // `due` keeps the hold alive through the submit
         deadline = std::min(deadline, LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
@@ -111,10 +133,9 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
     if (ec == errc::no_script) {
         // The server forgot the script (SCRIPT FLUSH, restart): the same
         // renewal again through the path that falls back to EVAL.
-        const auto fence = hold->lock->keys.fence();
-        std::string_view keys[] = {hold->lock->keys.lock, fence};
-        std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-        core_.eval_async(renew_script(), keys, argv,
+        const auto call = hold->lock->renewal(hold->owner);
+        const CallViews views(call);
+        core_.eval_async(*call.script, views.keys, views.argv,
                          [this, hold, sent](std::error_code e, Reply&& r) { on_renewed(hold, sent, e, r); },
                          LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
         return;
@@ -126,7 +147,8 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
 
 void LockService::release_all_on_stop() {
     auto holds = keeper_.live_holds();
-    std::vector<ClientCore::EvalCall> calls;
+    // By script: the holds of each kind leave in one write.
+    std::map<const Script*, std::vector<ClientCore::EvalCall>> calls;
     std::vector<std::future<void>> done;
     for (auto& hold : holds) {
         // Renewal in flight or not: every hold that is still ours goes.
@@ -134,12 +156,11 @@ void LockService::release_all_on_stop() {
         keeper_.forget(hold);
         auto promise = std::make_shared<std::promise<void>>();
         done.push_back(promise->get_future());
-        const auto& keys = hold->lock->keys;
-        calls.push_back({{keys.lock, keys.fence(), keys.channel(), keys.tombstone(hold->owner)},
-                         {hold->owner, hold->lock->lease_ms, next_operation_id(), "all", hold->lock->retention_ms},
-                         [promise](std::error_code, Reply&&) { promise->set_value(); }});
+        auto call = hold->lock->final_release(hold->owner, next_operation_id());
+        calls[call.script].push_back({std::move(call.keys), std::move(call.argv),
+                                      [promise](std::error_code, Reply&&) { promise->set_value(); }});
     }
-    core_.eval_many(release_script(), calls);
+    for (auto& [script, of_script] : calls) core_.eval_many(*script, of_script);
     // Bounded: every call completes by its command timeout.
     for (auto& f : done) f.wait();
 }

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "dlock/subscription.hpp"
+#include "hold/channel_watch.hpp"
 #include "hold/hold_registry.hpp"
 #include "hold/lease_keeper.hpp"
 #include "hold/name_queue.hpp"
@@ -27,6 +28,8 @@ public:
 
     LeaseKeeper& keeper() noexcept { return keeper_; }
     HoldRegistry& holds() noexcept { return holds_; }
+    // The waiters of semaphores, by channel.
+    ChannelWatches& watches() noexcept { return watches_; }
     asio::io_context& io() noexcept { return core_.io(); }
 
 private:
@@ -43,6 +46,7 @@ private:
 
     ClientCore& core_;
     HoldRegistry holds_;
+    ChannelWatches watches_;
     LeaseKeeper keeper_;
     Subscription inbox_;
 };

@@ -8,23 +8,15 @@
 #include <initializer_list>
 
 #include "dlock/error.hpp"
+#include "reply_builders.hpp"
 
 using namespace dlock;
 using namespace dlock::detail;
 using namespace std::chrono_literals;
 
-namespace {
-
-Reply array(std::initializer_list<Reply> elements) {
-    Reply reply;
-    reply.kind = Reply::Kind::array;
-    reply.elements = elements;
-    return reply;
-}
-
-Reply integer(long long value) { return Reply::make_integer(value); }
-
-}  // namespace
+using dlock::support::array;
+using dlock::support::integer;
+using dlock::support::text;
 
 TEST(ScriptReplies, AcquireAnswersOfTheScript) {
     const auto granted = read_fresh_acquire(array({integer(1), integer(1795331927095183), integer(1)}));

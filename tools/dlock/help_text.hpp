@@ -26,6 +26,8 @@ inline constexpr const char* run = R"(The command runs with DLOCK_KEY and DLOCK_
 lease is renewed while it runs. If the lease is lost it gets SIGTERM (--on-lost).
 If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
 ignore): nobody would renew the lease, and it must not run on after it expires.
+With --permits N it holds one of N permits of semaphore KEY instead (at most N
+commands at once, first come first served; DLOCK_FENCING_TOKEN is 0).
 
 Several keys (KEY KEY ..., or --key repeated) are held as one: all or none, taken
 in one fixed order whatever order they are given in, so runs that list them
@@ -44,7 +46,8 @@ Examples:
   dlock run --wait 5m -c 'pg_dump app | gzip > /backup/app.gz' backup
   dlock --url redis://a:6379,redis://b:6379,redis://c:6379 run --ttl 1m deploy -- ./deploy.sh
   dlock run --json-events job -- ./job 2>>/var/log/job.events
-  dlock run --wait 1m accounts:7 accounts:3 -- ./transfer 7 3)";
+  dlock run --wait 1m accounts:7 accounts:3 -- ./transfer 7 3
+  dlock run --permits 4 encoder -- ./encode.sh)";
 
 inline constexpr const char* hold = R"(Prints the fencing token (with --json: key, token, lease and holder) on stdout,
 then keeps the lease renewed until stdin ends or SIGTERM, SIGINT or SIGHUP

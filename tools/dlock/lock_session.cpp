@@ -34,6 +34,16 @@ std::string token_fields(const Tokens& tokens) {
     return fields + "}";
 }
 
+std::string permits_of(Client& client, const std::string& key) {
+    try {
+        const auto info = inspect_semaphore(client, key);
+        return std::to_string(info.used) + " of " + std::to_string(info.limit) + " permits held, " +
+               std::to_string(info.waiting) + " waiting";
+    } catch (const Error& e) {
+        return std::string("cannot tell who holds its permits: ") + e.what();
+    }
+}
+
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder) {
     if (!global.quiet && isatty(STDERR_FILENO))

@@ -24,6 +24,7 @@
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/semaphore.hpp"
 #include "event_log.hpp"
 #include "json.hpp"
 #include "run_command.hpp"
@@ -54,6 +55,43 @@ std::string token_fields(const Tokens& tokens);
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder);
 
+// "N of LIMIT permits held, W waiting"; the reason when it cannot tell.
+std::string permits_of(Client& client, const std::string& key);
+
+// One permit of a semaphore, held through the lock vocabulary that run and
+// hold use. Permits carry no fencing token: fencing_token() is 0.
+class PermitLock {
+public:
+    PermitLock(Client& client, const std::string& key, unsigned limit, SemaphoreOptions options)
+        : semaphore_(client, key, with_limit(std::move(options), limit)) {}
+
+    bool try_lock() { return take(semaphore_.try_acquire()); }
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+        return take(semaphore_.try_acquire_until(deadline, 1, std::move(stop)));
+    }
+    bool lock(std::stop_token stop) { return take(semaphore_.acquire(1, std::move(stop))); }
+    void unlock() noexcept {
+        std::error_code ignored;
+        permit_.release(ignored);
+    }
+    void unlock(std::error_code& ec) noexcept { permit_.release(ec); }
+    std::uint64_t fencing_token() const { return 0; }
+    std::chrono::steady_clock::time_point valid_until() const { return permit_.valid_until(); }
+    const std::string& name() const noexcept { return semaphore_.name(); }
+
+private:
+    static SemaphoreOptions with_limit(SemaphoreOptions options, unsigned limit) {
+        options.limit = limit;
+        return options;
+    }
+    bool take(Permit permit) {
+        permit_ = std::move(permit);
+        return static_cast<bool>(permit_);
+    }
+    Semaphore semaphore_;
+    Permit permit_;
+};
+
 // What run and hold have while they hold a lock.
 struct Session {
     SignalWatch& watch;
@@ -79,6 +117,14 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
         Session session{watch, lost, probe, [&] { return holder_of(probe, options.keys.front()); }};
         return body(lock, session);
     };
+    if (options.permits > 0 && global.urls.size() > 1) {
+        complain("run --permits takes one server URL: a semaphore lives on one server");
+        return exit_usage;
+    }
+    if (options.permits > 0 && options.keys.size() > 1) {
+        complain("run --permits takes one key: the semaphore's name");
+        return exit_usage;
+    }
     if (global.urls.size() > 1) {
         Masters masters(global.urls, client_options(global));
         if (!enough_masters_reachable(masters)) return exit_unavailable;
@@ -89,6 +135,11 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
     std::optional<Client> slot;
     auto& client = connect(slot, global, global.urls.front());
     const LockOptions lock_options{.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost};
+    if (options.permits > 0) {
+        PermitLock permit(client, options.keys.front(), options.permits, {.lease = options.ttl, .on_lost = on_lost});
+        Session session{watch, lost, client, [&] { return permits_of(client, options.keys.front()); }};
+        return body(permit, session);
+    }
     if constexpr (Several) {
         if (options.keys.size() > 1) {
             MultiLock lock(client, options.keys, lock_options);

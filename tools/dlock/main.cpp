@@ -19,6 +19,7 @@
 #include "cli.hpp"
 #include "demo.hpp"
 #include "dlock/error.hpp"
+#include "dlock/semaphore.hpp"
 #include "duration.hpp"
 #include "help_text.hpp"
 #include "run_command.hpp"
@@ -143,6 +144,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--grace", grace, "after SIGTERM on a lost lease, SIGKILL after this (default 10s)");
     run_cmd->add_option("-c,--command", shell_command, "run this string with /bin/sh -c (instead of -- COMMAND)");
     run_cmd->add_flag("--json-events", run.json_events, "one JSON line per event on stderr");
+    run_cmd->add_option("--permits", run.permits,
+                        "hold one of N permits of semaphore KEY instead of a lock (N: the limit, set if new)");
 
     RunOptions hold;
     AcquireFlags hold_flags;
@@ -210,6 +213,9 @@ int main(int argc, char** argv) {
         if (*run_cmd) {
             run_flags.resolve(run);
             run.grace = duration_option(grace, "--grace");
+            if (run_cmd->count("--permits") > 0 && (run.permits == 0 || run.permits > dlock::max_semaphore_limit))
+                throw CLI::ValidationError("--permits", "must be between 1 and " +
+                                                            std::to_string(dlock::max_semaphore_limit));
             run.on_lost = on_lost == "kill" ? OnLost::kill : on_lost == "ignore" ? OnLost::ignore : OnLost::term;
             if (!shell_command.empty() && has_separator)
                 throw UsageError("give either -c 'SHELL COMMAND' or -- COMMAND [ARG...], not both");

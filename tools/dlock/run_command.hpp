@@ -27,6 +27,7 @@ struct RunOptions {
     int conflict_exit_code = exit_conflict;
     bool json_events = false;  // run: one JSON line per event on stderr
     bool json = false;         // hold: the token, lease and owner as one JSON object
+    unsigned permits = 0;      // run --permits N: one of N permits of semaphore KEY; 0: a lock
 
     // The keys for messages: "a", or "a, b, c".
     std::string label() const;
