@@ -90,21 +90,21 @@ def double_grants(all_sections):
     return found + over_limit([s for s in all_sections if s["side"] == "permit"])
 
 
-def over_limit(permit_sections):
-    """Instants at which entitled holders held more permits than the limit:
+def over_limit(permit_sections, until="entitled_until"):
+    """Instants at which entitled holders (or, with until="last_seen", holders
+    entitled or not) held more permits than the limit:
     a sweep over the starts and entitlement ends, an end before a start at
     the same instant (a permit given back and taken again is no overlap)."""
     found, held, holders = [], 0, {}
     edges = sorted([(s["start"], 1, i) for i, s in enumerate(permit_sections)] +
-                   [(s["entitled_until"], 0, i) for i, s in enumerate(permit_sections)
-                    if s["entitled_until"] > s["start"]])
+                   [(s[until], 0, i) for i, s in enumerate(permit_sections) if s[until] > s["start"]])
     for t, starting, i in edges:
         s = permit_sections[i]
         if not starting:
             if holders.pop(i, None) is not None:
                 held -= s["permits"]
             continue
-        if s["entitled_until"] <= s["start"]:
+        if s[until] <= s["start"]:
             continue
         holders[i] = s
         held += s["permits"]
@@ -171,7 +171,8 @@ def check(logs, accepted, rejected, counter, faults):
         acquisitions=len(all_sections),
         overlaps=sum(1 for i, a in enumerate(all_sections) for b in all_sections[i + 1:]
                      if a["client"] != b["client"] and "exclusive" in (a["side"], b["side"])
-                     and a["start"] < b["last_seen"] and b["start"] < a["last_seen"]),
+                     and a["start"] < b["last_seen"] and b["start"] < a["last_seen"])
+        + len(over_limit([s for s in all_sections if s["side"] == "permit"], until="last_seen")),
         double_grants=len(grants),
         double_grant_details=grants[:20],
         stale_accepted=len(stale),

@@ -68,6 +68,12 @@ class Permits(unittest.TestCase):
         logs = {"a": log((0, 3, 0, "permit", 2, 3)), "b": log((1, 3, 0, "permit", 2, 3))}
         self.assertEqual(grants(logs), 1)
 
+    def test_over_the_limit_after_a_loss_is_an_overlap_not_a_double_grant(self):
+        logs = {"a": log((0, 3, 0, "permit", 1, 1), lost=1.0), "b": log((2, 4, 0, "permit", 1, 1))}
+        result = check.check(logs, [], [], 0, [])
+        self.assertEqual(result["double_grants"], 0)
+        self.assertEqual(result["overlaps"], 1)
+
     def test_a_permit_given_back_and_taken_at_the_same_instant_is_no_overlap(self):
         logs = {"a": log((0, 1, 0, "permit", 1, 1)), "b": log((1, 2, 0, "permit", 1, 1))}
         self.assertEqual(grants(logs), 0)

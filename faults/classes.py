@@ -318,6 +318,8 @@ KINDS = {
     "lock": dict(what="", args=lambda index: []),
     "multi": dict(what="clients hold a multi-lock over three names, each listing them in its own order",
                   args=lambda index: ["--kind", "multi"]),
+    "permit": dict(what="clients hold one of 2 permits of a semaphore (4 clients: contended)",
+                   args=lambda index: ["--kind", "permit", "--limit", "2"]),
 }
 
 
