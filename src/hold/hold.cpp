@@ -3,8 +3,19 @@
 #include <algorithm>
 
 #include "dlock/error.hpp"
+#include "lock/lock_scripts.hpp"
 
 namespace dlock::detail {
+
+ScriptCall LockIdentity::renewal(const std::string& owner) const {
+    return {&renew_script(), {keys.lock, keys.fence()}, {owner, lease_ms, retention_ms, "0"}};
+}
+
+ScriptCall LockIdentity::release_all(const std::string& owner, std::string operation) const {
+    return {&release_script(),
+            {keys.lock, keys.fence(), keys.channel(), keys.tombstone(owner)},
+            {owner, lease_ms, std::move(operation), "all", retention_ms}};
+}
 
 Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const Grant& grant)
     : lock(std::move(lock_)),

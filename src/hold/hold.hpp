@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "dlock/lock.hpp"
+#include "dlock/script.hpp"
 #include "lock/lock_keys.hpp"
 #include "redis/asio.hpp"
 #include "validity.hpp"
@@ -55,6 +56,14 @@
 namespace dlock::detail {
 
 using LockClock = std::chrono::steady_clock;
+
+// One script call: what a kind of hold sends when the client acts on it by
+// itself (the lease keeper's renewal, the releases at client stop).
+struct ScriptCall {
+    const Script* script = nullptr;
+    std::vector<std::string> keys;
+    std::vector<std::string> argv;
+};
 
 // What every hold made through one lock object shares; immutable.
 struct LockIdentity {
@@ -65,6 +74,13 @@ struct LockIdentity {
           lease_ms(std::to_string(options.lease.count())),
           retention_ms(std::to_string(options.retention.count())) {}
     virtual ~LockIdentity() = default;
+
+    // How the client renews owner's hold (the answer: 1 renewed, 0 not ours
+    // any more) and releases all of it at stop (answer ignored). A Lock's
+    // lock hash (renew.lua, release.lua) unless a kind keeps its holds
+    // elsewhere (the read side of a read-write lock).
+    virtual ScriptCall renewal(const std::string& owner) const;
+    virtual ScriptCall release_all(const std::string& owner, std::string operation) const;
 
     std::string name;
     LockKeys keys;

@@ -17,6 +17,11 @@ DLOCK_SCRIPT(force_release)
 DLOCK_SCRIPT(inspect)
 DLOCK_SCRIPT(raise_fence)
 DLOCK_SCRIPT(hand_off)
+DLOCK_SCRIPT(rw_write_acquire)
+DLOCK_SCRIPT(rw_write_withdraw)
+DLOCK_SCRIPT(rw_read_acquire)
+DLOCK_SCRIPT(rw_read_release)
+DLOCK_SCRIPT(rw_read_renew)
 
 #undef DLOCK_SCRIPT
 

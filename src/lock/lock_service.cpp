@@ -1,6 +1,7 @@
 #include "lock_service.hpp"
 
 #include <future>
+#include <map>
 #include <optional>
 
 #include "dlock/error.hpp"
@@ -64,6 +65,17 @@ void LockService::check_eviction_policy() {
     });
 }
 
+namespace {
+
+// A call's keys and arguments as the transport takes them; views into call.
+struct CallViews {
+    explicit CallViews(const ScriptCall& call)
+        : keys(call.keys.begin(), call.keys.end()), argv(call.argv.begin(), call.argv.end()) {}
+    std::vector<std::string_view> keys, argv;
+};
+
+}  // namespace
+
 void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent) {
     std::vector<std::string_view> commands;
     std::vector<Completion> dones;
@@ -78,10 +90,9 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         // command never changes: format it once per hold.
         auto& command = hold->keeper.renew_command;
         if (command.empty()) {
-            const auto fence = hold->lock->keys.fence();
-            std::string_view keys[] = {hold->lock->keys.lock, fence};
-            std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-            append_eval(command, "EVALSHA", renew_script().sha1(), keys, argv);
+            const auto call = hold->lock->renewal(hold->owner);
+            const CallViews views(call);
+            append_eval(command, "EVALSHA", call.script->sha1(), views.keys, views.argv);
         }
         commands.emplace_back(command);  // `due` keeps the hold alive through the submit
         deadline = std::min(deadline, LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
@@ -92,10 +103,9 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
 
 void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
     const auto& ack = hold->lock->options.replica_ack;
-    const auto fence = hold->lock->keys.fence();
-    std::string_view keys[] = {hold->lock->keys.lock, fence};
-    std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-    eval_acknowledged_async(core_, renew_script(), keys, argv, ack, read_renewed, hold->view().valid_until,
+    const auto call = hold->lock->renewal(hold->owner);
+    const CallViews views(call);
+    eval_acknowledged_async(core_, *call.script, views.keys, views.argv, ack, read_renewed, hold->view().valid_until,
                             [this, hold, sent, wanted = ack.replicas](AcknowledgedAnswer&& answer) {
                                 if (answer.ec) return keeper_.failed(hold, answer.ec);
                                 if (!read_renewed(answer.reply)) return keeper_.refused(hold);
@@ -111,10 +121,9 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
     if (ec == errc::no_script) {
         // The server forgot the script (SCRIPT FLUSH, restart): the same
         // renewal again through the path that falls back to EVAL.
-        const auto fence = hold->lock->keys.fence();
-        std::string_view keys[] = {hold->lock->keys.lock, fence};
-        std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-        core_.eval_async(renew_script(), keys, argv,
+        const auto call = hold->lock->renewal(hold->owner);
+        const CallViews views(call);
+        core_.eval_async(*call.script, views.keys, views.argv,
                          [this, hold, sent](std::error_code e, Reply&& r) { on_renewed(hold, sent, e, r); },
                          LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
         return;
@@ -126,7 +135,8 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
 
 void LockService::release_all_on_stop() {
     auto holds = keeper_.live_holds();
-    std::vector<ClientCore::EvalCall> calls;
+    // One write per kind of release script.
+    std::map<const Script*, std::vector<ClientCore::EvalCall>> calls;
     std::vector<std::future<void>> done;
     for (auto& hold : holds) {
         // Renewal in flight or not: every hold that is still ours goes.
@@ -134,12 +144,11 @@ void LockService::release_all_on_stop() {
         keeper_.forget(hold);
         auto promise = std::make_shared<std::promise<void>>();
         done.push_back(promise->get_future());
-        const auto& keys = hold->lock->keys;
-        calls.push_back({{keys.lock, keys.fence(), keys.channel(), keys.tombstone(hold->owner)},
-                         {hold->owner, hold->lock->lease_ms, next_operation_id(), "all", hold->lock->retention_ms},
-                         [promise](std::error_code, Reply&&) { promise->set_value(); }});
+        auto call = hold->lock->release_all(hold->owner, next_operation_id());
+        calls[call.script].push_back(
+            {std::move(call.keys), std::move(call.argv), [promise](std::error_code, Reply&&) { promise->set_value(); }});
     }
-    core_.eval_many(release_script(), calls);
+    for (auto& [script, of_script] : calls) core_.eval_many(*script, of_script);
     // Bounded: every call completes by its command timeout.
     for (auto& f : done) f.wait();
 }

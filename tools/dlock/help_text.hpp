@@ -23,7 +23,9 @@ Example: a nightly job that must run on one host only (crontab on every host):
   0 3 * * *  dlock --url redis://locks.internal:6379 run --no-wait nightly-report -- /usr/local/bin/report)";
 
 inline constexpr const char* run = R"(The command runs with DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment. The
-lease is renewed while it runs. If the lease is lost it gets SIGTERM (--on-lost).
+lease is renewed while it runs. --shared takes KEY's read side: any number of
+--shared runs go together, a run without it goes alone (and once one waits, new
+--shared runs queue behind it); the token is then the last write's. If the lease is lost it gets SIGTERM (--on-lost).
 If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
 ignore): nobody would renew the lease, and it must not run on after it expires.
 
@@ -35,7 +37,9 @@ Examples:
   dlock run --no-wait nightly-report -- /usr/local/bin/report --full
   dlock run --wait 5m -c 'pg_dump app | gzip > /backup/app.gz' backup
   dlock --url redis://a:6379,redis://b:6379,redis://c:6379 run --ttl 1m deploy -- ./deploy.sh
-  dlock run --json-events job -- ./job 2>>/var/log/job.events)";
+  dlock run --json-events job -- ./job 2>>/var/log/job.events
+  dlock run --shared catalog -- ./export-catalog    # beside other --shared runs;
+  dlock run catalog -- ./rebuild-catalog            # alone, after them)";
 
 inline constexpr const char* hold = R"(Prints the fencing token (with --json: key, token, lease and holder) on stdout,
 then keeps the lease renewed until stdin ends or SIGTERM, SIGINT or SIGHUP

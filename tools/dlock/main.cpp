@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--grace", grace, "after SIGTERM on a lost lease, SIGKILL after this (default 10s)");
     run_cmd->add_option("-c,--command", shell_command, "run this string with /bin/sh -c (instead of -- COMMAND)");
     run_cmd->add_flag("--json-events", run.json_events, "one JSON line per event on stderr");
+    run_cmd->add_flag("--shared", run.shared,
+                      "take KEY's read side: runs beside other --shared runs, never beside one without it");
 
     RunOptions hold;
     AcquireFlags hold_flags;

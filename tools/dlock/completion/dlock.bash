@@ -16,7 +16,7 @@ _dlock() {
     done
     local options
     case $command in
-        run) options="--ttl --wait --no-wait --on-lost --grace --conflict-exit-code --json-events -c --command" ;;
+        run) options="--ttl --wait --no-wait --on-lost --grace --conflict-exit-code --json-events --shared -c --command" ;;
         hold) options="--ttl --wait --no-wait --conflict-exit-code --json" ;;
         status) options="--json --exit-status" ;;
         wait-free) options="--timeout" ;;
