@@ -298,7 +298,7 @@ def markdown(report):
         lines.append("dlock read-write lock, one name, 90 %% reads (100 µs held): %s acquisitions/s (%s reads, %s writes; "
                      "all on the write side: %s/s); writer wait p50 / p99 / max %s / %s / %s ms, reader wait p99 %s ms; "
                      "writers' counter exact: %s." % (
-                         fmt(rw["acq_per_s"]), fmt(rw["reads"]), fmt(rw["writes"]),
+                         fmt(rw["acq_per_s"]), fmt(rw["reads"], 0), fmt(rw["writes"], 0),
                          fmt(rx.get("acq_per_s")) if rx and "acq_per_s" in rx else "—",
                          fmt(rw["write_wait_p50_us"] / 1000, 2), fmt(rw["write_wait_p99_us"] / 1000, 2),
                          fmt(rw["write_wait_max_us"] / 1000, 2), fmt(rw["read_wait_p99_us"] / 1000, 2),
