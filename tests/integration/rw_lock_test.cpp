@@ -537,3 +537,31 @@ TEST(RwLock, ReadLeasesAreStillRenewedWhenRedisIsOutOfMemory) {
     lock.unlock();
     lock.unlock_shared();
 }
+
+TEST(RwLock, AWaiterChecksOnceAfterTheSubscriberReconnects) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.rw_lock("doc");  // 30 s lease: only a check at once finds it free in time
+    lock.lock();
+    std::atomic<bool> read{false};
+    std::thread reader([&] {
+        lock.lock_shared();
+        read = true;
+        lock.unlock_shared();
+    });
+    // Waiting, and subscribed to the lock's channel.
+    ASSERT_TRUE(eventually([&] { return server.cli({"PUBSUB", "NUMSUB", key_of("doc") + ":ch"}).find("\n1") !=
+                                        std::string::npos; }));
+    std::this_thread::sleep_for(100ms);
+    // The writer's hash goes without a release message (as after a restart
+    // that kept nothing), and the subscriber's connection drops: only the
+    // check after the resubscription can tell the reader.
+    server.cli({"DEL", key_of("doc")});
+    const auto dropped = Clock::now();
+    server.cli({"CLIENT", "KILL", "TYPE", "pubsub"});
+    EXPECT_TRUE(eventually([&] { return read.load(); }, 5s));
+    EXPECT_LT(Clock::now() - dropped, 5s);
+    reader.join();
+    std::error_code ec;
+    lock.unlock(ec);  // its hash was deleted behind its back
+}
