@@ -565,3 +565,31 @@ TEST(RwLock, AWaiterChecksOnceAfterTheSubscriberReconnects) {
     std::error_code ec;
     lock.unlock(ec);  // its hash was deleted behind its back
 }
+
+TEST(RwLock, DeadlinesAndStopRequestsEndAWaitOnEitherSide) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.rw_lock("doc");
+    lock.lock();
+    std::thread others([&] {
+        auto start = Clock::now();
+        EXPECT_FALSE(lock.try_lock_shared_for(300ms));
+        EXPECT_GE(Clock::now() - start, 300ms);
+        EXPECT_LT(Clock::now() - start, 1s);
+        start = Clock::now();
+        EXPECT_FALSE(lock.try_lock_until(std::chrono::system_clock::now() + 300ms));
+        EXPECT_LT(Clock::now() - start, 1s);
+        std::stop_source stop;
+        std::thread stopper([&] {
+            std::this_thread::sleep_for(200ms);
+            stop.request_stop();
+        });
+        start = Clock::now();
+        EXPECT_FALSE(lock.lock_shared(stop.get_token()));
+        EXPECT_LT(Clock::now() - start, 1s);
+        stopper.join();
+    });
+    others.join();
+    lock.unlock();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("doc") + ":wwait"}), "0") << "the stopped writer's mark is gone";
+}
