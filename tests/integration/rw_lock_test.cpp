@@ -349,7 +349,7 @@ TEST(RwLock, NoWriterStarvesUnderASteadyStreamOfReaders) {
     EXPECT_LT(waited, 2s) << "a writer waits for the readers already in, not for the stream";
 }
 
-TEST(RwLock, ACrashedReaderFreesItsShareWithinALease) {
+TEST(RwLock, ACrashedReaderProcessFreesItsShareWithinALease) {
     dlock::support::RedisServer server;
     int ready[2];
     ASSERT_EQ(pipe(ready), 0);
@@ -378,7 +378,7 @@ TEST(RwLock, ACrashedReaderFreesItsShareWithinALease) {
     lock.unlock();
 }
 
-TEST(RwLock, ADeadWaitingWriterHoldsReadersBackForAtMostALease) {
+TEST(RwLock, ADeadWaitingWriterProcessHoldsReadersBackForAtMostALease) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.rw_lock("doc");
