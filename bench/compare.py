@@ -90,7 +90,7 @@ def libraries(build, quick):
     node = ["node", os.path.join(PEERS, "node_runner.js")]
     py = [PYTHON, os.path.join(PEERS, "redis_py_runner.py")]
     out = [("dlock", dlock, ["uncontended", "contended", "contended_cs100", "many", "redlock", "watchdog", "multi",
-                             "multi_contended", "semaphore"])]
+                             "multi_contended", "semaphore", "rwlock_read_mostly", "rwlock_exclusive"])]
     modes = ["tuned"] if quick else ["default", "tuned"]
     for mode in modes:
         out.append(("redis-py Lock (%s)" % mode, py + ["--mode", mode], ["uncontended", "contended", "contended_cs100", "many"]))
@@ -126,6 +126,12 @@ def scenario_flags(scenario, server, masters, quick):
     if scenario == "redlock":
         return ["--scenario", "redlock", "--url", server.url, "--urls", ",".join(m.url for m in masters),
                 "--n", "100" if quick else "3000"]
+    if scenario in ("rwlock_read_mostly", "rwlock_exclusive"):
+        # 90 % reads holding it 100 µs; the same work under the write side alone for comparison.
+        return ["--scenario", "rwlock", "--url", server.url,
+                "--processes", "2" if quick else "4", "--tasks", "2" if quick else "8",
+                "--duration-ms", "400" if quick else "5000", "--cs-us", "100", "--read-percent", "90",
+                "--exclusive", "1" if scenario == "rwlock_exclusive" else "0"]
     if scenario == "watchdog":
         return ["--scenario", "watchdog", "--url", server.url, "--locks", "500" if quick else "10000",
                 "--lease-ms", "3000", "--duration-ms", "1000" if quick else "60000"]
@@ -241,6 +247,11 @@ def goals(results, capacity):
     mu = dlock.get("multi", {})
     if "three_over_single_p50" in mu:
         out["multi3_p50_over_single_p50"] = mu["three_over_single_p50"]
+    rw, rx = dlock.get("rwlock_read_mostly", {}), dlock.get("rwlock_exclusive", {})
+    if "acq_per_s" in rw:
+        out["rwlock_writer_wait_p99_ms"] = rw["write_wait_p99_us"] / 1000
+        if rx.get("acq_per_s"):
+            out["rwlock_read_mostly_over_exclusive"] = rw["acq_per_s"] / rx["acq_per_s"]
     return out
 
 
@@ -255,6 +266,8 @@ TARGETS = [
     ("watchdog_renewals_over_minimal", "<=", 1.1, "watchdog renewals / minimal"),
     ("watchdog_client_cpu_percent", "<=", 2.0, "watchdog client CPU (% of a core)"),
     ("redlock5_p50_over_single_p50", "<=", 1.5, "Redlock 5 masters p50 / single master p50"),
+    ("rwlock_read_mostly_over_exclusive", ">=", 2.0, "read-write lock, 90 % reads: acq/s / all exclusive"),
+    ("rwlock_writer_wait_p99_ms", "<=", 50.0, "read-write lock, 90 % reads: writer wait p99 (ms)"),
 ]
 
 
@@ -317,6 +330,17 @@ def markdown(report):
                      "%s heap bytes per held lock." % (w["locks"], fmt(w["renewals_per_s"]),
                                                        fmt(w["renewals_over_minimal"], 2),
                                                        fmt(w["client_cpu_percent"], 2), fmt(w["bytes_per_lock"], 0)))
+    rw, rx = results["dlock"].get("rwlock_read_mostly"), results["dlock"].get("rwlock_exclusive")
+    if rw and "acq_per_s" in rw:
+        lines.append("")
+        lines.append("dlock read-write lock, one name, 90 %% reads (100 µs held): %s acquisitions/s (%s reads, %s writes; "
+                     "all on the write side: %s/s); writer wait p50 / p99 / max %s / %s / %s ms, reader wait p99 %s ms; "
+                     "writers' counter exact: %s." % (
+                         fmt(rw["acq_per_s"]), fmt(rw["reads"], 0), fmt(rw["writes"], 0),
+                         fmt(rx.get("acq_per_s")) if rx and "acq_per_s" in rx else "—",
+                         fmt(rw["write_wait_p50_us"] / 1000, 2), fmt(rw["write_wait_p99_us"] / 1000, 2),
+                         fmt(rw["write_wait_max_us"] / 1000, 2), fmt(rw["read_wait_p99_us"] / 1000, 2),
+                         fmt(rw["counter_exact"])))
     lines.append("")
     lines.append("| goal | dlock | target | met |")
     lines.append("|---|---|---|---|")

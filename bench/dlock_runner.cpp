@@ -21,6 +21,13 @@
 //   --scenario multi_contended --url U --processes P --tasks T --duration-ms D
 //       as contended, on a 3-name MultiLock whose names half the processes
 //       list in the opposite order
+//   --scenario rwlock       --url U --processes P --tasks T --duration-ms D --cs-us C --read-percent R
+//                           [--exclusive 1]
+//       P processes x T threads on one read-write lock, R % of acquisitions for
+//       reading (each holding it C µs), the others for writing (a non-atomic
+//       GET/SET counter on the server checks exclusion); acquisitions/s and the
+//       writers' waits. --exclusive 1 takes the write side for every one: the
+//       same work under an exclusive lock, for comparison
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -263,6 +270,110 @@ int multi_contended(const Flags& f) {
     });
 }
 
+// What the read-write workers share across processes (MAP_SHARED).
+struct RwShared {
+    long reads[256];
+    long writes[256];
+    double read_wait_us[256][1024];
+    double write_wait_us[256][1024];
+    long read_samples[256];
+    long write_samples[256];
+};
+
+int rwlock(const Flags& f) {
+    const int processes = static_cast<int>(f.number("processes", 4));
+    const int tasks = static_cast<int>(f.number("tasks", 8));
+    const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
+    const auto critical = std::chrono::microseconds(f.number("cs-us", 100));
+    const long read_percent = f.number("read-percent", 90);
+    const bool exclusive = f.number("exclusive", 0) != 0;
+    const std::string url = f.text("url"), counter_key = "bench:rw:counter";
+    if (processes * tasks > 256) return 2;
+    {
+        dlock::Client client(url);
+        client.command({"DEL", counter_key});
+    }
+    auto* shared = static_cast<RwShared*>(
+        mmap(nullptr, sizeof(RwShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    std::vector<pid_t> children;
+    const auto start_at = Clock::now() + 500ms;
+    for (int p = 0; p < processes; ++p) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            dlock::Client client(url);
+            auto lock = client.rw_lock("bench:rwlock");
+            std::vector<std::thread> workers;
+            for (int t = 0; t < tasks; ++t) {
+                const int w = p * tasks + t;
+                workers.emplace_back([&, w] {
+                    std::minstd_rand random(static_cast<unsigned>(w + 1));
+                    std::uniform_int_distribution<long> percent(0, 99);
+                    std::this_thread::sleep_until(start_at);
+                    const auto stop_at = start_at + duration;
+                    auto record = [](double (*samples)[1024], long* counts, int worker, double waited) {
+                        if (counts[worker] < 1024) samples[worker][counts[worker]] = waited;
+                        ++counts[worker];
+                    };
+                    while (Clock::now() < stop_at) {
+                        const bool reading = percent(random) < read_percent;
+                        const auto asked = Clock::now();
+                        if (reading && !exclusive) lock.lock_shared();
+                        else lock.lock();
+                        const double waited = std::chrono::duration<double, std::micro>(Clock::now() - asked).count();
+                        if (reading) {
+                            busy_wait(critical);
+                        } else {
+                            // Deliberately not atomic: lost updates show a writer overlapping another.
+                            auto value = client.command({"GET", counter_key});
+                            long seen = value.is_nil() ? 0 : std::stol(value.text);
+                            busy_wait(critical);
+                            client.command({"SET", counter_key, std::to_string(seen + 1)});
+                        }
+                        if (reading && !exclusive) lock.unlock_shared();
+                        else lock.unlock();
+                        if (reading) {
+                            record(shared->read_wait_us, shared->read_samples, w, waited);
+                            ++shared->reads[w];
+                        } else {
+                            record(shared->write_wait_us, shared->write_samples, w, waited);
+                            ++shared->writes[w];
+                        }
+                    }
+                });
+            }
+            for (auto& w : workers) w.join();
+            _exit(0);
+        }
+        children.push_back(pid);
+    }
+    for (auto pid : children) waitpid(pid, nullptr, 0);
+    long reads = 0, writes = 0;
+    Samples read_waits, write_waits;
+    for (int w = 0; w < processes * tasks; ++w) {
+        reads += shared->reads[w];
+        writes += shared->writes[w];
+        for (long i = 0; i < std::min(shared->read_samples[w], 1024L); ++i)
+            read_waits.us.push_back(shared->read_wait_us[w][i]);
+        for (long i = 0; i < std::min(shared->write_samples[w], 1024L); ++i)
+            write_waits.us.push_back(shared->write_wait_us[w][i]);
+    }
+    dlock::Client client(url);
+    auto counter = client.command({"GET", counter_key});
+    const long counted = counter.is_nil() ? 0 : std::stol(counter.text);
+    const double seconds = std::chrono::duration<double>(duration).count();
+    std::printf("{\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"reads\": %ld, \"writes\": %ld, "
+                "\"read_wait_p50_us\": %.1f, \"read_wait_p99_us\": %.1f, \"write_wait_p50_us\": %.1f, "
+                "\"write_wait_p99_us\": %.1f, \"write_wait_max_us\": %.1f, \"counter_exact\": %s}\n",
+                reads + writes, static_cast<double>(reads + writes) / seconds, reads, writes,
+                read_waits.us.empty() ? 0.0 : read_waits.percentile(50),
+                read_waits.us.empty() ? 0.0 : read_waits.percentile(99),
+                write_waits.us.empty() ? 0.0 : write_waits.percentile(50),
+                write_waits.us.empty() ? 0.0 : write_waits.percentile(99),
+                write_waits.us.empty() ? 0.0 : write_waits.max(), counted == writes ? "true" : "false");
+    munmap(shared, sizeof(RwShared));
+    return 0;
+}
+
 int many(const Flags& f) {
     const int tasks = static_cast<int>(f.number("tasks", 64));
     const long names = f.number("names", 10'000);
@@ -400,6 +511,7 @@ int main(int argc, char** argv) {
         if (scenario == "redlock") return redlock(f);
         if (scenario == "multi") return multi(f);
         if (scenario == "multi_contended") return multi_contended(f);
+        if (scenario == "rwlock") return rwlock(f);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlock_runner: %s\n", e.what());
         return 1;

@@ -43,6 +43,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -65,10 +66,17 @@ struct HoldCall {
     std::vector<std::string> argv;
 };
 
+// A HoldCall's strings as the views the transport takes; views into the call.
+struct HoldCallViews {
+    explicit HoldCallViews(const HoldCall& call)
+        : keys(call.keys.begin(), call.keys.end()), argv(call.argv.begin(), call.argv.end()) {}
+    std::vector<std::string_view> keys, argv;
+};
+
 // What every hold made through one lock object shares; immutable. A lock
-// kind whose holds the client's lease keeper renews (Lock; Semaphore's
-// permits) says here how its holds are renewed and given up; the defaults
-// are the exclusive lock's (lock_service.cpp).
+// kind whose holds the client's lease keeper renews (Lock, both sides of an
+// RwLock, Semaphore's permits) says here how its holds are renewed and
+// given up; the defaults are the exclusive lock's (lock_service.cpp).
 struct LockIdentity {
     LockIdentity(std::string name_, LockOptions options_)
         : name(std::move(name_)),

@@ -42,27 +42,10 @@ LockClock::time_point LockCore::retry_window_end() const {
     return LockClock::now() + options.connect_timeout + options.command_timeout;
 }
 
-void LockCore::contribute(const std::shared_ptr<Hold>& hold) {
-    hold->contribute(this);
-    std::lock_guard lock(owners_mutex_);
-    owners_.insert(hold->owner);
-}
-
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
-    auto call = RetriedCall::start(client, script, keys, argv, retry_window_end());
-    Answer answer;
-    answer.sent = call->first_sent();
-    // The gate travels with the call if the caller walks away: no other
-    // operation of this owner may start before its outcome is settled.
-    auto carried = std::make_shared<GateTicket>();
-    answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
-                              [carried, undo = std::move(undo)](std::error_code ec, Reply&& reply) {
-                                  if (undo) undo(ec, reply);
-                              });
-    if (!answer.known) *carried = std::move(ticket);
-    return answer;
+    return run_retried(client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, std::move(undo));
 }
 
 void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket) {
@@ -81,23 +64,12 @@ void LockCore::undo(const std::string& owner, const std::string& operation, std:
 
 bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant,
                             const std::string& operation) {
-    if (LockClock::now() >= valid_until(grant.sent, identity->options.lease)) {
-        // Granted, but the request waited so long (a paused server, a slow
-        // network) that its lease may be over already: not a hold anyone
-        // may trust. Give it back.
-        undo(owner, operation);
+    auto hold = adopt_grant(*service, identity, owner, slot, grant);
+    if (!hold) {
+        undo(owner, operation);  // its lease may be over already: give it back
         return false;
     }
-    auto hold = std::make_shared<Hold>(identity, owner, grant);
-    if (auto previous = slot.current()) {
-        // A new grant replaces whatever this owner had: a final hold, or a
-        // lost one the caller has not unlocked yet.
-        service->keeper().forget(previous);
-        mark_lost(previous, errc::lease_lost, service->io());
-    }
-    slot.set(hold);
-    service->keeper().track(hold, grant.sent);
-    contribute(hold);
+    contributions_.add(this, hold);
     return true;
 }
 
@@ -163,24 +135,13 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
         note_server_error(answer.ec, answer.reply);
         return false;
     }
-    const auto reentry = read_reentry(answer.reply);
-    if (reentry.kind == Reentry::Kind::malformed) {
-        ec = errc::protocol_error;
-        return false;
+    bool give_back = false;
+    if (apply_reentry(*service, hold, read_reentry(answer.reply), answer.sent, identity->options.lease, lost,
+                      give_back, ec)) {
+        contributions_.add(this, hold);
+        return true;
     }
-    if (reentry.kind == Reentry::Kind::granted) {
-        if (hold->reentered(reentry.count, answer.sent, identity->options.lease)) {
-            contribute(hold);
-            return true;
-        }
-        // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
-        undo(owner, answer.operation);
-    }
-    // The server says it is not ours any more: the hold was lost, and this
-    // call acquires afresh.
-    service->keeper().forget(hold);
-    mark_lost(hold, errc::lease_lost, service->io());
-    lost = true;
+    if (give_back) undo(owner, answer.operation);
     return false;
 }
 
@@ -343,12 +304,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
 void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
                              std::error_code& ec) {
     auto hold = slot.current();
-    if (!hold || hold->final()) {
-        ec = hold && hold->state() == HoldState::lost ? make_error_code(errc::lease_lost)
-                                                     : make_error_code(errc::not_owner);
-        if (hold && hold->state() == HoldState::lost && hold->forget_lost_holds(holds) == 0) slot.clear(hold);
-        return;
-    }
+    if (refuse_release_of_final(slot, hold, holds, ec)) return;
     const auto view = hold->view();
     const bool final_release = holds >= view.count;
     if (final_release) {
@@ -365,42 +321,7 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     auto answer = run(release_script(), {keys.lock, fence, channel, tombstone},
                       {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, std::nullopt, {},
                       ticket, {});
-    const auto released = read_release(answer.reply);
-    if (answer.ec || released.kind == Release::Kind::malformed) {
-        ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);
-        note_server_error(answer.ec, answer.reply);
-        if (final_release) {
-            // Not renewed any more; the lease ends it.
-            hold->release_unanswered();
-            slot.clear(hold);
-            service->keeper().forget(hold);
-        }
-        return;
-    }
-    const unsigned left = released.holds_left;
-    if (released.kind == Release::Kind::not_ours) {
-        // Not ours on the server (expired, force-released, taken): lost.
-        service->keeper().forget(hold);
-        mark_lost(hold, errc::lease_lost, service->io());
-        hold->forget_lost_holds(holds);
-        ec = errc::lease_lost;
-        return;
-    }
-    if (final_release) {
-        hold->release_answered(left, answer.sent);
-    } else if (left == 0 ? hold->begin_final_release() : true) {
-        if (left == 0) hold->release_answered(0, answer.sent);
-        else hold->partly_released(left, answer.sent, identity->options.lease);
-    }
-    if (hold->state() == HoldState::released) {
-        slot.clear(hold);
-        service->keeper().forget(hold);
-        // Local waiters are not woken here: they wake on the same pub/sub
-        // message as every other process's, so this process gets no head start.
-    } else if (final_release) {
-        // The server still counts holds of ours: it stays held, and renewed.
-        service->keeper().track(hold, answer.sent);
-    }
+    apply_release(*service, slot, hold, holds, final_release, identity->options.lease, answer, ec);
 }
 
 void LockCore::release(std::error_code& ec) {
@@ -417,23 +338,11 @@ void LockCore::release(std::error_code& ec) {
 void LockCore::release_outstanding() noexcept {
     try {
         if (client->usable()) return;  // a closed client released everything already
-        std::unordered_set<std::string> owners;
-        {
-            std::lock_guard lock(owners_mutex_);
-            owners.swap(owners_);
-        }
-        for (const auto& owner : owners) {
-            OwnerOperation operation(service->holds(), identity->name, owner);
-            (void)operation.enter(std::nullopt, {});
-            // Only what was made through this object, on the hold as it is
-            // now: a hold that ended or was replaced took our share with it.
-            const auto hold = operation.slot().current();
-            const unsigned holds = hold ? hold->contribution_of(this) : 0;
-            if (holds == 0) continue;
-            for (unsigned i = 0; i < holds; ++i) hold->withdraw(this);
-            std::error_code ignored;
-            release_holds(owner, operation.slot(), operation.ticket, holds, ignored);
-        }
+        release_contributed(this, contributions_.take(), service->holds(), identity->name,
+                            [this](const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds) {
+                                std::error_code ignored;
+                                release_holds(owner, slot, ticket, holds, ignored);
+                            });
     } catch (...) {
         // Best effort: the lease ends what is left.
     }

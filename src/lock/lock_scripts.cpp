@@ -24,6 +24,11 @@ DLOCK_SCRIPT(semaphore_release)
 DLOCK_SCRIPT(semaphore_renew)
 DLOCK_SCRIPT(semaphore_set_limit)
 DLOCK_SCRIPT(semaphore_inspect)
+DLOCK_SCRIPT(rw_write_acquire)
+DLOCK_SCRIPT(rw_write_withdraw)
+DLOCK_SCRIPT(rw_read_acquire)
+DLOCK_SCRIPT(rw_read_release)
+DLOCK_SCRIPT(rw_read_renew)
 
 #undef DLOCK_SCRIPT
 

@@ -23,16 +23,6 @@ HoldCall LockIdentity::final_release(const std::string& owner, const std::string
             {owner, lease_ms, operation, "all", retention_ms}};
 }
 
-namespace {
-
-// A HoldCall's strings as the views the formatters take.
-struct CallViews {
-    explicit CallViews(const HoldCall& call)
-        : keys(call.keys.begin(), call.keys.end()), argv(call.argv.begin(), call.argv.end()) {}
-    std::vector<std::string_view> keys, argv;
-};
-
-}  // namespace
 
 LockService::LockService(ClientCore& core)
     : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
@@ -87,6 +77,7 @@ void LockService::check_eviction_policy() {
     });
 }
 
+
 void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent) {
     std::vector<std::string_view> commands;
     std::vector<Completion> dones;
@@ -102,7 +93,7 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         auto& command = hold->keeper.renew_command;
         if (command.empty()) {
             const auto call = hold->lock->renewal(hold->owner);
-            const CallViews views(call);
+            const HoldCallViews views(call);
             append_eval(command, "EVALSHA", call.script->sha1(), views.keys, views.argv);
         }
         commands.emplace_back(command);  // `due` keeps the hold alive through the submit
@@ -114,10 +105,9 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
 
 void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
     const auto& ack = hold->lock->options.replica_ack;
-    const auto fence = hold->lock->keys.fence();
-    std::string_view keys[] = {hold->lock->keys.lock, fence};
-    std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-    eval_acknowledged_async(core_, renew_script(), keys, argv, ack, read_renewed, hold->view().valid_until,
+    const auto call = hold->lock->renewal(hold->owner);
+    const HoldCallViews views(call);
+    eval_acknowledged_async(core_, *call.script, views.keys, views.argv, ack, read_renewed, hold->view().valid_until,
                             [this, hold, sent, wanted = ack.replicas](AcknowledgedAnswer&& answer) {
                                 if (answer.ec) return keeper_.failed(hold, answer.ec);
                                 if (!read_renewed(answer.reply)) return keeper_.refused(hold);
@@ -134,7 +124,7 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
         // The server forgot the script (SCRIPT FLUSH, restart): the same
         // renewal again through the path that falls back to EVAL.
         const auto call = hold->lock->renewal(hold->owner);
-        const CallViews views(call);
+        const HoldCallViews views(call);
         core_.eval_async(*call.script, views.keys, views.argv,
                          [this, hold, sent](std::error_code e, Reply&& r) { on_renewed(hold, sent, e, r); },
                          LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));

@@ -27,9 +27,14 @@ public:
     static std::shared_ptr<LockService> of(ClientCore& core);
 
     LeaseKeeper& keeper() noexcept { return keeper_; }
+    // Exclusive holds (Lock, the write side of an RwLock), by name and owner;
+    // the inbox's revocations look here.
     HoldRegistry& holds() noexcept { return holds_; }
     // The waiters of semaphores, by channel.
     ChannelWatches& watches() noexcept { return watches_; }
+    // The read side of RwLocks, by name and owner: one owner may hold both
+    // sides of one name, each with its own hold, count and gate.
+    HoldRegistry& shared_holds() noexcept { return shared_holds_; }
     asio::io_context& io() noexcept { return core_.io(); }
 
 private:
@@ -47,6 +52,7 @@ private:
     ClientCore& core_;
     HoldRegistry holds_;
     ChannelWatches watches_;
+    HoldRegistry shared_holds_;
     LeaseKeeper keeper_;
     Subscription inbox_;
 };

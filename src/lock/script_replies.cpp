@@ -16,9 +16,13 @@ constexpr long long granted = 1, busy = 0, not_ours = -1, stale_operation = -2;
 // reading may index past what arrived, or take another number for a grant.
 bool is_acquire_reply(const Reply& reply) {
     if (!reply.is_array() || reply.elements.empty() || !reply.elements[0].is_integer()) return false;
+    const auto integers = [&](std::size_t n) {
+        return reply.elements.size() == n &&
+               std::all_of(reply.elements.begin(), reply.elements.end(), [](const Reply& e) { return e.is_integer(); });
+    };
     switch (reply.elements[0].integer) {
-        case granted: return reply.elements.size() == 3;
-        case busy: return reply.elements.size() == 2;
+        case granted: return integers(3);
+        case busy: return integers(2);
         case not_ours:
         case stale_operation: return true;
         default: return false;

@@ -123,3 +123,46 @@ TEST(ScriptReplies, RevocationNoticeKeepsEveryByteOfTheName) {
                             "released abc 12 dlock:{n}", "revoked abc", "revoked abc 12 dlock:{"})
         EXPECT_FALSE(read_revocation(bad)) << bad;
 }
+
+// The read-write lock's scripts (rw_write_acquire.lua, rw_read_acquire.lua,
+// rw_read_release.lua, rw_read_renew.lua) answer in acquire.lua's, release.lua's
+// and renew.lua's vocabulary and are read by the same functions.
+TEST(RwScriptReplies, AnswersOfTheScripts) {
+    // A reader's grant: the token of the last write it follows, its count.
+    const auto reader = read_fresh_acquire(array({integer(1), integer(1795331927095183), integer(3)}));
+    EXPECT_EQ(reader.kind, FreshAcquire::Kind::granted);
+    EXPECT_EQ(reader.token, 1795331927095183u);
+    EXPECT_EQ(reader.count, 3u);
+    // Must wait: until the writer's lease, or the first reader's, or a
+    // waiting writer's mark ends.
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(29'000)})).lease_left, 29'000ms);
+    EXPECT_EQ(read_reentry(array({integer(1), integer(5), integer(2)})).count, 2u);
+    EXPECT_EQ(read_reentry(array({integer(-1)})).kind, Reentry::Kind::not_ours);
+    EXPECT_EQ(read_release(integer(-3)).kind, Release::Kind::not_ours);
+    EXPECT_EQ(read_release(integer(2)).holds_left, 2u);
+    EXPECT_TRUE(read_renewed(integer(1)));
+    EXPECT_FALSE(read_renewed(integer(0)));
+}
+
+TEST(RwScriptReplies, AWaitInThePastOrBeyondAnyLeaseIsClamped) {
+    // A deadline the server's clock already passed (or a clock step) must
+    // not make the waiter spin nor sleep past any lease.
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(-5)})).lease_left, 1ms);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(0)})).lease_left, 1ms);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(LLONG_MIN)})).lease_left, 1ms);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(LLONG_MAX)})).lease_left, max_lease);
+}
+
+TEST(RwScriptReplies, AGrantOrWaitWhoseNumbersAreNotIntegersIsMalformed) {
+    // Found writing the read-write lock: {1, "x", 1} read as a grant with
+    // token 0, and {0, "x"} as a wait of 1 ms; no script sends them.
+    for (const auto& reply :
+         {array({integer(1), Reply::make_string("1795331927095183"), integer(1)}),
+          array({integer(1), integer(7), Reply::make_string("1")}), array({integer(1), Reply{}, integer(1)}),
+          array({integer(1), array({integer(7)}), integer(1)}), array({integer(0), Reply::make_string("100")}),
+          array({integer(0), Reply::make_error("ERR x")})}) {
+        EXPECT_EQ(read_fresh_acquire(reply).kind, FreshAcquire::Kind::malformed);
+        EXPECT_EQ(read_reentry(reply).kind, Reentry::Kind::malformed);
+        EXPECT_FALSE(is_grant(reply));
+    }
+}

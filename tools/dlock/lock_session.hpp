@@ -25,6 +25,7 @@
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
 #include "dlock/semaphore.hpp"
+#include "dlock/rw_lock.hpp"
 #include "event_log.hpp"
 #include "json.hpp"
 #include "run_command.hpp"
@@ -92,6 +93,26 @@ private:
     Permit permit_;
 };
 
+// The read side of an RwLock under the names run and hold call.
+class ReadSide {
+public:
+    explicit ReadSide(RwLock& lock) : lock_(lock) {}
+    bool try_lock() { return lock_.try_lock_shared(); }
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+        return lock_.try_lock_shared_until(deadline, stop);
+    }
+    bool lock(std::stop_token stop) { return lock_.lock_shared(stop); }
+    void unlock() noexcept { lock_.unlock_shared(); }
+    void unlock(std::error_code& ec) noexcept { lock_.unlock_shared(ec); }
+    // The token of the last write this reader follows.
+    std::uint64_t fencing_token() const { return lock_.shared_fencing_token(); }
+    std::chrono::steady_clock::time_point valid_until() const { return lock_.shared_valid_until(); }
+    const std::string& name() const noexcept { return lock_.name(); }
+
+private:
+    RwLock& lock_;
+};
+
 // What run and hold have while they hold a lock.
 struct Session {
     SignalWatch& watch;
@@ -125,7 +146,15 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
         complain("run --permits takes one key: the semaphore's name");
         return exit_usage;
     }
+    if (options.shared && (options.permits > 0 || options.keys.size() > 1)) {
+        complain("--shared takes one key and no --permits: it is the read side of one read-write lock");
+        return exit_usage;
+    }
     if (global.urls.size() > 1) {
+        if (options.shared) {
+            complain("--shared needs one server: a Redlock has no read side");
+            return exit_usage;
+        }
         Masters masters(global.urls, client_options(global));
         if (!enough_masters_reachable(masters)) return exit_unavailable;
         Redlock lock(masters, options.keys.front(),
@@ -147,8 +176,12 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
             return body(lock, session);
         }
     }
-    Lock lock(client, options.keys.front(), lock_options);
-    return run_body(lock, client);
+    // The write side of KEY's read-write lock: exclusive, like a Lock on KEY
+    // (the same key in Redis), and it also waits for --shared holders.
+    RwLock lock(client, options.keys.front(), {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+    if (!options.shared) return run_body(lock, client);
+    ReadSide reader(lock);
+    return run_body(reader, client);
 }
 
 // Releases and says exactly what happened when it was not a plain release:

@@ -146,6 +146,8 @@ int main(int argc, char** argv) {
     run_cmd->add_flag("--json-events", run.json_events, "one JSON line per event on stderr");
     run_cmd->add_option("--permits", run.permits,
                         "hold one of N permits of semaphore KEY instead of a lock (N: the limit, set if new)");
+    run_cmd->add_flag("--shared", run.shared,
+                      "take KEY's read side: runs beside other --shared runs, never beside one without it");
 
     RunOptions hold;
     AcquireFlags hold_flags;

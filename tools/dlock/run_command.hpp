@@ -26,6 +26,7 @@ struct RunOptions {
     std::chrono::milliseconds grace{10'000};
     int conflict_exit_code = exit_conflict;
     bool json_events = false;  // run: one JSON line per event on stderr
+    bool shared = false;       // run: the read side of KEY's read-write lock (rw_lock.hpp)
     bool json = false;         // hold: the token, lease and owner as one JSON object
     unsigned permits = 0;      // run --permits N: one of N permits of semaphore KEY; 0: a lock
 

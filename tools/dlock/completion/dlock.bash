@@ -16,7 +16,7 @@ _dlock() {
     done
     local options
     case $command in
-        run) options="--ttl --wait --no-wait --on-lost --grace --conflict-exit-code --json-events --permits -c --command --key" ;;
+        run) options="--ttl --wait --no-wait --on-lost --grace --conflict-exit-code --json-events --permits --shared -c --command --key" ;;
         hold) options="--ttl --wait --no-wait --conflict-exit-code --json" ;;
         status) options="--json --exit-status" ;;
         wait-free) options="--timeout" ;;
