@@ -200,9 +200,11 @@ TEST(Semaphore, RaisingTheLimitWakesWaiters) {
 TEST(Semaphore, PermitsAreRenewedWhileHeld) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    dlock::Semaphore sem(client, "renewed", {.limit = 1, .lease = 300ms});
+    // Three leases long, with a lease that a loaded machine's scheduling
+    // cannot eat (a renewal is due every third of it).
+    dlock::Semaphore sem(client, "renewed", {.limit = 1, .lease = 1s});
     auto p = sem.acquire();
-    std::this_thread::sleep_for(1s);
+    std::this_thread::sleep_for(3s);
     EXPECT_TRUE(p.is_held());
     EXPECT_FALSE(sem.try_acquire());
     EXPECT_EQ(server.cli({"ZCARD", key_of("renewed")}), "1");
