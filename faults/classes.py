@@ -318,6 +318,8 @@ KINDS = {
     "lock": dict(what="", args=lambda index: []),
     "multi": dict(what="clients hold a multi-lock over three names, each listing them in its own order",
                   args=lambda index: ["--kind", "multi"]),
+    "rw": dict(what="clients 0 and 2 take a read-write lock's read side, 1 and 3 its write side",
+               args=lambda index: ["--kind", "read" if index % 2 == 0 else "write"]),
     "permit": dict(what="clients hold one of 2 permits of a semaphore (4 clients: contended)",
                    args=lambda index: ["--kind", "permit", "--limit", "2"]),
 }

@@ -12,13 +12,16 @@
 //
 //   dlock_fault_client --lock URL[,URL...] --storage URL --name NAME --id ID
 //                      --log FILE --fenced-sha SHA1 [--lease-ms 1000] [--seconds 20] [--work-ms 40]
-//                      [--replica-ack N] [--ack-timeout-ms 200] [--kind lock|multi|permit] [--limit N]
+//                      [--replica-ack N] [--ack-timeout-ms 200] [--kind lock|multi|permit|read|write] [--limit N]
 // Several --lock URLs make a Redlock over those masters. --kind multi takes a
 // MultiLock over NAME:a, NAME:b and NAME:c (listed in an order that depends
 // on ID, so clients list them differently) and fences its writes with the
 // token of NAME:a. --kind permit holds one of --limit permits of semaphore
 // NAME; permits carry no fencing token, so its sections write nothing and
-// the checker counts the permits held at once against the limit.
+// the checker counts the permits held at once against the limit. --kind read
+// and --kind write take the two sides of read-write lock NAME: a reader's
+// sections may overlap other readers', and write nothing; a writer's are
+// exclusive and write as a lock's do.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,6 +42,7 @@
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/rw_lock.hpp"
 #include "dlock/semaphore.hpp"
 
 using namespace std::chrono_literals;
@@ -127,7 +131,7 @@ Settings parse(int argc, char** argv) {
     if (s.lock_urls.empty() || s.storage_url.empty() || s.name.empty() || s.id.empty() || s.log_path.empty() ||
         s.fenced_sha.empty())
         throw std::invalid_argument("--lock, --storage, --name, --id, --log and --fenced-sha are required");
-    if (s.kind != "lock" && s.kind != "multi" && s.kind != "permit") throw std::invalid_argument("unknown --kind " + s.kind);
+    if (s.kind != "lock" && s.kind != "multi" && s.kind != "permit" && s.kind != "read" && s.kind != "write") throw std::invalid_argument("unknown --kind " + s.kind);
     if (s.kind != "lock" && s.lock_urls.size() > 1) throw std::invalid_argument("--kind " + s.kind + " takes one --lock URL");
     return s;
 }
@@ -137,7 +141,7 @@ Settings parse(int argc, char** argv) {
 template <typename Sample>
 void critical_section(dlock::Client& storage, const Settings& s, std::uint64_t token,
                       std::mt19937& random, Log& log, Sample&& sample) {
-    const bool writes = s.kind != "permit";
+    const bool writes = s.kind != "permit" && s.kind != "read";
     auto before = writes ? storage.command({"GET", "control:counter"}) : dlock::Reply{};
     const long long value = before.is_nil() ? 0 : std::stoll(before.text);
     std::uniform_int_distribution<long long> jitter(s.work.count() / 2, s.work.count() * 3 / 2);
@@ -164,6 +168,7 @@ std::atomic<double> last_valid_until{0};
 
 // What the checker needs to know of a section beyond its times.
 std::string side_fields(const Settings& s) {
+    if (s.kind == "read") return ",\"side\":\"shared\"";
     if (s.kind != "permit") return ",\"side\":\"exclusive\"";
     return ",\"side\":\"permit\",\"permits\":1,\"limit\":" + std::to_string(s.limit);
 }
@@ -186,6 +191,26 @@ public:
 private:
     dlock::Semaphore semaphore_;
     dlock::Permit permit_;
+};
+
+// One side of a read-write lock as the workload sees a lock.
+class RwSide {
+public:
+    RwSide(dlock::Client& client, const Settings& s, dlock::LockOptions options)
+        : lock_(client, s.name, {.lease = options.lease, .on_lost = std::move(options.on_lost)}),
+          read_(s.kind == "read") {}
+    bool try_lock_until(SteadyClock::time_point deadline) {
+        return read_ ? lock_.try_lock_shared_until(deadline, std::stop_token{})
+                     : lock_.try_lock_until(deadline, std::stop_token{});
+    }
+    std::uint64_t fencing_token() const { return read_ ? lock_.shared_fencing_token() : lock_.fencing_token(); }
+    SteadyClock::time_point valid_until() const { return read_ ? lock_.shared_valid_until() : lock_.valid_until(); }
+    bool is_held() const { return read_ ? lock_.is_held_shared() : lock_.is_held(); }
+    void unlock(std::error_code& ec) { read_ ? lock_.unlock_shared(ec) : lock_.unlock(ec); }
+
+private:
+    dlock::RwLock lock_;
+    bool read_;
 };
 
 // A MultiLock as the workload sees a lock: one token to fence with.
@@ -279,6 +304,9 @@ int main(int argc, char** argv) {
                 run(lock, storage, s, log);
             } else if (s.kind == "permit") {
                 PermitAsLock lock(client, s, options);
+                run(lock, storage, s, log);
+            } else if (s.kind == "read" || s.kind == "write") {
+                RwSide lock(client, s, options);
                 run(lock, storage, s, log);
             } else {
                 dlock::Lock lock(client, s.name, options);
