@@ -1,6 +1,6 @@
 // The dlock tool in the shell, cron and systemd: URLs, option placement,
 // credentials, durations, -c, hold, wait-free, list, status --exit-status,
-// --json-events, the waiting line, JSON for any key bytes. Through the
+// the waiting line, JSON for any key bytes. Through the
 // binary, against real servers.
 #include <gtest/gtest.h>
 
@@ -306,42 +306,6 @@ TEST(CliConventions, ListShowsTenThousandLocksThroughScan) {
     EXPECT_EQ(f.out.rfind("job-1: held by host=", 0), 0u) << f.out.substr(0, 200);
     EXPECT_EQ(server.command_calls("keys"), 0);
     EXPECT_GT(server.command_calls("scan"), 1);
-}
-
-TEST(CliConventions, JsonEventsOneLinePerEvent) {
-    RedisServer server;
-    auto f = dlock_cli({"--url", server.uri(), "run", "--json-events", "job", "--", "sh", "-c", "exit 3"});
-    EXPECT_EQ(f.code, 3);
-    std::istringstream lines(f.err);
-    std::vector<std::string> events;
-    for (std::string line; std::getline(lines, line);) {
-        EXPECT_EQ(line.front(), '{') << line;
-        EXPECT_EQ(line.back(), '}') << line;
-        EXPECT_NE(line.find("\"key\": \"job\""), std::string::npos) << line;
-        const auto at = line.find("\"event\": \"");
-        ASSERT_NE(at, std::string::npos) << line;
-        events.push_back(line.substr(at + 10, line.find('"', at + 10) - at - 10));
-    }
-    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "exited", "released"})) << f.err;
-    EXPECT_NE(f.err.find("\"fencing_token\": "), std::string::npos);
-    EXPECT_NE(f.err.find("\"exit_code\": 3"), std::string::npos);
-
-    // Renewals of a 300 ms lease during a one-second command.
-    f = dlock_cli({"--url", server.uri(), "run", "--json-events", "--ttl", "300ms", "job", "--", "sleep", "1"});
-    EXPECT_EQ(f.code, 0) << f.err;
-    EXPECT_GE(count_lines(f.err), 3 + 2) << f.err;
-    EXPECT_NE(f.err.find("\"event\": \"renewed\", \"key\": \"job\", \"valid_for_ms\": "), std::string::npos) << f.err;
-
-    dlock::Client client(server.uri());
-    auto lock = client.lock("job");
-    lock.lock();
-    auto running = start({"--url", server.uri(), "run", "--json-events", "--wait", "5s", "job", "--", "true"});
-    std::this_thread::sleep_for(1500ms);
-    lock.unlock();
-    f = finish(running);
-    EXPECT_EQ(f.code, 0) << f.err;
-    EXPECT_NE(f.err.find("\"event\": \"waiting\", \"key\": \"job\", \"holder\": \"held by host="), std::string::npos)
-        << f.err;
 }
 
 TEST(CliConventions, TheWaitingLineAppearsOnATerminalOnly) {

@@ -63,7 +63,7 @@ int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, 
             if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;  // what is written is ignored
         }
     }
-    return release(lock, options, events, session) ? exit_ok : exit_lost;
+    return release(lock, options, events, session, false) ? exit_ok : exit_lost;
 }
 
 }  // namespace

@@ -71,9 +71,12 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
 
 // Releases and says exactly what happened when it was not a plain release:
 // the server's own refusal, and whether the lock is still there. False when
-// the lease turned out to be lost.
+// the lease turned out to be lost. loss_reported: the caller has already
+// said that this hold was lost (the unlock then fails with lease_lost too,
+// and a log must see one loss per hold, not two).
 template <typename AnyLock>
-bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, Session& session) {
+bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, Session& session,
+             bool loss_reported) {
     std::error_code ec;
     lock.unlock(ec);
     if (!ec) {
@@ -81,6 +84,7 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
         return true;
     }
     if (ec == errc::lease_lost) {
+        if (loss_reported) return false;
         complain("the lock on " + options.key + " was lost before the end");
         events.emit("lost", "\"reason\": " + json_string(ec.message()));
         return false;

@@ -173,7 +173,7 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
     }
     events.emit("exited", WIFSIGNALED(status) ? "\"signal\": " + std::to_string(WTERMSIG(status))
                                               : "\"exit_code\": " + std::to_string(status_to_exit_code(status)));
-    if (!release(lock, options, events, session) && !lost) lost = true;
+    if (!release(lock, options, events, session, lost)) lost = true;
     return lost ? exit_lost : status_to_exit_code(status);
 }
 
