@@ -11,18 +11,43 @@
 
 using namespace dlock::test::cli;
 using dlock::support::RedisServer;
+using dlock::support::RedisServerOptions;
 
-TEST(CliErrors, OutOfMemoryKeepsRedisText) {
-    RedisServer server({.extra_args = {"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"}});
-    // Fill the server past its limit (writes are refused from then on).
+namespace {
+
+// A server past its memory limit: it refuses every write with OOM.
+RedisServerOptions out_of_memory() {
+    return {.extra_args = {"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"}};
+}
+
+void fill_past_its_limit(const RedisServer& server) {
     server.cli({"CONFIG", "SET", "maxmemory", "0"});
     dlock::Client client(server.uri());
     client.command({"SET", "filler", std::string(2 << 20, 'x')});
     server.cli({"CONFIG", "SET", "maxmemory", "1mb"});
+}
+
+}  // namespace
+
+TEST(CliErrors, OutOfMemoryKeepsRedisText) {
+    RedisServer server(out_of_memory());
+    fill_past_its_limit(server);
     auto f = dlock_cli({"--url", server.uri(), "run", "k", "--", "true"});
     EXPECT_EQ(f.code, 69) << f.err;
     EXPECT_NE(f.err.find("OOM command not allowed"), std::string::npos) << f.err;
     EXPECT_EQ(std::count(f.err.begin(), f.err.end(), '\n'), 1) << f.err;
+}
+
+// A log that reads only the events learns why the command never ran.
+TEST(CliErrors, AnAcquisitionRefusedIsAJsonErrorEventWithRedisText) {
+    RedisServer server(out_of_memory());
+    fill_past_its_limit(server);
+    auto f = dlock_cli({"--url", server.uri(), "run", "--json-events", "k", "--", "true"});
+    EXPECT_EQ(f.code, 69) << f.err;
+    EXPECT_NE(f.err.find("\"event\": \"error\", \"key\": \"k\", \"error\": \""), std::string::npos) << f.err;
+    const auto event = f.err.find("\"event\": \"error\"");
+    ASSERT_NE(event, std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("OOM command not allowed", event), std::string::npos) << "Redis's own words: " << f.err;
 }
 
 TEST(CliErrors, ReadOnlyReplicaKeepsRedisText) {

@@ -149,6 +149,9 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     acquirer.join();
     if (acquire_error) {
         complain(acquire_detail);
+        // The detail carries Redis's own text (OOM, READONLY, NOPERM...): a
+        // log that only reads events must learn why nothing ran.
+        events.emit("error", "\"error\": " + json_string(acquire_detail));
         return exit_code_for(acquire_error);
     }
     if (interrupted_by) {
