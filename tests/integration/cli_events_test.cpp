@@ -87,3 +87,38 @@ TEST(CliEvents, ALostLeaseIsOneLostEvent) {
     std::erase(events, "renewed");
     EXPECT_EQ(events, (std::vector<std::string>{"acquired", "lost", "exited"})) << f.err;
 }
+
+// A shipper parses each line of the stream as JSON: what dlock would say to
+// people (a lost lease, a conflict, an error, a warning, -v) is an event too.
+TEST(CliEvents, EveryLineDlockWritesIsAJsonObject) {
+    RedisServer server;
+    const auto down = "redis://127.0.0.1:" + std::to_string(dlock::support::free_port());
+    const auto down2 = "redis://127.0.0.1:" + std::to_string(dlock::support::free_port());
+    auto run = start({"--url", server.uri(), "run", "--json-events", "-v", "victim", "--", "sleep", "30"});
+    ASSERT_TRUE(eventually([&] { return held(server, "victim"); }));
+    dlock::Client client(server.uri());
+    auto busy = client.lock("busy");
+    busy.lock();
+    std::vector<Finished> finished{
+        dlock_cli({"--url", server.uri(), "run", "--json-events", "--no-wait", "busy", "--", "true"}),
+        dlock_cli({"--url", down, "--connect-timeout", "300ms", "run", "--json-events", "k", "--", "true"}),
+        dlock_cli({"--url", server.uri() + "," + down + "," + down2, "--connect-timeout", "300ms", "run",
+                   "--json-events", "k", "--", "true"}),
+        dlock_cli({"--url", server.uri(), "run", "--json-events", "--ttl", "5x", "k", "--", "true"}),
+        dlock_cli({"--url", server.uri(), "run", "--json-events", "k", "--", "/no/such/command"}),
+    };
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "victim"}).code, 0);
+    finished.push_back(finish(run));
+    const std::vector<int> codes{75, 69, 69, 64, 127, 79};
+    for (std::size_t i = 0; i < finished.size(); ++i) {
+        const auto& f = finished[i];
+        EXPECT_EQ(f.code, codes[i]) << i << ": " << f.err;
+        EXPECT_FALSE(f.err.empty()) << i;
+        EXPECT_EQ(non_json_lines(f.err), "") << i << ": " << f.err;
+    }
+    EXPECT_NE(finished[1].err.find("\"event\": \"error\", \"key\": \"k\", \"error\": "), std::string::npos)
+        << finished[1].err;
+    EXPECT_NE(finished[3].err.find("\"event\": \"error\", \"key\": \"k\", \"error\": \"--ttl"), std::string::npos)
+        << finished[3].err;
+    EXPECT_NE(finished[4].err.find("/no/such/command: No such file"), std::string::npos) << finished[4].err;
+}

@@ -54,8 +54,11 @@ struct Servers {
 // The exit code for a dlock error: usage for bad input, unavailable otherwise.
 int exit_code_for(const std::error_code& ec);
 
-// One line on stderr: "dlock: <message>".
+// One line on stderr: "dlock: <message>"; with --json-events an "error"
+// event instead (event_log.hpp).
 void complain(const std::string& message);
+// "dlock: warning: <message>", or a "warning" event.
+void warn(const std::string& message);
 
 // A mistake on the command line: main prints it and exits with exit_usage.
 struct UsageError : std::runtime_error {

@@ -35,7 +35,11 @@ Examples:
   dlock run --no-wait nightly-report -- /usr/local/bin/report --full
   dlock run --wait 5m -c 'pg_dump app | gzip > /backup/app.gz' backup
   dlock --url redis://a:6379,redis://b:6379,redis://c:6379 run --ttl 1m deploy -- ./deploy.sh
-  dlock run --json-events job -- ./job 2>>/var/log/job.events)";
+  dlock run --json-events job -c './job 2>>/var/log/job.log' 2>>/var/log/job.events
+
+With --json-events every line dlock writes on stderr is one JSON object: its
+errors and warnings too ("error", "warning" events). The command's own stderr is
+the same stream unless redirected, as above.)";
 
 inline constexpr const char* hold = R"(Prints the fencing token (with --json: key, token, lease and holder) on stdout,
 then keeps the lease renewed until stdin ends or SIGTERM, SIGINT or SIGHUP

@@ -84,19 +84,18 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
         return true;
     }
     if (ec == errc::lease_lost) {
-        if (loss_reported) return false;
-        complain("the lock on " + options.key + " was lost before the end");
-        events.emit("lost", "\"reason\": " + json_string(ec.message()));
+        if (!loss_reported)
+            events.report("lost", "\"reason\": " + json_string(ec.message()),
+                          "the lock on " + options.key + " was lost before the end");
         return false;
     }
     const std::string server_text = last_server_error();
     std::string holder = session.describe_holder();
     std::string outcome = holder.empty() ? "the lock is no longer held"
                                          : "the lock stays until its lease ends (" + holder + ")";
-    complain("releasing " + options.key + ": " + (server_text.empty() ? ec.message() : "Redis refused: " + server_text) +
-             "; " + outcome);
-    events.emit("release_failed",
-                "\"error\": " + json_string(server_text.empty() ? ec.message() : server_text));
+    events.report("release_failed", "\"error\": " + json_string(server_text.empty() ? ec.message() : server_text),
+                  "releasing " + options.key + ": " +
+                      (server_text.empty() ? ec.message() : "Redis refused: " + server_text) + "; " + outcome);
     return true;
 }
 
@@ -148,10 +147,9 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     }
     acquirer.join();
     if (acquire_error) {
-        complain(acquire_detail);
         // The detail carries Redis's own text (OOM, READONLY, NOPERM...): a
         // log that only reads events must learn why nothing ran.
-        events.emit("error", "\"error\": " + json_string(acquire_detail));
+        events.report("error", "\"error\": " + json_string(acquire_detail), acquire_detail);
         return exit_code_for(acquire_error);
     }
     if (interrupted_by) {
@@ -159,12 +157,10 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
         return 128 + interrupted_by;
     }
     if (!acquired) {
-        if (!global.quiet) {
-            std::string waited =
-                options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
-            complain(options.key + " is held by another owner; not acquired " + waited);
-        }
-        events.emit("not_acquired");
+        const std::string waited =
+            options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
+        events.report("not_acquired", {},
+                      global.quiet ? std::string() : options.key + " is held by another owner; not acquired " + waited);
         return options.conflict_exit_code;
     }
     events.emit("acquired", "\"fencing_token\": " + std::to_string(lock.fencing_token()) +

@@ -11,6 +11,7 @@
 //   dlock demo [--processes N] [--threads N] [--bonuses N] [--json] [--url URL]
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "demo.hpp"
 #include "dlock/error.hpp"
 #include "duration.hpp"
+#include "event_log.hpp"
 #include "help_text.hpp"
 #include "run_command.hpp"
 
@@ -86,6 +88,13 @@ int main(int argc, char** argv) {
         }
     }
 
+    // With --json-events every line dlock writes on stderr is an event, its
+    // complaints too, even about the command line: a log shipper parses each
+    // line as JSON. Known before parsing, so that parse errors are events as
+    // well; the key is filled in once parsed.
+    EventLog messages(true, "");
+    if (std::find(args.begin(), args.end(), "--json-events") != args.end()) send_messages_to(&messages);
+
     CLI::App app{"dlock: distributed locks on Redis", "dlock"};
     app.footer(help::global);
     app.set_version_flag("--version", "dlock " DLOCK_VERSION);
@@ -121,7 +130,8 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"term", "kill", "ignore"}));
     run_cmd->add_option("--grace", grace, "after SIGTERM on a lost lease, SIGKILL after this (default 10s)");
     run_cmd->add_option("-c,--command", shell_command, "run this string with /bin/sh -c (instead of -- COMMAND)");
-    run_cmd->add_flag("--json-events", run.json_events, "one JSON line per event on stderr");
+    run_cmd->add_flag("--json-events", run.json_events,
+                      "one JSON object per line on stderr for each event, dlock's errors and warnings too");
 
     RunOptions hold;
     AcquireFlags hold_flags;
@@ -184,6 +194,9 @@ int main(int argc, char** argv) {
         std::vector<const char*> pointers{argv[0]};
         for (const auto& a : args) pointers.push_back(a.c_str());
         app.parse(static_cast<int>(pointers.size()), pointers.data());
+        // The word may have been another option's value (-c --json-events).
+        if (run.json_events) messages = EventLog(true, run.key);
+        else send_messages_to(nullptr);
         global.connect_timeout = duration_option(connect_timeout, "--connect-timeout");
         if (global.connect_timeout.count() == 0) throw CLI::ValidationError("--connect-timeout", "must be positive");
         if (*run_cmd) {

@@ -62,7 +62,7 @@ int status_to_exit_code(int status) {
 bool dies_with_dlock(pid_t dlock_pid, OnLost on_lost) {
     if (on_lost == OnLost::ignore) return true;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
-        std::fprintf(stderr, "dlock: cannot tie the command to dlock: %s\n", std::strerror(errno));
+        complain(std::string("cannot tie the command to dlock: ") + std::strerror(errno));
         return false;
     }
     // dlock may have died between fork() and prctl(): then no signal will
@@ -77,7 +77,9 @@ bool dies_with_dlock(pid_t dlock_pid, OnLost on_lost) {
     pthread_sigmask(SIG_SETMASK, &original, nullptr);
     execvpe(argv[0], argv.data(), env.data());
     int code = errno == ENOENT ? 127 : 126;  // as shells do
-    std::fprintf(stderr, "dlock: %s: %s\n", argv[0], std::strerror(errno));
+    // An event too with --json-events (complain knows): the message log
+    // was copied into this process with the rest of dlock's memory.
+    complain(std::string(argv[0]) + ": " + std::strerror(errno));
     _exit(code);
 }
 
@@ -92,7 +94,9 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
     const EventLog events(options.json_events, options.key);
     if (auto failed = acquire_watching_signals(global, options, lock, session, events)) return *failed;
     const auto token = lock.fencing_token();
-    if (global.verbose) complain("acquired " + options.key + " (fencing token " + std::to_string(token) + ")");
+    // The "acquired" event already said so.
+    if (global.verbose && !events.enabled())
+        complain("acquired " + options.key + " (fencing token " + std::to_string(token) + ")");
 
     auto env = child_environment(options, token);
     auto env_pointers = pointers(env);
@@ -152,8 +156,8 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
                 const char* action = options.on_lost == OnLost::term   ? "sending SIGTERM to the command"
                                      : options.on_lost == OnLost::kill ? "killing the command"
                                                                        : "letting the command finish";
-                complain("lost the lock on " + options.key + " (" + reason.message() + "); " + action);
-                events.emit("lost", "\"reason\": " + json_string(reason.message()));
+                events.report("lost", "\"reason\": " + json_string(reason.message()),
+                              "lost the lock on " + options.key + " (" + reason.message() + "); " + action);
                 if (options.on_lost == OnLost::term) {
                     kill(child, SIGTERM);
                     kill_at = Clock::now() + options.grace;
