@@ -187,7 +187,8 @@ TEST(CliConventions, DurationsWithDecimalsAndCompoundForms) {
     RedisServer server;
     for (auto [text, ms] : std::vector<std::pair<std::string, long long>>{
              {"1.5s", 1500}, {"1m30s", 90'000}, {"2h45m", 9'900'000}, {"1d", 86'400'000}, {"0.25", 250}}) {
-        auto f = dlock_cli({"--url", server.uri(), "hold", "--json", "--ttl", text, "k"});
+        // Closing its stdin (a pipe) lets go.
+        auto f = finish(start_with_stdin_open({"--url", server.uri(), "hold", "--json", "--ttl", text, "k"}));
         EXPECT_EQ(f.code, 0) << text << ": " << f.err;
         EXPECT_EQ(json_number(f.out, "lease_ms"), ms) << text << ": " << f.out;
     }

@@ -44,6 +44,8 @@ the same stream unless redirected, as above.)";
 inline constexpr const char* hold = R"(Prints the fencing token (with --json: key, token, lease and holder) on stdout,
 then keeps the lease renewed until stdin ends or SIGTERM, SIGINT or SIGHUP
 arrives, and releases. For scripts that cannot wrap one command in `dlock run`.
+Only the end of a pipe, socket or terminal counts: stdin from /dev/null (what a
+shell gives `dlock hold KEY &`) or a file is ignored, and only a signal releases.
 
 Exit status: 0 released; 75 (or --conflict-exit-code) not acquired in time; 79
 the lease was lost meanwhile; 64 usage error; 69 Redis unreachable or refusing.

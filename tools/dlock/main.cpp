@@ -135,7 +135,8 @@ int main(int argc, char** argv) {
 
     RunOptions hold;
     AcquireFlags hold_flags;
-    auto* hold_cmd = app.add_subcommand("hold", "hold a lock until stdin closes or a signal: print its token first");
+    auto* hold_cmd = app.add_subcommand(
+        "hold", "hold a lock until a signal, or until stdin (a pipe or terminal) closes: print its token first");
     hold_cmd->footer(help::hold);
     hold_flags.add_to(*hold_cmd, hold);
     hold_cmd->add_flag("--json", hold.json, "print key, token, lease and holder as one JSON object");
