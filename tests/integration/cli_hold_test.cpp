@@ -1,14 +1,32 @@
 // `dlock hold` beside a script: what ends a hold (stdin, signals) and what
 // its standard descriptors are. Through the binary, against real servers.
+#include <signal.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "cli_runner.hpp"
+#include "eventually.hpp"
 #include "redis_server.hpp"
 
 using namespace dlock::test::cli;
+using dlock::support::eventually;
 using dlock::support::RedisServer;
+
+namespace {
+
+// Where a process's descriptor points ("/dev/null", "anon_inode:[eventfd]",
+// "socket:[...]"); empty when it is closed.
+std::string descriptor_target(pid_t pid, int fd) {
+    char target[256];
+    const auto path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+    const auto n = readlink(path.c_str(), target, sizeof target);
+    return n > 0 ? std::string(target, static_cast<std::size_t>(n)) : std::string();
+}
+
+}  // namespace
 
 // `dlock hold KEY &` in a script: the shell gives it /dev/null as stdin. That
 // end, or a file's, is no "let go": the lock stays until a signal.
@@ -32,4 +50,26 @@ TEST(CliHold, InTheBackgroundOrFromAFileItHoldsUntilASignal) {
     EXPECT_NE(f.out.find("b=0"), std::string::npos) << f.out << f.err;
     EXPECT_FALSE(held(server, "background"));
     EXPECT_FALSE(held(server, "from-file"));
+}
+
+// Started with descriptor 0 closed, dlock's first eventfd took its place and
+// hold polled its own wake-up as stdin. /dev/null takes the place first.
+TEST(CliHold, StartedWithStdinClosedItsStdinIsDevNull) {
+    RedisServer server;
+    auto holding = start_with_stdin_closed({"--url", server.uri(), "hold", "k"});
+    // The token is out: the hold has begun (a signal before that ends the wait, 128 + N).
+    ASSERT_TRUE(eventually([&] { return read_file(holding.out_path).find('\n') != std::string::npos; }));
+    EXPECT_EQ(descriptor_target(holding.pid, 0), "/dev/null");
+    kill(holding.pid, SIGTERM);
+    auto f = finish(holding);
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_FALSE(held(server, "k"));
+
+    // The command run starts gets it too, not a closed descriptor 0 that
+    // its first open() would take.
+    const auto seen = temp_path("fd0");
+    f = finish(start_with_stdin_closed(
+        {"--url", server.uri(), "run", "k", "--", "sh", "-c", "readlink /proc/$$/fd/0 > " + seen}));
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(read_file(seen), "/dev/null\n");
 }

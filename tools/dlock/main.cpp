@@ -10,8 +10,11 @@
 //   dlock release --force KEY
 //   dlock demo [--processes N] [--threads N] [--bonuses N] [--json] [--url URL]
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -31,6 +34,22 @@
 namespace {
 
 using namespace dlock::cli;
+
+// A process started with descriptor 0, 1 or 2 closed hands the next
+// descriptor it opens that number: dlock's eventfd or its Redis socket would
+// become "stdin" (polled by hold) or "stderr" (complaints written into the
+// protocol), and the command run starts would get a closed descriptor that
+// its own first open() takes. /dev/null takes those places first.
+void open_closed_standard_descriptors() {
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int opened = open("/dev/null", O_RDWR);
+        if (opened >= 0 && opened != fd) {  // only when a lower one could not be opened
+            dup2(opened, fd);
+            close(opened);
+        }
+    }
+}
 
 // CLI11 takes durations as strings; this turns them into milliseconds or a usage error.
 std::chrono::milliseconds duration_option(const std::string& text, const char* option) {
@@ -74,6 +93,7 @@ struct AcquireFlags {
 }  // namespace
 
 int main(int argc, char** argv) {
+    open_closed_standard_descriptors();
     // Everything after the first "--" is the command `dlock run` executes;
     // CLI11 must not read its options as ours.
     std::vector<std::string> args(argv + 1, argv + argc);
