@@ -68,12 +68,18 @@ bool is_command(CLI::App& app, const std::string& word) {
     return false;
 }
 
+// The leases the library takes, as --help and errors say them: from its
+// constants, so that the words cannot drift from the check.
+std::string lease_range() {
+    return format_duration(dlock::min_lease) + " and " + format_duration(dlock::max_lease);
+}
+
 // The options `dlock run` and `dlock hold` share.
 struct AcquireFlags {
     std::string ttl = "30s", wait;
     CLI::Option* wait_option = nullptr;
     void add_to(CLI::App& command, RunOptions& run) {
-        command.add_option("--ttl", ttl, "lease, renewed while held (default 30s)");
+        command.add_option("--ttl", ttl, "lease, renewed while held, between " + lease_range() + " (default 30s)");
         wait_option = command.add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
         command.add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_option);
         command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
@@ -82,8 +88,8 @@ struct AcquireFlags {
     }
     void resolve(RunOptions& run) const {
         run.ttl = duration_option(ttl, "--ttl");
-        if (run.ttl.count() == 0 || run.ttl > dlock::max_lease)
-            throw CLI::ValidationError("--ttl", "must be between 1ms and 24h");
+        if (run.ttl < dlock::min_lease || run.ttl > dlock::max_lease)
+            throw CLI::ValidationError("--ttl", "must be between " + lease_range());
         // Given but empty ("--wait $UNSET") is a usage error, not "forever".
         if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
         if (run.key.empty()) throw CLI::ValidationError("key", "the key is empty");
