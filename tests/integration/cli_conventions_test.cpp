@@ -343,3 +343,41 @@ TEST(CliConventions, StatusJsonIsValidForAnyKeyBytes) {
     EXPECT_EQ(f.code, 0) << f.err;
     EXPECT_EQ(f.out.rfind("{\"key\": \"a\\u0001\\\"\\\\\\u00ff\xc3\xa9\\u00ed\\u00a0\\u0080z\",", 0), 0u) << f.out;
 }
+
+// A name that begins with '-' is given with --key (or after -- where that
+// does not start a command); as a word it is never taken for help and exit 0.
+TEST(CliConventions, LockNamesThatBeginWithADash) {
+    RedisServer server;
+    const auto url = server.uri();
+    auto holding = start_with_stdin_open({"--url", url, "hold", "--key=-weird"});
+    ASSERT_TRUE(eventually([&] { return held(server, "-weird"); }));
+    auto f = dlock_cli({"--url", url, "status", "--", "-weird"});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(f.out.rfind("-weird: held by ", 0), 0u) << f.out;
+    f = dlock_cli({"--url", url, "list", "--pattern=-w*"});
+    EXPECT_EQ(f.out.rfind("-weird: held by ", 0), 0u) << f.out << f.err;
+    EXPECT_EQ(finish(holding).code, 0);
+    f = dlock_cli({"--url", url, "run", "--key", "-weird", "--", "sh", "-c", "echo \"$DLOCK_KEY\""});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(f.out, "-weird\n");
+    EXPECT_EQ(dlock_cli({"--url", url, "wait-free", "--key=-weird"}).code, 0);
+    EXPECT_EQ(dlock_cli({"--url", url, "status", "--exit-status", "--key=-h"}).code, 1) << "free, not help";
+
+    // Help where a name was meant would skip the job (or hand a script the
+    // help as its token) with exit 0.
+    const auto marker = temp_path("ran");
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"run", "-h", "--", "sh", "-c", "echo ran > " + marker},
+             {"run", "--help", "-c", "echo ran > " + marker},
+             {"run", "--version", "--", "sh", "-c", "echo ran > " + marker},
+             {"release", "--force", "-h"},
+             {"status", "--exit-status", "--help"},
+             {"hold", "--no-wait", "-h"}}) {
+        args.insert(args.begin(), {"--url", url});
+        f = dlock_cli(args);
+        EXPECT_EQ(f.code, 64) << args[3] << " " << args[4] << ": " << f.out << f.err;
+        EXPECT_NE(f.err.find("--key="), std::string::npos) << f.err;
+    }
+    EXPECT_EQ(read_file(marker), "");
+    EXPECT_EQ(dlock_cli({"status", "--help"}).code, 0) << "alone it is help";
+}

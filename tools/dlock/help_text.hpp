@@ -9,6 +9,10 @@ inline constexpr const char* global = R"(Global options may come before or after
 $DLOCK_PASSWORD or $REDISCLI_AUTH (kept out of `ps`), or in the URL; the ACL
 user from --user or $DLOCK_USER.
 
+A lock name that begins with '-' goes in --key=NAME (every command that takes a
+KEY), or after -- (all but run); scripts should say --key="$KEY". -h, --help and
+--version after a command are taken only alone.
+
 Several masters: --url given 3, 5, ... times (or one comma list) makes run, hold,
 status and release work on a Redlock over those independent Redis masters.
 

@@ -74,6 +74,35 @@ std::string lease_range() {
     return format_duration(dlock::min_lease) + " and " + format_duration(dlock::max_lease);
 }
 
+// Where the command word is in args; args.size() when there is none.
+std::size_t command_position(CLI::App& app, const std::vector<std::string>& args) {
+    std::size_t i = 0;
+    while (i < args.size() && args[i] != "--" && !is_command(app, args[i])) ++i;
+    return i < args.size() && args[i] != "--" ? i : args.size();
+}
+
+// The lock's name: a word, or --key=NAME for a name that begins with '-'
+// (as a word it would be read as an option).
+void add_key(CLI::App& command, std::string& key) {
+    command.add_option("key,--key", key, "the lock's name; --key=NAME for one that begins with '-'")->required();
+}
+
+// -h, --help and --version are taken only alone after the command: with
+// other words they are more likely a lock name from a variable (`dlock run
+// "$KEY" -- job` with KEY=-h), and help with exit 0 would skip the job, or
+// hand a coprocess's script the help as its token, without a word of error.
+void refuse_help_among_other_words(CLI::App& app, const std::vector<std::string>& args, bool has_command) {
+    const std::size_t command = command_position(app, args);
+    if (command == args.size()) return;
+    const std::size_t words = args.size() - command - 1 + (has_command ? 1 : 0);
+    for (std::size_t i = command + 1; i < args.size() && args[i] != "--"; ++i) {
+        const auto& word = args[i];
+        if ((word == "-h" || word == "--help" || word == "--version") && words > 1)
+            throw UsageError(word + " takes no other words after the command; a lock name that begins with '-' "
+                                    "goes in --key=" + word);
+    }
+}
+
 // The options `dlock run` and `dlock hold` share.
 struct AcquireFlags {
     std::string ttl = "30s", wait;
@@ -84,7 +113,7 @@ struct AcquireFlags {
         command.add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_option);
         command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
             ->check(CLI::Range(0, 255));
-        command.add_option("key", run.key, "the lock's name")->required();
+        add_key(command, run.key);
     }
     void resolve(RunOptions& run) const {
         run.ttl = duration_option(ttl, "--ttl");
@@ -101,7 +130,7 @@ struct AcquireFlags {
 int main(int argc, char** argv) {
     open_closed_standard_descriptors();
     // Everything after the first "--" is the command `dlock run` executes;
-    // CLI11 must not read its options as ours.
+    // CLI11 must not read its options as ours (other commands get it back).
     std::vector<std::string> args(argv + 1, argv + argc);
     std::vector<std::string> command;
     bool has_separator = false;
@@ -172,7 +201,7 @@ int main(int argc, char** argv) {
     status_cmd->footer(help::status);
     status_cmd->add_flag("--json", status.json, "one JSON object");
     status_cmd->add_flag("--exit-status", status.exit_status, "exit 0 when held, 1 when free (for probes)");
-    status_cmd->add_option("key", status.key, "the lock's name")->required();
+    add_key(*status_cmd, status.key);
 
     WaitFreeOptions wait_free;
     std::string wait_free_timeout;
@@ -180,21 +209,22 @@ int main(int argc, char** argv) {
     wait_free_cmd->footer(help::wait_free);
     auto* wait_free_timeout_option =
         wait_free_cmd->add_option("--timeout", wait_free_timeout, "give up after this long (default: never)");
-    wait_free_cmd->add_option("key", wait_free.key, "the lock's name")->required();
+    add_key(*wait_free_cmd, wait_free.key);
 
     std::string list_pattern = "*";
     bool list_json = false;
     auto* list_cmd = app.add_subcommand("list", "the locks held now: holder, hold count, lease left, token");
     list_cmd->footer(help::list);
     list_cmd->add_flag("--json", list_json, "one JSON object per line");
-    list_cmd->add_option("pattern", list_pattern, "a glob on lock names (default *)");
+    list_cmd->add_option("pattern,--pattern", list_pattern,
+                         "a glob on lock names (default *); --pattern=P for one that begins with '-'");
 
     std::string release_key;
     bool force = false;
     auto* release_cmd = app.add_subcommand("release", "remove a lock whoever holds it (its holder is told)");
     release_cmd->footer(help::release);
     release_cmd->add_flag("--force", force, "required: this breaks someone else's lock");
-    release_cmd->add_option("key", release_key, "the lock's name")->required();
+    add_key(*release_cmd, release_key);
 
     DemoOptions demo;
     std::string demo_url;
@@ -205,6 +235,18 @@ int main(int argc, char** argv) {
     demo_cmd->add_option("--bonuses", demo.bonuses, "bonuses in the pool (default 10)")->check(CLI::Range(1, 100000));
     demo_cmd->add_flag("--json", demo.json, "a JSON summary");
     demo_cmd->add_option("--url", demo_url, "Redis URL; default: start a private redis-server");
+
+    // For every other command -- only ends the options, as everywhere:
+    // `dlock status -- -weird` names a lock that begins with '-'.
+    if (has_separator) {
+        const auto at = command_position(app, args);
+        if (at == args.size() || args[at] != "run") {
+            args.push_back("--");
+            args.insert(args.end(), command.begin(), command.end());
+            command.clear();
+            has_separator = false;
+        }
+    }
 
     try {
         // -h is help, as everywhere; a word after it that is not a command
@@ -218,6 +260,7 @@ int main(int argc, char** argv) {
             throw UsageError("-h is --help; to name a server say --url redis://" +
                              (next.find(':') != next.rfind(':') ? "[" + next + "]" : next));
         }
+        refuse_help_among_other_words(app, args, has_separator);
         std::vector<const char*> pointers{argv[0]};
         for (const auto& a : args) pointers.push_back(a.c_str());
         app.parse(static_cast<int>(pointers.size()), pointers.data());
@@ -236,8 +279,6 @@ int main(int argc, char** argv) {
             run.command = shell_command.empty() ? command : std::vector<std::string>{"/bin/sh", "-c", shell_command};
             if (run.command.empty())
                 throw UsageError("run: missing command: dlock run KEY -- COMMAND [ARG...] (or -c 'SHELL COMMAND')");
-        } else if (has_separator) {
-            throw UsageError("only `dlock run` takes a command after --");
         }
         if (*hold_cmd) hold_flags.resolve(hold);
         if (wait_free_timeout_option->count() > 0)
