@@ -381,3 +381,25 @@ TEST(CliConventions, LockNamesThatBeginWithADash) {
     EXPECT_EQ(read_file(marker), "");
     EXPECT_EQ(dlock_cli({"status", "--help"}).code, 0) << "alone it is help";
 }
+
+// Plain output is one line per lock whatever bytes its name or its holder's
+// label holds: a newline cannot forge a second entry.
+TEST(CliConventions, PlainListAndStatusEscapeControlBytes) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    const std::string name = "two\nlines: held by nobody\x01\\";
+    auto lock = client.lock(name);
+    lock.lock();
+    client.command({"HSET", "dlock:{" + name + "}", "holder", "host=evil\nforged"});
+    const std::string shown = "two\\u000alines: held by nobody\\u0001\\\\: held by host=evil\\u000aforged owner=";
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{{"list"}, {"status", "--key=" + name}}) {
+        args.insert(args.begin(), {"--url", server.uri()});
+        auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 0) << f.err;
+        EXPECT_EQ(count_lines(f.out), 1) << args[2] << ": " << f.out;
+        EXPECT_EQ(f.out.rfind(shown, 0), 0u) << args[2] << ": " << f.out;
+    }
+    auto f = dlock_cli({"--url", server.uri(), "release", "--force", "--key=" + name});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(count_lines(f.out), 1) << f.out;
+}

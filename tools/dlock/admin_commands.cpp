@@ -23,10 +23,11 @@ std::string json_fields(const LockInfo& info) {
            ", \"fencing_token\": " + or_null(info.last_fencing_token > 0, info.last_fencing_token);
 }
 
+// One line whatever the owner's bytes: the label is whatever the holder wrote.
 std::string describe(const LockInfo& info) {
     if (info.held)
-        return "held by " + describe_owner(info) + " (hold count " + std::to_string(info.hold_count) + "), lease " +
-               std::to_string(info.ttl.count()) + " ms left, fencing token " +
+        return "held by " + text_line(describe_owner(info)) + " (hold count " + std::to_string(info.hold_count) +
+               "), lease " + std::to_string(info.ttl.count()) + " ms left, fencing token " +
                std::to_string(info.last_fencing_token);
     if (info.last_fencing_token > 0) return "free; last fencing token " + std::to_string(info.last_fencing_token);
     return "free; never locked";
@@ -75,10 +76,10 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
         std::printf("%s]}\n", out.c_str());
     } else {
         if (!majority_owner.empty())
-            std::printf("%s: held by %s on %zu of %zu masters\n", key.c_str(), majority_owner.c_str(),
-                        holders[majority_owner], masters.size());
+            std::printf("%s: held by %s on %zu of %zu masters\n", text_line(key).c_str(),
+                        text_line(majority_owner).c_str(), holders[majority_owner], masters.size());
         else
-            std::printf("%s: not held by any majority of the %zu masters\n", key.c_str(), masters.size());
+            std::printf("%s: not held by any majority of the %zu masters\n", text_line(key).c_str(), masters.size());
         for (std::size_t i = 0; i < masters.size(); ++i)
             std::printf("  %s: %s\n", shown_url(global.urls[i]).c_str(),
                         infos[i] ? describe(*infos[i]).c_str() : ("unreachable: " + errors[i]).c_str());
@@ -101,7 +102,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     auto& client = connect(slot, global, global.urls.front());
     LockInfo info = inspect_lock(client, key);
     if (options.json) std::printf("{\"key\": %s, %s}\n", json_string(key).c_str(), json_fields(info).c_str());
-    else std::printf("%s: %s\n", key.c_str(), describe(info).c_str());
+    else std::printf("%s: %s\n", text_line(key).c_str(), describe(info).c_str());
     return options.exit_status && !info.held ? exit_not_held : exit_ok;
 }
 
@@ -114,7 +115,7 @@ int run_list(const GlobalOptions& global, const std::string& pattern, bool json)
     auto& client = connect(slot, global, global.urls.front());
     for (const auto& [name, info] : list_locks(client, pattern)) {
         if (json) std::printf("{\"key\": %s, %s}\n", json_string(name).c_str(), json_fields(info).c_str());
-        else std::printf("%s: %s\n", name.c_str(), describe(info).c_str());
+        else std::printf("%s: %s\n", text_line(name).c_str(), describe(info).c_str());
     }
     return exit_ok;
 }
@@ -133,8 +134,8 @@ int run_release(const GlobalOptions& global, const std::string& key, bool force)
             auto previous = force_release(*server, key);
             if (!previous) continue;
             released = true;
-            std::printf("released %s on %s, held by %s\n", key.c_str(), server->address().to_string().c_str(),
-                        previous->c_str());
+            std::printf("released %s on %s, held by %s\n", text_line(key).c_str(),
+                        server->address().to_string().c_str(), text_line(*previous).c_str());
         } catch (const Error& e) {
             if (servers.all.size() == 1) throw;
             complain(server->address().to_string() + ": " + e.what());
@@ -143,7 +144,7 @@ int run_release(const GlobalOptions& global, const std::string& key, bool force)
     }
     if (released) return exit_ok;
     if (failure) return exit_code_for(failure);
-    if (!global.quiet) std::printf("%s was not held\n", key.c_str());
+    if (!global.quiet) std::printf("%s was not held\n", text_line(key).c_str());
     return exit_not_held;
 }
 
