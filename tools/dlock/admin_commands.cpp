@@ -81,8 +81,9 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
         else
             std::printf("%s: not held by any majority of the %zu masters\n", text_line(key).c_str(), masters.size());
         for (std::size_t i = 0; i < masters.size(); ++i)
-            std::printf("  %s: %s\n", shown_url(global.urls[i]).c_str(),
-                        infos[i] ? describe(*infos[i]).c_str() : ("unreachable: " + errors[i]).c_str());
+            std::printf("  %s\n", about_master(masters.client(i), infos[i] ? describe(*infos[i])
+                                                                           : "unreachable: " + errors[i])
+                                      .c_str());
     }
     if (answered >= masters.quorum()) return exit_ok;
     complain("only " + std::to_string(answered) + " of " + std::to_string(masters.size()) + " masters answered");
@@ -138,7 +139,7 @@ int run_release(const GlobalOptions& global, const std::string& key, bool force)
                         server->address().to_string().c_str(), text_line(*previous).c_str());
         } catch (const Error& e) {
             if (servers.all.size() == 1) throw;
-            complain(server->address().to_string() + ": " + e.what());
+            complain(about_master(*server, e.what()));
             failure = e.code();
         }
     }

@@ -136,6 +136,14 @@ std::string describe_owner(const LockInfo& info) {
     return info.holder.empty() ? info.owner : info.holder + " owner=" + info.owner;
 }
 
+std::string about_master(const Client& master, const std::string& text) {
+    const auto address = master.address().to_string();
+    std::string rest = text;
+    // "ADDRESS: reason" inside (a connect error) moves to the front.
+    if (const auto at = rest.find(address + ": "); at != std::string::npos) rest.erase(at, address.size() + 2);
+    return rest.find(address) != std::string::npos ? rest : address + ": " + rest;
+}
+
 bool enough_masters_reachable(Masters& masters) {
     std::size_t reachable = 0;
     for (std::size_t i = 0; i < masters.size(); ++i) {

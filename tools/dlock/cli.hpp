@@ -86,6 +86,13 @@ void apply_credentials(std::vector<std::string>& urls, const Credentials& creden
 // recorded them, then the owner id.
 std::string describe_owner(const LockInfo& info);
 
+// Words about one master of a Redlock, for a line of its own: text with the
+// master's address (password hidden) named once, in front unless the text
+// names it in a sentence ("no connection to ADDRESS within 2000 ms").
+// Connection errors name it already (they are written for a single server);
+// others (AUTH, a server's refusal) do not.
+std::string about_master(const Client& master, const std::string& text);
+
 // Waits for each master's connection; complains about those that fail.
 // True when a majority is reachable.
 bool enough_masters_reachable(Masters& masters);
