@@ -2,10 +2,14 @@
 // credentials, durations, -c, hold, wait-free, list, status --exit-status,
 // the waiting line, JSON for any key bytes. Through the
 // binary, against real servers.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "cli_runner.hpp"
@@ -402,4 +406,80 @@ TEST(CliConventions, PlainListAndStatusEscapeControlBytes) {
     auto f = dlock_cli({"--url", server.uri(), "release", "--force", "--key=" + name});
     EXPECT_EQ(f.code, 0) << f.err;
     EXPECT_EQ(count_lines(f.out), 1) << f.out;
+}
+
+namespace {
+
+// The man page's entry for an option, on one line: from its .TP heading to
+// the next heading or section; empty when it has none.
+std::string man_entry(const std::string& man, const std::string& option) {
+    std::string escaped;
+    for (char c : option) escaped += c == '-' ? std::string("\\-") : std::string(1, c);
+    for (auto at = man.find("\n.TP\n"); at != std::string::npos; at = man.find("\n.TP\n", at + 1)) {
+        const auto heading = man.substr(at + 5, man.find('\n', at + 5) - at - 5);
+        const auto named = heading.find(escaped);
+        const auto after = named + escaped.size();
+        if (named == std::string::npos || (after < heading.size() && heading[after] == '\\')) continue;
+        auto entry = man.substr(at + 5, std::min(man.find("\n.TP\n", at + 5), man.find("\n.SH ", at + 5)) - at - 5);
+        std::replace(entry.begin(), entry.end(), '\n', ' ');  // sentences wrap anywhere
+        return entry;
+    }
+    return {};
+}
+
+}  // namespace
+
+// Each option of run and hold has an entry in dlock.1 with its default, the
+// same as --help's; --version and the exit status on a signal are there too.
+TEST(CliConventions, TheManPageGivesEveryRunAndHoldOptionItsMeaningAndDefault) {
+    const auto man = read_file(DLOCK_TOOL_SOURCES "/dlock.1");
+    for (const char* command : {"run", "hold"}) {
+        const auto help = dlock_cli({command, "--help"}).out;
+        std::istringstream lines(help.substr(help.find("\nOptions:")));
+        std::string option;  // the option of the line before, for descriptions on a line of their own
+        std::getline(lines, option);  // the empty rest of the line before "Options:"
+        option.clear();
+        for (std::string line; std::getline(lines, line) && !line.empty();) {
+            if (line.rfind("  -", 0) == 0) {
+                option = line.substr(2, line.find_first_of(" \n", 2) - 2);
+                option = option.substr(option.rfind(',') + 1);  // the long name
+            }
+            if (option.empty() || option == "--help") continue;
+            const auto entry = man_entry(man, option);
+            ASSERT_FALSE(entry.empty()) << option << " has no entry in dlock.1";
+            if (option != "--key") {
+                EXPECT_NE(entry.find("Default: "), std::string::npos) << option << ":\n" << entry;
+            }
+            for (const char* said : {"(default ", "(default: "}) {
+                const auto at = line.find(said);
+                if (at == std::string::npos) continue;
+                const auto start = at + std::strlen(said);
+                const auto value = line.substr(start, line.find(')', start) - start);
+                EXPECT_NE(entry.find("Default: " + value + "."), std::string::npos) << option << ": " << entry;
+            }
+            if (const auto at = line.find("between "); at != std::string::npos) {
+                EXPECT_NE(entry.find(line.substr(at, line.find(" (", at) - at)), std::string::npos) << entry;
+            }
+        }
+    }
+    EXPECT_NE(man_entry(man, "--version").find("exit 0"), std::string::npos) << "--version";
+    const auto exit_status = man.substr(man.find(".SH EXIT STATUS"));
+    EXPECT_NE(exit_status.find("128 + \" N\nrun and hold:"), std::string::npos) << exit_status;
+    for (const char* command : {"run", "hold"})
+        EXPECT_NE(dlock_cli({command, "--help"}).out.find("128 + N when signal N ended the wait"), std::string::npos)
+            << command;
+}
+
+TEST(CliConventions, HoldInterruptedWhileWaitingExits128PlusTheSignal) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("busy");
+    lock.lock();
+    auto holding = start_with_stdin_open({"--url", server.uri(), "hold", "busy"});
+    std::this_thread::sleep_for(300ms);
+    kill(holding.pid, SIGINT);
+    auto f = finish(holding);
+    EXPECT_EQ(f.code, 128 + SIGINT) << f.err;
+    EXPECT_EQ(f.out, "") << "no token: not acquired";
+    EXPECT_TRUE(lock.is_held());
 }

@@ -18,8 +18,9 @@ status and release work on a Redlock over those independent Redis masters.
 
 Exit status: 0 success; 1 free/not held (status --exit-status, release, wait-free);
 64 usage error (also an empty --url); 69 Redis unreachable or refusing (auth, TLS,
-a server error); 75 not acquired in time; 79 the lease was lost; for run, otherwise
-the command's own status (128 + N if it died of signal N).
+a server error); 75 not acquired in time; 79 the lease was lost; run and hold:
+128 + N when signal N ended the wait for the lock; for run, otherwise the
+command's own status (128 + N if it died of signal N).
 
 Each command has its own --help with examples. See dlock(1).
 
@@ -33,7 +34,8 @@ ignore): nobody would renew the lease, and it must not run on after it expires.
 
 Exit status: the command's own (128 + N if it died of signal N); 75 (or
 --conflict-exit-code) when not acquired in time; 79 when the lease was lost while
-the command ran; 64 usage error; 69 Redis unreachable or refusing.
+the command ran; 128 + N when signal N ended the wait for the lock (the command
+never ran); 64 usage error; 69 Redis unreachable or refusing.
 
 Examples:
   dlock run --no-wait nightly-report -- /usr/local/bin/report --full
@@ -51,8 +53,10 @@ arrives, and releases. For scripts that cannot wrap one command in `dlock run`.
 Only the end of a pipe, socket or terminal counts: stdin from /dev/null (what a
 shell gives `dlock hold KEY &`) or a file is ignored, and only a signal releases.
 
-Exit status: 0 released; 75 (or --conflict-exit-code) not acquired in time; 79
-the lease was lost meanwhile; 64 usage error; 69 Redis unreachable or refusing.
+Exit status: 0 released (also on SIGTERM, SIGINT or SIGHUP once held); 75 (or
+--conflict-exit-code) not acquired in time; 79 the lease was lost meanwhile;
+128 + N when signal N ended the wait for the lock; 64 usage error; 69 Redis
+unreachable or refusing.
 
 Example (bash):
   coproc LOCK { dlock hold --wait 1m migrations; }

@@ -181,7 +181,9 @@ int main(int argc, char** argv) {
     auto* run_cmd = app.add_subcommand("run", "run a command while holding a lock");
     run_cmd->footer(help::run);
     run_flags.add_to(*run_cmd, run);
-    run_cmd->add_option("--on-lost", on_lost, "if the lease is lost: term (default), kill or ignore")
+    run_cmd
+        ->add_option("--on-lost", on_lost,
+                     "if the lease is lost: term (SIGTERM, SIGKILL after --grace), kill or ignore (default term)")
         ->check(CLI::IsMember({"term", "kill", "ignore"}));
     run_cmd->add_option("--grace", grace, "after SIGTERM on a lost lease, SIGKILL after this (default 10s)");
     run_cmd->add_option("-c,--command", shell_command, "run this string with /bin/sh -c (instead of -- COMMAND)");
