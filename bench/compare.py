@@ -89,7 +89,8 @@ def libraries(build, quick):
     dlock = [os.path.join(build, "bench", "dlock_runner")]
     node = ["node", os.path.join(PEERS, "node_runner.js")]
     py = [PYTHON, os.path.join(PEERS, "redis_py_runner.py")]
-    out = [("dlock", dlock, ["uncontended", "contended", "contended_cs100", "many", "redlock", "watchdog"])]
+    out = [("dlock", dlock, ["uncontended", "contended", "contended_cs100", "many", "redlock", "watchdog", "multi",
+                             "multi_contended", "semaphore", "rwlock_read_mostly", "rwlock_exclusive"])]
     modes = ["tuned"] if quick else ["default", "tuned"]
     for mode in modes:
         out.append(("redis-py Lock (%s)" % mode, py + ["--mode", mode], ["uncontended", "contended", "contended_cs100", "many"]))
@@ -97,6 +98,8 @@ def libraries(build, quick):
                     ["uncontended", "contended", "contended_cs100", "many", "redlock"]))
         out.append(("redis-semaphore Mutex (%s)" % mode, node + ["--lib", "semaphore", "--mode", mode],
                     ["uncontended", "contended", "contended_cs100", "many", "redlock"]))
+        out.append(("redis-semaphore Semaphore (%s)" % mode, node + ["--lib", "semaphore", "--mode", mode],
+                    ["semaphore"]))
     return out
 
 
@@ -107,12 +110,28 @@ def scenario_flags(scenario, server, masters, quick):
         return ["--scenario", "contended", "--url", server.url,
                 "--processes", "2" if quick else "4", "--tasks", "2" if quick else "8",
                 "--duration-ms", "400" if quick else "5000", "--cs-us", "100" if scenario == "contended_cs100" else "0"]
+    if scenario == "semaphore":
+        # A semaphore of 4 permits, 32 workers (4 processes × 8).
+        return ["--scenario", "contended", "--url", server.url, "--permits", "4",
+                "--processes", "2" if quick else "4", "--tasks", "2" if quick else "8",
+                "--duration-ms", "400" if quick else "5000", "--cs-us", "0"]
     if scenario == "many":
         return ["--scenario", "many", "--url", server.url, "--tasks", "64", "--names", "10000",
                 "--duration-ms", "400" if quick else "5000"]
+    if scenario == "multi":
+        return ["--scenario", "multi", "--url", server.url, "--n", "200" if quick else "5000"]
+    if scenario == "multi_contended":
+        return ["--scenario", "multi_contended", "--url", server.url, "--processes", "2" if quick else "4",
+                "--tasks", "2" if quick else "8", "--duration-ms", "400" if quick else "5000", "--cs-us", "0"]
     if scenario == "redlock":
         return ["--scenario", "redlock", "--url", server.url, "--urls", ",".join(m.url for m in masters),
                 "--n", "100" if quick else "3000"]
+    if scenario in ("rwlock_read_mostly", "rwlock_exclusive"):
+        # 90 % reads holding it 100 µs; the same work under the write side alone for comparison.
+        return ["--scenario", "rwlock", "--url", server.url,
+                "--processes", "2" if quick else "4", "--tasks", "2" if quick else "8",
+                "--duration-ms", "400" if quick else "5000", "--cs-us", "100", "--read-percent", "90",
+                "--exclusive", "1" if scenario == "rwlock_exclusive" else "0"]
     if scenario == "watchdog":
         return ["--scenario", "watchdog", "--url", server.url, "--locks", "500" if quick else "10000",
                 "--lease-ms", "3000", "--duration-ms", "1000" if quick else "60000"]
@@ -225,6 +244,14 @@ def goals(results, capacity):
     r = dlock.get("redlock", {})
     if "five_over_single_p50" in r:
         out["redlock5_p50_over_single_p50"] = r["five_over_single_p50"]
+    mu = dlock.get("multi", {})
+    if "three_over_single_p50" in mu:
+        out["multi3_p50_over_single_p50"] = mu["three_over_single_p50"]
+    rw, rx = dlock.get("rwlock_read_mostly", {}), dlock.get("rwlock_exclusive", {})
+    if "acq_per_s" in rw:
+        out["rwlock_writer_wait_p99_ms"] = rw["write_wait_p99_us"] / 1000
+        if rx.get("acq_per_s"):
+            out["rwlock_read_mostly_over_exclusive"] = rw["acq_per_s"] / rx["acq_per_s"]
     return out
 
 
@@ -239,6 +266,8 @@ TARGETS = [
     ("watchdog_renewals_over_minimal", "<=", 1.1, "watchdog renewals / minimal"),
     ("watchdog_client_cpu_percent", "<=", 2.0, "watchdog client CPU (% of a core)"),
     ("redlock5_p50_over_single_p50", "<=", 1.5, "Redlock 5 masters p50 / single master p50"),
+    ("rwlock_read_mostly_over_exclusive", ">=", 2.0, "read-write lock, 90 % reads: acq/s / all exclusive"),
+    ("rwlock_writer_wait_p99_ms", "<=", 50.0, "read-write lock, 90 % reads: writer wait p99 (ms)"),
 ]
 
 
@@ -257,7 +286,10 @@ def markdown(report):
     lines.append("| library | uncontended p50 / p99 µs | uncontended ops/s | contended acq/s | wait p50 / p99 / max ms"
                  " | Jain | counter exact | 100 µs CS acq/s | many names ops/s | Redlock 1 → 5 masters p50 µs |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    main_scenarios = ("uncontended", "contended", "contended_cs100", "many", "redlock")
     for label, r in results.items():
+        if not any(k in r for k in main_scenarios):
+            continue  # a peer measured only in the semaphore's table below
         u, c, c1, m, rl = ({} if "error" in r.get(k, {}) else r.get(k, {})
                            for k in ("uncontended", "contended", "contended_cs100", "many", "redlock"))
         lines.append("| %s | %s / %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s |" % (
@@ -266,11 +298,31 @@ def markdown(report):
             fmt(c.get("wait_max_us", 0) / 1000 if c else None), fmt(c.get("jain"), 2),
             fmt(c.get("counter_exact")) if c else "—", fmt(c1.get("acq_per_s")), fmt(m.get("ops_per_s")),
             ("%s → %s" % (fmt(rl["single_p50_us"]), fmt(rl["five_p50_us"]))) if "five_p50_us" in rl else "—"))
+    semaphores = [(label, r["semaphore"]) for label, r in results.items()
+                  if "acq_per_s" in r.get("semaphore", {})]
+    if semaphores:
+        lines.append("")
+        lines.append("| semaphore, 4 permits, 32 workers | acq/s | wait p50 / p99 / max ms | Jain | most holders at once |")
+        lines.append("|---|---|---|---|---|")
+        for label, sem in semaphores:
+            lines.append("| %s | %s | %s / %s / %s | %s | %s |" % (
+                label, fmt(sem["acq_per_s"]), fmt(sem["wait_p50_us"] / 1000), fmt(sem["wait_p99_us"] / 1000),
+                fmt(sem["wait_max_us"] / 1000), fmt(sem["jain"], 2), sem.get("max_inside", "—")))
     cap = report["server_capacity"]
     lines.append("")
     lines.append("Server capacity for dlock's scripts (redis-benchmark, 64 clients, pipeline 16, random names): "
                  "acquire %s/s, release %s/s, lock+unlock pairs %s/s." % (
                      fmt(cap["acquire_per_s"]), fmt(cap["release_per_s"]), fmt(cap["lock_unlock_pairs_per_s"])))
+    mu, mc = (results["dlock"].get(k, {}) for k in ("multi", "multi_contended"))
+    if "three_p50_us" in mu:
+        lines.append("")
+        lines.append("dlock multi-lock, 3 names: lock+unlock p50 %s µs / p99 %s µs (%s ops/s), %s × one name's p50 "
+                     "(%s µs); contended, half the processes listing the names in the opposite order: %s acq/s, "
+                     "wait p99 %s ms, counter exact: %s." % (
+                         fmt(mu["three_p50_us"]), fmt(mu["three_p99_us"]), fmt(mu["three_ops_per_s"]),
+                         fmt(mu["three_over_single_p50"], 2), fmt(mu["single_p50_us"]),
+                         fmt(mc.get("acq_per_s")), fmt(mc.get("wait_p99_us", 0) / 1000 if mc else None),
+                         fmt(mc.get("counter_exact")) if mc else "—"))
     w = results["dlock"].get("watchdog")
     if w:
         lines.append("")
@@ -278,6 +330,17 @@ def markdown(report):
                      "%s heap bytes per held lock." % (w["locks"], fmt(w["renewals_per_s"]),
                                                        fmt(w["renewals_over_minimal"], 2),
                                                        fmt(w["client_cpu_percent"], 2), fmt(w["bytes_per_lock"], 0)))
+    rw, rx = results["dlock"].get("rwlock_read_mostly"), results["dlock"].get("rwlock_exclusive")
+    if rw and "acq_per_s" in rw:
+        lines.append("")
+        lines.append("dlock read-write lock, one name, 90 %% reads (100 µs held): %s acquisitions/s (%s reads, %s writes; "
+                     "all on the write side: %s/s); writer wait p50 / p99 / max %s / %s / %s ms, reader wait p99 %s ms; "
+                     "writers' counter exact: %s." % (
+                         fmt(rw["acq_per_s"]), fmt(rw["reads"], 0), fmt(rw["writes"], 0),
+                         fmt(rx.get("acq_per_s")) if rx and "acq_per_s" in rx else "—",
+                         fmt(rw["write_wait_p50_us"] / 1000, 2), fmt(rw["write_wait_p99_us"] / 1000, 2),
+                         fmt(rw["write_wait_max_us"] / 1000, 2), fmt(rw["read_wait_p99_us"] / 1000, 2),
+                         fmt(rw["counter_exact"])))
     lines.append("")
     lines.append("| goal | dlock | target | met |")
     lines.append("|---|---|---|---|")
@@ -353,6 +416,8 @@ def charts(report, out):
          "acquisitions/s", get("contended", "acq_per_s"))
     bars("contended_cs100.png", "Contended, 100 µs critical section", "acquisitions/s",
          get("contended_cs100", "acq_per_s"))
+    bars("semaphore.png", "Semaphore of 4 permits, 32 workers (4 processes × 8)", "acquisitions/s",
+         get("semaphore", "acq_per_s"))
     capacity = report["server_capacity"]["lock_unlock_pairs_per_s"]
     bars("many_names.png", "64 workers over 10,000 names (line: server capacity for dlock's scripts)",
          "lock+unlock/s", get("many", "ops_per_s"),

@@ -5,15 +5,29 @@
 //
 //   --scenario uncontended  --url U --n N
 //       lock+unlock latency, with PING and EVALSHA round trips in the same loop
-//   --scenario contended    --url U --processes P --tasks T --duration-ms D --cs-us C
+//   --scenario contended    --url U --processes P --tasks T --duration-ms D --cs-us C [--permits N]
 //       P processes x T threads on one name; a non-atomic GET/SET counter on
-//       the server checks exclusion
+//       the server checks exclusion. With --permits N: a semaphore of N
+//       permits instead, and the holders count themselves in and out on the
+//       server (INCR/DECR): max_inside <= N checks the limit
 //   --scenario many         --url U --tasks T --names K --duration-ms D
 //       T threads locking random names out of K
 //   --scenario watchdog     --url U --locks L --lease-ms M --duration-ms D
 //       L held locks: renewal commands/s (server side), client CPU, heap per lock
 //   --scenario redlock      --url U --urls A,B,C,D,E --n N
 //       lock+unlock over five masters next to one master
+//   --scenario multi        --url U --n N
+//       a 3-name MultiLock's lock+unlock next to one Lock's
+//   --scenario multi_contended --url U --processes P --tasks T --duration-ms D
+//       as contended, on a 3-name MultiLock whose names half the processes
+//       list in the opposite order
+//   --scenario rwlock       --url U --processes P --tasks T --duration-ms D --cs-us C --read-percent R
+//                           [--exclusive 1]
+//       P processes x T threads on one read-write lock, R % of acquisitions for
+//       reading (each holding it C µs), the others for writing (a non-atomic
+//       GET/SET counter on the server checks exclusion); acquisitions/s and the
+//       writers' waits. --exclusive 1 takes the write side for every one: the
+//       same work under an exclusive lock, for comparison
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -22,13 +36,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/semaphore.hpp"
 
 using namespace dlock::bench;
 using namespace std::chrono_literals;
@@ -130,18 +147,24 @@ struct Shared {
     double wait_us[256][2048];  // first samples of each worker
     long samples[256];
     int failures;
+    long max_inside;  // semaphore: the most holders the server counted at once
 };
 
-int contended(const Flags& f) {
+// P processes x T threads on one lock that make_lock(client, process) gives.
+template <typename MakeLock>
+int contended_on(const Flags& f, MakeLock make_lock) {
     const int processes = static_cast<int>(f.number("processes", 4));
     const int tasks = static_cast<int>(f.number("tasks", 8));
     const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
     const auto critical = std::chrono::microseconds(f.number("cs-us", 0));
-    const std::string url = f.text("url"), counter_key = "bench:counter";
+    // --permits N: a semaphore of N permits instead of a lock; holders count
+    // themselves in and out on the server (INCR/DECR) instead of the counter.
+    const auto permits = static_cast<unsigned>(f.number("permits", 0));
+    const std::string url = f.text("url"), counter_key = "bench:counter", inside_key = "bench:inside";
     if (processes * tasks > 256) return 2;
     {
         dlock::Client client(url);
-        client.command({"DEL", counter_key});
+        client.command({"DEL", counter_key, inside_key});
     }
     auto* shared = static_cast<Shared*>(
         mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
@@ -152,8 +175,16 @@ int contended(const Flags& f) {
         pid_t pid = fork();
         if (pid == 0) {
             dlock::Client client(url);
-            auto lock = client.lock("bench:contended");
+            auto lock = make_lock(client, p);
+            std::optional<dlock::Semaphore> semaphore;
+            if (permits > 0) semaphore.emplace(client, "bench:semaphore", dlock::SemaphoreOptions{.limit = permits});
             std::vector<std::thread> workers;
+            auto record = [shared](int w, double waited) {
+                auto n = shared->samples[w];
+                if (n < 2048) shared->wait_us[w][n] = waited;
+                shared->samples[w] = n + 1;
+                ++shared->acquisitions[w];
+            };
             for (int t = 0; t < tasks; ++t) {
                 int w = p * tasks + t;
                 workers.emplace_back([&, w] {
@@ -161,6 +192,21 @@ int contended(const Flags& f) {
                     const auto stop_at = start_at + duration;
                     while (Clock::now() < stop_at) {
                         auto asked = Clock::now();
+                        if (semaphore) {
+                            auto permit = semaphore->acquire();
+                            const double waited = std::chrono::duration<double, std::micro>(Clock::now() - asked).count();
+                            const long inside = static_cast<long>(client.command({"INCR", inside_key}).integer);
+                            long seen_max = __atomic_load_n(&shared->max_inside, __ATOMIC_RELAXED);
+                            while (inside > seen_max && !__atomic_compare_exchange_n(&shared->max_inside, &seen_max, inside,
+                                                                                      false, __ATOMIC_RELAXED,
+                                                                                      __ATOMIC_RELAXED)) {
+                            }
+                            if (critical.count() > 0) busy_wait(critical);
+                            client.command({"DECR", inside_key});
+                            permit.release();
+                            record(w, waited);
+                            continue;
+                        }
                         lock.lock();
                         double waited = std::chrono::duration<double, std::micro>(Clock::now() - asked).count();
                         // Deliberately not atomic: GET, then SET. Lost updates show overlap.
@@ -169,10 +215,7 @@ int contended(const Flags& f) {
                         if (critical.count() > 0) busy_wait(critical);
                         client.command({"SET", counter_key, std::to_string(seen + 1)});
                         lock.unlock();
-                        auto n = shared->samples[w];
-                        if (n < 2048) shared->wait_us[w][n] = waited;
-                        shared->samples[w] = n + 1;
-                        ++shared->acquisitions[w];
+                        record(w, waited);
                     }
                 });
             }
@@ -198,12 +241,136 @@ int contended(const Flags& f) {
     long counted = counter.is_nil() ? 0 : std::stol(counter.text);
     double jain = sum_sq > 0 ? (sum * sum) / (workers * sum_sq) : 0;
     const auto usage = usage_json(children_before, usage_of(true), total);
-    std::printf("{\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"wait_p50_us\": %.1f, \"wait_p99_us\": %.1f, "
+    if (permits > 0) {
+        // No shared counter here: at most `permits` holders at once, as the server counted them.
+        counted = shared->max_inside > static_cast<long>(permits) ? -1 : total;
+        std::printf("{\"permits\": %u, \"max_inside\": %ld, \"over_limit\": %s, ", permits, shared->max_inside,
+                    shared->max_inside > static_cast<long>(permits) ? "true" : "false");
+    } else {
+        std::printf("{");
+    }
+    std::printf("\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"wait_p50_us\": %.1f, \"wait_p99_us\": %.1f, "
                 "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s, %s}\n",
                 total, static_cast<double>(total) / std::chrono::duration<double>(duration).count(),
                 waits.percentile(50), waits.percentile(99), waits.max(), jain, counted,
                 counted == total ? "true" : "false", usage.c_str());
     munmap(shared, sizeof(Shared));
+    return 0;
+}
+
+int contended(const Flags& f) {
+    return contended_on(f, [](dlock::Client& client, int) { return client.lock("bench:contended"); });
+}
+
+int multi_contended(const Flags& f) {
+    return contended_on(f, [](dlock::Client& client, int process) {
+        std::vector<std::string> names{"bench:multi:a", "bench:multi:b", "bench:multi:c"};
+        if (process % 2 == 1) std::reverse(names.begin(), names.end());
+        return dlock::MultiLock(client, names);
+    });
+}
+
+// What the read-write workers share across processes (MAP_SHARED).
+struct RwShared {
+    long reads[256];
+    long writes[256];
+    double read_wait_us[256][1024];
+    double write_wait_us[256][1024];
+    long read_samples[256];
+    long write_samples[256];
+};
+
+int rwlock(const Flags& f) {
+    const int processes = static_cast<int>(f.number("processes", 4));
+    const int tasks = static_cast<int>(f.number("tasks", 8));
+    const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
+    const auto critical = std::chrono::microseconds(f.number("cs-us", 100));
+    const long read_percent = f.number("read-percent", 90);
+    const bool exclusive = f.number("exclusive", 0) != 0;
+    const std::string url = f.text("url"), counter_key = "bench:rw:counter";
+    if (processes * tasks > 256) return 2;
+    {
+        dlock::Client client(url);
+        client.command({"DEL", counter_key});
+    }
+    auto* shared = static_cast<RwShared*>(
+        mmap(nullptr, sizeof(RwShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    std::vector<pid_t> children;
+    const auto start_at = Clock::now() + 500ms;
+    for (int p = 0; p < processes; ++p) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            dlock::Client client(url);
+            auto lock = client.rw_lock("bench:rwlock");
+            std::vector<std::thread> workers;
+            for (int t = 0; t < tasks; ++t) {
+                const int w = p * tasks + t;
+                workers.emplace_back([&, w] {
+                    std::minstd_rand random(static_cast<unsigned>(w + 1));
+                    std::uniform_int_distribution<long> percent(0, 99);
+                    std::this_thread::sleep_until(start_at);
+                    const auto stop_at = start_at + duration;
+                    auto record = [](double (*samples)[1024], long* counts, int worker, double waited) {
+                        if (counts[worker] < 1024) samples[worker][counts[worker]] = waited;
+                        ++counts[worker];
+                    };
+                    while (Clock::now() < stop_at) {
+                        const bool reading = percent(random) < read_percent;
+                        const auto asked = Clock::now();
+                        if (reading && !exclusive) lock.lock_shared();
+                        else lock.lock();
+                        const double waited = std::chrono::duration<double, std::micro>(Clock::now() - asked).count();
+                        if (reading) {
+                            busy_wait(critical);
+                        } else {
+                            // Deliberately not atomic: lost updates show a writer overlapping another.
+                            auto value = client.command({"GET", counter_key});
+                            long seen = value.is_nil() ? 0 : std::stol(value.text);
+                            busy_wait(critical);
+                            client.command({"SET", counter_key, std::to_string(seen + 1)});
+                        }
+                        if (reading && !exclusive) lock.unlock_shared();
+                        else lock.unlock();
+                        if (reading) {
+                            record(shared->read_wait_us, shared->read_samples, w, waited);
+                            ++shared->reads[w];
+                        } else {
+                            record(shared->write_wait_us, shared->write_samples, w, waited);
+                            ++shared->writes[w];
+                        }
+                    }
+                });
+            }
+            for (auto& w : workers) w.join();
+            _exit(0);
+        }
+        children.push_back(pid);
+    }
+    for (auto pid : children) waitpid(pid, nullptr, 0);
+    long reads = 0, writes = 0;
+    Samples read_waits, write_waits;
+    for (int w = 0; w < processes * tasks; ++w) {
+        reads += shared->reads[w];
+        writes += shared->writes[w];
+        for (long i = 0; i < std::min(shared->read_samples[w], 1024L); ++i)
+            read_waits.us.push_back(shared->read_wait_us[w][i]);
+        for (long i = 0; i < std::min(shared->write_samples[w], 1024L); ++i)
+            write_waits.us.push_back(shared->write_wait_us[w][i]);
+    }
+    dlock::Client client(url);
+    auto counter = client.command({"GET", counter_key});
+    const long counted = counter.is_nil() ? 0 : std::stol(counter.text);
+    const double seconds = std::chrono::duration<double>(duration).count();
+    std::printf("{\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"reads\": %ld, \"writes\": %ld, "
+                "\"read_wait_p50_us\": %.1f, \"read_wait_p99_us\": %.1f, \"write_wait_p50_us\": %.1f, "
+                "\"write_wait_p99_us\": %.1f, \"write_wait_max_us\": %.1f, \"counter_exact\": %s}\n",
+                reads + writes, static_cast<double>(reads + writes) / seconds, reads, writes,
+                read_waits.us.empty() ? 0.0 : read_waits.percentile(50),
+                read_waits.us.empty() ? 0.0 : read_waits.percentile(99),
+                write_waits.us.empty() ? 0.0 : write_waits.percentile(50),
+                write_waits.us.empty() ? 0.0 : write_waits.percentile(99),
+                write_waits.us.empty() ? 0.0 : write_waits.max(), counted == writes ? "true" : "false");
+    munmap(shared, sizeof(RwShared));
     return 0;
 }
 
@@ -282,6 +449,26 @@ std::vector<std::string> split(const std::string& list) {
     return out;
 }
 
+// lock+unlock latencies of two locks, measured in turns so that both see
+// the same machine.
+template <typename A, typename B>
+void interleaved_latencies(long n, A& a, Samples& a_lat, B& b, Samples& b_lat) {
+    auto measure = [](auto& lock, Samples* samples) {
+        auto t0 = Clock::now();
+        lock.lock();
+        lock.unlock();
+        if (samples) samples->add(Clock::now() - t0);
+    };
+    for (long i = 0; i < n / 10 + 10; ++i) {  // warm-up
+        measure(a, nullptr);
+        measure(b, nullptr);
+    }
+    for (long i = 0; i < n; ++i) {
+        measure(a, &a_lat);
+        measure(b, &b_lat);
+    }
+}
+
 int redlock(const Flags& f) {
     const long n = f.number("n", 5'000);
     dlock::Client client(f.text("url"));
@@ -289,24 +476,25 @@ int redlock(const Flags& f) {
     dlock::Masters masters(split(f.text("urls")));
     dlock::Redlock five(masters, "bench:redlock5");
     Samples single_lat, five_lat;
-    auto measure = [](auto& lock, Samples* samples) {
-        auto t0 = Clock::now();
-        lock.lock();
-        lock.unlock();
-        if (samples) samples->add(Clock::now() - t0);
-    };
-    for (long i = 0; i < n / 10 + 10; ++i) {
-        measure(single, nullptr);
-        measure(five, nullptr);
-    }
-    for (long i = 0; i < n; ++i) {  // interleaved: both see the same machine
-        measure(single, &single_lat);
-        measure(five, &five_lat);
-    }
+    interleaved_latencies(n, single, single_lat, five, five_lat);
     std::printf("{\"single_p50_us\": %.2f, \"single_p99_us\": %.2f, \"five_p50_us\": %.2f, \"five_p99_us\": %.2f, "
                 "\"five_over_single_p50\": %.3f}\n",
                 single_lat.percentile(50), single_lat.percentile(99), five_lat.percentile(50),
                 five_lat.percentile(99), five_lat.percentile(50) / single_lat.percentile(50));
+    return 0;
+}
+
+int multi(const Flags& f) {
+    const long n = f.number("n", 5'000);
+    dlock::Client client(f.text("url"));
+    auto single = client.lock("bench:multi1");
+    dlock::MultiLock three(client, {"bench:multi3:c", "bench:multi3:a", "bench:multi3:b"});
+    Samples single_lat, three_lat;
+    interleaved_latencies(n, single, single_lat, three, three_lat);
+    std::printf("{\"single_p50_us\": %.2f, \"single_p99_us\": %.2f, \"three_p50_us\": %.2f, \"three_p99_us\": %.2f, "
+                "\"three_ops_per_s\": %.1f, \"three_over_single_p50\": %.3f}\n",
+                single_lat.percentile(50), single_lat.percentile(99), three_lat.percentile(50),
+                three_lat.percentile(99), 1e6 / three_lat.mean(), three_lat.percentile(50) / single_lat.percentile(50));
     return 0;
 }
 
@@ -321,6 +509,9 @@ int main(int argc, char** argv) {
         if (scenario == "many") return many(f);
         if (scenario == "watchdog") return watchdog(f);
         if (scenario == "redlock") return redlock(f);
+        if (scenario == "multi") return multi(f);
+        if (scenario == "multi_contended") return multi_contended(f);
+        if (scenario == "rwlock") return rwlock(f);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlock_runner: %s\n", e.what());
         return 1;

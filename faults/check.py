@@ -6,7 +6,11 @@ inside the true hold on both ends. A holder is *entitled* until the earliest
 of: the end of the section, its valid_until (library clients), the loss
 signal it received, or the SIGTERM dlock sent its command (`dlock run`
 clients). A *double grant* is two sections of different clients that overlap
-while both were entitled: what a lock must never allow. Overlaps past
+while both were entitled, where at least one of them is exclusive (a lock,
+a multi-lock, a read-write lock's write side): what a lock must never allow.
+Two readers of a read-write lock may overlap. Permits of a semaphore are
+counted instead: a double grant is an instant at which the entitled holders
+hold more permits than the semaphore's limit. Overlaps past
 entitlement are expected under pauses (a paused holder cannot stop in time);
 the fenced storage must then reject the late writer, and the unfenced
 control shows what happens without fencing."""
@@ -37,6 +41,7 @@ def sections(client, events):
         ev = e["ev"]
         if ev == "acquired":
             current = dict(client=client, token=e["token"], start=e["t"], end=None, valid_until=e.get("valid_until"),
+                           side=e.get("side", "exclusive"), permits=e.get("permits", 1), limit=e.get("limit"),
                            lost=None, lost_valid_until=None, sigterm=None, wrote=False, accepted=None,
                            lost_while_releasing=None)
             out.append(current)
@@ -71,17 +76,43 @@ def sections(client, events):
 
 def double_grants(all_sections):
     found = []
-    ordered = sorted(all_sections, key=lambda s: s["start"])
+    ordered = sorted((s for s in all_sections if s["side"] != "permit"), key=lambda s: s["start"])
     for i, a in enumerate(ordered):
         for b in ordered[i + 1:]:
             if b["start"] >= a["entitled_until"]:
                 break
-            if a["client"] == b["client"]:
+            if a["client"] == b["client"] or (a["side"] == "shared" and b["side"] == "shared"):
                 continue
             overlap = min(a["entitled_until"], b["entitled_until"]) - b["start"]
             if overlap > 0:
                 found.append(dict(first=a["client"], second=b["client"], at=b["start"], overlap_ms=overlap * 1000,
                                   tokens=[a["token"], b["token"]]))
+    return found + over_limit([s for s in all_sections if s["side"] == "permit"])
+
+
+def over_limit(permit_sections, until="entitled_until"):
+    """Instants at which entitled holders (or, with until="last_seen", holders
+    entitled or not) held more permits than the limit:
+    a sweep over the starts and entitlement ends, an end before a start at
+    the same instant (a permit given back and taken again is no overlap)."""
+    found, held, holders = [], 0, {}
+    edges = sorted([(s["start"], 1, i) for i, s in enumerate(permit_sections)] +
+                   [(s[until], 0, i) for i, s in enumerate(permit_sections) if s[until] > s["start"]])
+    for t, starting, i in edges:
+        s = permit_sections[i]
+        if not starting:
+            if holders.pop(i, None) is not None:
+                held -= s["permits"]
+            continue
+        if s[until] <= s["start"]:
+            continue
+        holders[i] = s
+        held += s["permits"]
+        limit = s["limit"]
+        if limit is not None and held > limit:
+            found.append(dict(first=None, second=s["client"], at=t, overlap_ms=0, tokens=[s["token"]],
+                              permits_held=held, limit=limit,
+                              holders=sorted({h["client"] for h in holders.values()})))
     return found
 
 
@@ -139,7 +170,9 @@ def check(logs, accepted, rejected, counter, faults):
     return dict(
         acquisitions=len(all_sections),
         overlaps=sum(1 for i, a in enumerate(all_sections) for b in all_sections[i + 1:]
-                     if a["client"] != b["client"] and a["start"] < b["last_seen"] and b["start"] < a["last_seen"]),
+                     if a["client"] != b["client"] and "exclusive" in (a["side"], b["side"])
+                     and a["start"] < b["last_seen"] and b["start"] < a["last_seen"])
+        + len(over_limit([s for s in all_sections if s["side"] == "permit"], until="last_seen")),
         double_grants=len(grants),
         double_grant_details=grants[:20],
         stale_accepted=len(stale),

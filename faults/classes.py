@@ -21,6 +21,8 @@ class FaultClass:
     # Whether the class can run against a server the user gave (--lock-url):
     # only classes whose faults hit clients, never the server.
     runs_on_any_server = False
+    # What the library clients take (KINDS): a Lock unless a variant says.
+    lock_kind = "lock"
 
     def __init__(self, run):
         self.run = run
@@ -36,6 +38,10 @@ class FaultClass:
     def work_ms_for(self, index, default):
         """How long client `index` works inside each critical section."""
         return default
+
+    def client_args(self, index):
+        """The library client's arguments for the lock kind it takes."""
+        return KINDS[self.lock_kind]["args"](index)
 
     def setup(self):
         self.servers = [Endpoint(self.run.args.lock_url) if self.run.args.lock_url else RedisServer()]
@@ -307,5 +313,25 @@ class CliKill(FaultClass):
         self.run.record("kill-holder", start, client=client.id, takeover_ms=takeover)
 
 
+# The lock kinds the library clients can take, and how each client is told.
+KINDS = {
+    "lock": dict(what="", args=lambda index: []),
+    "multi": dict(what="clients hold a multi-lock over three names, each listing them in its own order",
+                  args=lambda index: ["--kind", "multi"]),
+    "permit": dict(what="clients hold one of 2 permits of a semaphore (4 clients: contended)",
+                   args=lambda index: ["--kind", "permit", "--limit", "2"]),
+}
+
+
+def for_kind(base, kind):
+    """The same fault with the clients taking another lock kind."""
+    return type(base.__name__ + kind.title(), (base,),
+                dict(name=kind + "-" + base.name, description=base.description + "; " + KINDS[kind]["what"],
+                     lock_kind=kind))
+
+
 ALL = [HolderPause, HolderPauseCli, ServerPause, ServerRestartAof, ServerRestartEmpty, ScriptFlush, Failover,
        FailoverAck, BlackHole, RedlockPause, RedlockRestart, RedlockRestartHeld, CliKill]
+# Every lock kind faces the pauses and restarts.
+ALL += [for_kind(base, kind) for kind in KINDS if kind != "lock"
+        for base in (HolderPause, ServerPause, ServerRestartAof, ServerRestartEmpty)]

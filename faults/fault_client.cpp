@@ -12,12 +12,19 @@
 //
 //   dlock_fault_client --lock URL[,URL...] --storage URL --name NAME --id ID
 //                      --log FILE --fenced-sha SHA1 [--lease-ms 1000] [--seconds 20] [--work-ms 40]
-//                      [--replica-ack N] [--ack-timeout-ms 200]
-// Several --lock URLs make a Redlock over those masters.
+//                      [--replica-ack N] [--ack-timeout-ms 200] [--kind lock|multi|permit] [--limit N]
+// Several --lock URLs make a Redlock over those masters. --kind multi takes a
+// MultiLock over NAME:a, NAME:b and NAME:c (listed in an order that depends
+// on ID, so clients list them differently) and fences its writes with the
+// token of NAME:a. --kind permit holds one of --limit permits of semaphore
+// NAME; permits carry no fencing token, so its sections write nothing and
+// the checker counts the permits held at once against the limit.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -30,7 +37,9 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/semaphore.hpp"
 
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
@@ -39,10 +48,11 @@ namespace {
 
 struct Settings {
     std::vector<std::string> lock_urls;
-    std::string storage_url, name, id, log_path, fenced_sha;
+    std::string storage_url, name, id, log_path, fenced_sha, kind = "lock";
     std::chrono::milliseconds lease{1000}, work{40}, ack_timeout{200};
     std::chrono::seconds run_for{20};
     unsigned replica_ack = 0;
+    unsigned limit = 2;  // --kind permit
 };
 
 double wall_now() {
@@ -110,19 +120,25 @@ Settings parse(int argc, char** argv) {
         else if (flag == "--ack-timeout-ms") s.ack_timeout = ms();
         else if (flag == "--seconds") s.run_for = std::chrono::seconds(std::stoll(value));
         else if (flag == "--replica-ack") s.replica_ack = static_cast<unsigned>(std::stoul(value));
+        else if (flag == "--kind") s.kind = value;
+        else if (flag == "--limit") s.limit = static_cast<unsigned>(std::stoul(value));
         else throw std::invalid_argument("unknown flag " + flag);
     }
     if (s.lock_urls.empty() || s.storage_url.empty() || s.name.empty() || s.id.empty() || s.log_path.empty() ||
         s.fenced_sha.empty())
         throw std::invalid_argument("--lock, --storage, --name, --id, --log and --fenced-sha are required");
+    if (s.kind != "lock" && s.kind != "multi" && s.kind != "permit") throw std::invalid_argument("unknown --kind " + s.kind);
+    if (s.kind != "lock" && s.lock_urls.size() > 1) throw std::invalid_argument("--kind " + s.kind + " takes one --lock URL");
     return s;
 }
 
-// The critical section: the unfenced control, then the fenced write.
+// The critical section: the unfenced control, then the fenced write; for a
+// permit (no token, several holders by design) only the work.
 template <typename Sample>
 void critical_section(dlock::Client& storage, const Settings& s, std::uint64_t token,
                       std::mt19937& random, Log& log, Sample&& sample) {
-    auto before = storage.command({"GET", "control:counter"});
+    const bool writes = s.kind != "permit";
+    auto before = writes ? storage.command({"GET", "control:counter"}) : dlock::Reply{};
     const long long value = before.is_nil() ? 0 : std::stoll(before.text);
     std::uniform_int_distribution<long long> jitter(s.work.count() / 2, s.work.count() * 3 / 2);
     // The work, in steps that sample valid_until: a hold that is lost has
@@ -133,6 +149,7 @@ void critical_section(dlock::Client& storage, const Settings& s, std::uint64_t t
         sample();
         std::this_thread::sleep_for(2ms);
     }
+    if (!writes) return;
     storage.command({"SET", "control:counter", std::to_string(value + 1)});
     const auto token_text = std::to_string(token);
     // faults/fenced_write.lua, loaded into the storage by the suite.
@@ -144,6 +161,56 @@ void critical_section(dlock::Client& storage, const Settings& s, std::uint64_t t
 
 // The last valid_until seen of the current hold, as wall-clock seconds.
 std::atomic<double> last_valid_until{0};
+
+// What the checker needs to know of a section beyond its times.
+std::string side_fields(const Settings& s) {
+    if (s.kind != "permit") return ",\"side\":\"exclusive\"";
+    return ",\"side\":\"permit\",\"permits\":1,\"limit\":" + std::to_string(s.limit);
+}
+
+// One permit of semaphore NAME as the workload sees a lock.
+class PermitAsLock {
+public:
+    PermitAsLock(dlock::Client& client, const Settings& s, dlock::LockOptions options)
+        : semaphore_(client, s.name,
+                     {.limit = s.limit, .lease = options.lease, .on_lost = std::move(options.on_lost)}) {}
+    bool try_lock_until(SteadyClock::time_point deadline) {
+        permit_ = semaphore_.try_acquire_until(deadline, 1, std::stop_token{});
+        return static_cast<bool>(permit_);
+    }
+    std::uint64_t fencing_token() const { return 0; }
+    SteadyClock::time_point valid_until() const { return permit_.valid_until(); }
+    bool is_held() const { return permit_.is_held(); }
+    void unlock(std::error_code& ec) { permit_.release(ec); }
+
+private:
+    dlock::Semaphore semaphore_;
+    dlock::Permit permit_;
+};
+
+// A MultiLock as the workload sees a lock: one token to fence with.
+class FencedMultiLock {
+public:
+    FencedMultiLock(dlock::Client& client, const Settings& s, dlock::LockOptions options)
+        : lock_(client, names(s), std::move(options)), fenced_by_(s.name + ":a") {}
+    bool try_lock_until(SteadyClock::time_point deadline) { return lock_.try_lock_until(deadline); }
+    std::uint64_t fencing_token() const { return lock_.fencing_token(fenced_by_); }
+    SteadyClock::time_point valid_until() const { return lock_.valid_until(); }
+    bool is_held() const { return lock_.is_held(); }
+    void unlock(std::error_code& ec) { lock_.unlock(ec); }
+
+private:
+    // Each client lists the names in its own order; the MultiLock must take
+    // them in one order whatever the list.
+    static std::vector<std::string> names(const Settings& s) {
+        std::vector<std::string> names{s.name + ":a", s.name + ":b", s.name + ":c"};
+        std::rotate(names.begin(), names.begin() + std::hash<std::string>{}(s.id) % names.size(), names.end());
+        if (std::hash<std::string>{}(s.id) % 2) std::reverse(names.begin(), names.end());
+        return names;
+    }
+    dlock::MultiLock lock_;
+    std::string fenced_by_;
+};
 
 template <typename AnyLock>
 void run(AnyLock& lock, dlock::Client& storage, const Settings& s, Log& log) {
@@ -164,7 +231,7 @@ void run(AnyLock& lock, dlock::Client& storage, const Settings& s, Log& log) {
         const auto token = lock.fencing_token();
         sample();
         log.write("acquired", "\"token\":" + std::to_string(token) +
-                                  ",\"valid_until\":" + std::to_string(last_valid_until.load()));
+                                  ",\"valid_until\":" + std::to_string(last_valid_until.load()) + side_fields(s));
         try {
             critical_section(storage, s, token, random, log, sample);
         } catch (const std::exception& e) {
@@ -207,8 +274,16 @@ int main(int argc, char** argv) {
             dlock::Client client(s.lock_urls[0]);
             dlock::LockOptions options{.lease = s.lease, .on_lost = on_lost};
             if (s.replica_ack > 0) options.replica_ack = {.replicas = s.replica_ack, .timeout = s.ack_timeout};
-            dlock::Lock lock(client, s.name, options);
-            run(lock, storage, s, log);
+            if (s.kind == "multi") {
+                FencedMultiLock lock(client, s, options);
+                run(lock, storage, s, log);
+            } else if (s.kind == "permit") {
+                PermitAsLock lock(client, s, options);
+                run(lock, storage, s, log);
+            } else {
+                dlock::Lock lock(client, s.name, options);
+                run(lock, storage, s, log);
+            }
         } else {
             dlock::Masters masters(s.lock_urls);
             dlock::Redlock lock(masters, s.name, {.lease = s.lease, .on_lost = on_lost});

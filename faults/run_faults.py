@@ -104,6 +104,7 @@ class Run:
                         storage.url(), "--name", self.lock_name, "--id", id, "--log", log, "--fenced-sha", sha,
                         "--lease-ms", str(self.args.lease_ms), "--seconds", str(seconds), "--work-ms",
                         str(work_ms)]
+                argv += cls.client_args(i)
                 if getattr(cls, "replica_ack", 0):
                     argv += ["--replica-ack", str(cls.replica_ack), "--ack-timeout-ms", "200"]
                 kind = "library"

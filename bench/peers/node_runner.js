@@ -10,7 +10,7 @@
 const { fork } = require('child_process');
 const Redis = require('ioredis');
 const Redlock = require('redlock').default;
-const { Mutex, RedlockMutex } = require('redis-semaphore');
+const { Mutex, RedlockMutex, Semaphore } = require('redis-semaphore');
 
 const LEASE_MS = 30000;
 
@@ -47,7 +47,7 @@ function busyWait(us) {
 
 // A lock handle with acquire() (waits) and release(), per library and mode.
 // Every worker makes its own: each is a distinct owner.
-function makeLocker(lib, mode, clients, name) {
+function makeLocker(lib, mode, clients, name, permits = 0) {
   const tuned = mode === 'tuned';
   if (lib === 'redlock') {
     const settings = tuned ? { retryDelay: 1, retryJitter: 1, retryCount: -1 } : {};
@@ -70,7 +70,9 @@ function makeLocker(lib, mode, clients, name) {
   }
   if (lib === 'semaphore') {
     const options = { lockTimeout: LEASE_MS, ...(tuned ? { retryInterval: 1 } : {}) };
-    const mutex = clients.length > 1 ? new RedlockMutex(clients, name, options) : new Mutex(clients[0], name, options);
+    // With permits: redis-semaphore's Semaphore of that many permits.
+    const mutex = permits > 0 ? new Semaphore(clients[0], name, permits, options)
+      : clients.length > 1 ? new RedlockMutex(clients, name, options) : new Mutex(clients[0], name, options);
     return {
       async acquire() {
         for (;;) {
@@ -113,14 +115,26 @@ async function contendedWorker(f) {
   const startAt = Number(f['start-at']), stopAt = startAt + Number(f['duration-ms']);
   const c = client(f.url);
   while (Date.now() < startAt) await new Promise((r) => setTimeout(r, 1));
+  const permits = Number(f.permits || 0);
+  let maxInside = 0;
   const results = await Promise.all(Array.from({ length: tasks }, async () => {
-    const locker = makeLocker(f.lib, f.mode, [c], 'bench:contended');
+    const locker = makeLocker(f.lib, f.mode, [c], permits > 0 ? 'bench:semaphore' : 'bench:contended', permits);
     let count = 0;
     const waits = [];
     while (Date.now() < stopAt) {
       const asked = now();
       await locker.acquire();
       const waited = now() - asked;
+      if (permits > 0) {
+        // Holders count themselves in and out on the server: at most `permits` at once.
+        maxInside = Math.max(maxInside, Number(await c.incr('bench:inside')));
+        if (cs > 0) busyWait(cs);
+        await c.decr('bench:inside');
+        await locker.release();
+        if (waits.length < 2048) waits.push(waited);
+        count++;
+        continue;
+      }
       // Deliberately not atomic: GET, then SET. Lost updates show overlap.
       const seen = Number((await c.get('bench:counter')) || 0);
       if (cs > 0) busyWait(cs);
@@ -132,13 +146,13 @@ async function contendedWorker(f) {
     return { count, waits };
   }));
   c.disconnect();
-  return results;
+  return results.map((r) => ({ ...r, maxInside }));
 }
 
 async function contended(f) {
   const processes = Number(f.processes || 4);
   const c = client(f.url);
-  await c.del('bench:counter');
+  await c.del('bench:counter', 'bench:inside');
   const startAt = Date.now() + 1500; // every process starts racing together
   const args = ['--role', 'worker', '--start-at', String(startAt)];
   for (const [k, v] of Object.entries(f)) if (k !== 'role') args.push('--' + k, v);
@@ -152,9 +166,13 @@ async function contended(f) {
   const total = workers.reduce((a, w) => a + w.count, 0);
   const sum = total, sumSq = workers.reduce((a, w) => a + w.count * w.count, 0);
   const waits = workers.flatMap((w) => w.waits).sort((a, b) => a - b);
-  const counted = Number((await c.get('bench:counter')) || 0);
+  const permits = Number(f.permits || 0);
+  const maxInside = Math.max(0, ...workers.map((w) => w.maxInside || 0));
+  // With permits there is no shared counter: the limit, as the server counted holders, is the check.
+  const counted = permits > 0 ? (maxInside > permits ? -1 : total) : Number((await c.get('bench:counter')) || 0);
   c.disconnect();
   return {
+    ...(permits > 0 ? { permits, max_inside: maxInside, over_limit: maxInside > permits } : {}),
     acquisitions: total,
     acq_per_s: total / (Number(f['duration-ms']) / 1000),
     wait_p50_us: percentile(waits, 50),

@@ -38,6 +38,7 @@
 #include "dlock/client_options.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/reply.hpp"
+#include "dlock/rw_lock.hpp"
 #include "dlock/script.hpp"
 #include "dlock/server_address.hpp"
 #include "dlock/subscription.hpp"
@@ -97,6 +98,10 @@ public:
     // A lock on name through this client (see lock.hpp). The Lock may outlive
     // the Client; its calls then fail with errc::client_closed.
     Lock lock(std::string name, LockOptions options = {}) { return Lock(*this, std::move(name), std::move(options)); }
+    // A read-write lock on name through this client (see rw_lock.hpp).
+    RwLock rw_lock(std::string name, RwLockOptions options = {}) {
+        return RwLock(*this, std::move(name), std::move(options));
+    }
 
     // Waits until the command connection is ready or its attempt failed.
     // For start-up checks; the other calls do not need it.

@@ -43,11 +43,13 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "dlock/lock.hpp"
+#include "dlock/script.hpp"
 #include "lock/lock_keys.hpp"
 #include "redis/asio.hpp"
 #include "validity.hpp"
@@ -56,7 +58,25 @@ namespace dlock::detail {
 
 using LockClock = std::chrono::steady_clock;
 
-// What every hold made through one lock object shares; immutable.
+// A script call that the client's lock service makes for a hold, whatever
+// its kind: the keys and arguments are the hold's own.
+struct HoldCall {
+    const Script* script = nullptr;
+    std::vector<std::string> keys;
+    std::vector<std::string> argv;
+};
+
+// A HoldCall's strings as the views the transport takes; views into the call.
+struct HoldCallViews {
+    explicit HoldCallViews(const HoldCall& call)
+        : keys(call.keys.begin(), call.keys.end()), argv(call.argv.begin(), call.argv.end()) {}
+    std::vector<std::string_view> keys, argv;
+};
+
+// What every hold made through one lock object shares; immutable. A lock
+// kind whose holds the client's lease keeper renews (Lock, both sides of an
+// RwLock, Semaphore's permits) says here how its holds are renewed and
+// given up; the defaults are the exclusive lock's (lock_service.cpp).
 struct LockIdentity {
     LockIdentity(std::string name_, LockOptions options_)
         : name(std::move(name_)),
@@ -65,6 +85,13 @@ struct LockIdentity {
           lease_ms(std::to_string(options.lease.count())),
           retention_ms(std::to_string(options.retention.count())) {}
     virtual ~LockIdentity() = default;
+
+    // A renewal of owner's hold: its answer is 1 when extended, 0 when the
+    // hold is not owner's any more.
+    virtual HoldCall renewal(const std::string& owner) const;
+    // A release of all of owner's hold as the client stops (operation: a
+    // fresh operation id). Its answer is not read.
+    virtual HoldCall final_release(const std::string& owner, const std::string& operation) const;
 
     std::string name;
     LockKeys keys;

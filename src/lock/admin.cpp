@@ -8,6 +8,7 @@
 #include "dlock/lock.hpp"
 #include "lock_keys.hpp"
 #include "lock_scripts.hpp"
+#include "script_replies.hpp"
 
 namespace dlock {
 namespace {
@@ -15,21 +16,6 @@ namespace {
 void validate_name(std::string_view name) {
     if (name.empty()) throw Error(errc::invalid_argument, "lock name is empty");
     if (name.size() > max_lock_name_bytes) throw Error(errc::invalid_argument, "lock name is too long");
-}
-
-LockInfo lock_info_of(const Reply& reply) {
-    if (!reply.is_array() || reply.elements.size() != 6) throw Error(errc::protocol_error, "unexpected inspect reply");
-    LockInfo info;
-    info.held = !reply.elements[0].is_nil();
-    if (info.held) {
-        info.owner = reply.elements[0].text;
-        info.hold_count = static_cast<unsigned>(reply.elements[1].integer);
-        info.ttl = std::chrono::milliseconds(std::max<long long>(reply.elements[2].integer, 0));
-        info.fencing_token = static_cast<std::uint64_t>(reply.elements[3].integer);
-        if (reply.elements[5].is_text()) info.holder = reply.elements[5].text;
-    }
-    info.last_fencing_token = static_cast<std::uint64_t>(reply.elements[4].integer);
-    return info;
 }
 
 // SCAN's page size: large enough for few round trips, small enough that one
@@ -60,7 +46,7 @@ void inspect_batch(Client& client, std::vector<std::string> names, std::vector<s
         if (replies[i].is_error()) throw Error(replies[i].error_code(), replies[i].text);
     throw_if(failure, "inspecting locks");
     for (std::size_t i = 0; i < names.size(); ++i) {
-        LockInfo info = lock_info_of(replies[i]);
+        LockInfo info = detail::read_inspect(replies[i]);
         if (info.held) out.emplace_back(std::move(names[i]), std::move(info));
     }
 }
@@ -72,7 +58,7 @@ LockInfo inspect_lock(Client& client, std::string_view name) {
     detail::LockKeys keys(name);
     const auto fence = keys.fence();
     std::string_view k[] = {keys.lock, fence};
-    return lock_info_of(client.eval(detail::inspect_script(), k, {}));
+    return detail::read_inspect(client.eval(detail::inspect_script(), k, {}));
 }
 
 bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_clock::time_point deadline,
@@ -134,10 +120,7 @@ std::optional<std::string> force_release(Client& client, std::string_view name) 
     detail::LockKeys keys(name);
     const auto channel = keys.channel();
     std::string_view k[] = {keys.lock, channel};
-    Reply reply = client.eval(detail::force_release_script(), k, {});
-    if (reply.is_nil()) return std::nullopt;
-    if (!reply.is_array() || reply.elements.empty()) throw Error(errc::protocol_error, "unexpected force-release reply");
-    return reply.elements[0].text;
+    return detail::read_force_release(client.eval(detail::force_release_script(), k, {}));
 }
 
 }  // namespace dlock

@@ -11,33 +11,11 @@
 #include "lock_validation.hpp"
 #include "redis/server_error_text.hpp"
 #include "replica_ack.hpp"
+#include "script_replies.hpp"
 
 namespace dlock {
 namespace detail {
 namespace {
-
-// acquire.lua's answers.
-constexpr long long granted = 1, busy = 0, not_ours = -1, stale_operation = -2;
-
-bool is_acquire_reply(const Reply& reply) {
-    return reply.is_array() && !reply.elements.empty() && reply.elements[0].is_integer() &&
-           (reply.elements[0].integer != granted || reply.elements.size() == 3) &&
-           (reply.elements[0].integer != busy || reply.elements.size() == 2);
-}
-
-bool is_grant(const Reply& reply) { return is_acquire_reply(reply) && reply.elements[0].integer == granted; }
-
-// The holder's lease left, as the server said, but never past the longest
-// lease there can be: a key someone gave a huge TTL must not overflow the
-// clock arithmetic of the wait.
-std::chrono::milliseconds holders_lease_left(const Reply& reply) {
-    return std::chrono::milliseconds(std::clamp<long long>(reply.elements[1].integer, 1, max_lease.count()));
-}
-
-Grant grant_of(const Reply& reply, LockClock::time_point sent) {
-    return Grant{static_cast<std::uint64_t>(reply.elements[1].integer),
-                 static_cast<unsigned>(std::max<long long>(reply.elements[2].integer, 1)), sent, sent};
-}
 
 std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions options) {
     validate_lock_request(name, options.lease);
@@ -64,27 +42,10 @@ LockClock::time_point LockCore::retry_window_end() const {
     return LockClock::now() + options.connect_timeout + options.command_timeout;
 }
 
-void LockCore::contribute(const std::shared_ptr<Hold>& hold) {
-    hold->contribute(this);
-    std::lock_guard lock(owners_mutex_);
-    owners_.insert(hold->owner);
-}
-
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
-    auto call = RetriedCall::start(client, script, keys, argv, retry_window_end());
-    Answer answer;
-    answer.sent = call->first_sent();
-    // The gate travels with the call if the caller walks away: no other
-    // operation of this owner may start before its outcome is settled.
-    auto carried = std::make_shared<GateTicket>();
-    answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
-                              [carried, undo = std::move(undo)](std::error_code ec, Reply&& reply) {
-                                  if (undo) undo(ec, reply);
-                              });
-    if (!answer.known) *carried = std::move(ticket);
-    return answer;
+    return run_retried(client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, std::move(undo));
 }
 
 void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket) {
@@ -103,23 +64,12 @@ void LockCore::undo(const std::string& owner, const std::string& operation, std:
 
 bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant,
                             const std::string& operation) {
-    if (LockClock::now() >= valid_until(grant.sent, identity->options.lease)) {
-        // Granted, but the request waited so long (a paused server, a slow
-        // network) that its lease may be over already: not a hold anyone
-        // may trust. Give it back.
-        undo(owner, operation);
+    auto hold = adopt_grant(*service, identity, owner, slot, grant);
+    if (!hold) {
+        undo(owner, operation);  // its lease may be over already: give it back
         return false;
     }
-    auto hold = std::make_shared<Hold>(identity, owner, grant);
-    if (auto previous = slot.current()) {
-        // A new grant replaces whatever this owner had: a final hold, or a
-        // lost one the caller has not unlocked yet.
-        service->keeper().forget(previous);
-        mark_lost(previous, errc::lease_lost, service->io());
-    }
-    slot.set(hold);
-    service->keeper().track(hold, grant.sent);
-    contribute(hold);
+    contributions_.add(this, hold);
     return true;
 }
 
@@ -185,24 +135,13 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
         note_server_error(answer.ec, answer.reply);
         return false;
     }
-    if (!is_acquire_reply(answer.reply)) {
-        ec = errc::protocol_error;
-        return false;
+    bool give_back = false;
+    if (apply_reentry(*service, hold, read_reentry(answer.reply), answer.sent, identity->options.lease, lost,
+                      give_back, ec)) {
+        contributions_.add(this, hold);
+        return true;
     }
-    if (answer.reply.elements[0].integer == granted) {
-        const auto count = static_cast<unsigned>(std::clamp<long long>(answer.reply.elements[2].integer, 1, UINT32_MAX));
-        if (hold->reentered(count, answer.sent, identity->options.lease)) {
-            contribute(hold);
-            return true;
-        }
-        // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
-        undo(owner, answer.operation);
-    }
-    // The server says it is not ours any more: the hold was lost, and this
-    // call acquires afresh.
-    service->keeper().forget(hold);
-    mark_lost(hold, errc::lease_lost, service->io());
-    lost = true;
+    if (give_back) undo(owner, answer.operation);
     return false;
 }
 
@@ -220,17 +159,17 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
         note_server_error(answer.ec, answer.reply);
         return {Outcome::failed};
     }
-    if (!is_acquire_reply(answer.reply) || answer.reply.elements[0].integer == not_ours ||
-        answer.reply.elements[0].integer < stale_operation) {
-        ec = errc::protocol_error;
-        return {Outcome::failed};
+    const auto fresh = read_fresh_acquire(answer.reply);
+    switch (fresh.kind) {
+        case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return {Outcome::failed};
+        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left};
+        // A resent copy of an attempt whose first copy was answered busy,
+        // and the lock is free now: that operation may not grant any more.
+        // A new attempt (a new operation id) may.
+        case FreshAcquire::Kind::stale_operation: return {Outcome::busy, std::chrono::milliseconds(1)};
+        case FreshAcquire::Kind::granted: break;
     }
-    if (answer.reply.elements[0].integer == busy) return {Outcome::busy, holders_lease_left(answer.reply)};
-    // A resent copy of an attempt whose first copy was answered busy, and
-    // the lock is free now: that operation may not grant any more. A new
-    // attempt (a new operation id) may.
-    if (answer.reply.elements[0].integer == stale_operation) return {Outcome::busy, std::chrono::milliseconds(1)};
-    if (!record_grant(owner, slot, grant_of(answer.reply, answer.sent), answer.operation))
+    if (!record_grant(owner, slot, Grant{fresh.token, fresh.count, answer.sent, answer.sent}, answer.operation))
         return {Outcome::busy, std::chrono::milliseconds(1)};
     return {Outcome::acquired};
 }
@@ -329,8 +268,8 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     auto answer = run(hand_off_script(), {keys.lock, fence, tombstone},
                       {hold->owner, next, next_lease, operation, identity->retention_ms}, std::nullopt, {}, no_gate, {});
     ec = answer.ec;
-    const bool handed = !ec && answer.reply.is_array() && answer.reply.elements.size() == 2 &&
-                        answer.reply.elements[0].integer == 1;
+    const auto handed_token = ec ? std::nullopt : read_hand_off(answer.reply);
+    const bool handed = handed_token.has_value();
     if (!handed && !ec) {
         // Not ours to give (lost meanwhile): the ordinary release says so.
         queue->finish_handoff(head, std::nullopt);
@@ -340,7 +279,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     slot.clear(hold);
     service->keeper().forget(hold);
     if (handed) {
-        const Grant grant{static_cast<std::uint64_t>(answer.reply.elements[1].integer), 1, answer.sent, slice_start};
+        const Grant grant{*handed_token, 1, answer.sent, slice_start};
         // The head gave up waiting (its deadline, a stop): nobody will use
         // the lock it was given, so give exactly that back.
         if (!queue->finish_handoff(head, NameQueue::Handed{grant, operation})) undo(next, operation);
@@ -365,12 +304,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
 void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
                              std::error_code& ec) {
     auto hold = slot.current();
-    if (!hold || hold->final()) {
-        ec = hold && hold->state() == HoldState::lost ? make_error_code(errc::lease_lost)
-                                                     : make_error_code(errc::not_owner);
-        if (hold && hold->state() == HoldState::lost && hold->forget_lost_holds(holds) == 0) slot.clear(hold);
-        return;
-    }
+    if (refuse_release_of_final(slot, hold, holds, ec)) return;
     const auto view = hold->view();
     const bool final_release = holds >= view.count;
     if (final_release) {
@@ -387,41 +321,7 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     auto answer = run(release_script(), {keys.lock, fence, channel, tombstone},
                       {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, std::nullopt, {},
                       ticket, {});
-    if (answer.ec || !answer.reply.is_integer()) {
-        ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);
-        note_server_error(answer.ec, answer.reply);
-        if (final_release) {
-            // Not renewed any more; the lease ends it.
-            hold->release_unanswered();
-            slot.clear(hold);
-            service->keeper().forget(hold);
-        }
-        return;
-    }
-    const long long left = answer.reply.integer;
-    if (left < 0) {
-        // Not ours on the server (expired, force-released, taken): lost.
-        service->keeper().forget(hold);
-        mark_lost(hold, errc::lease_lost, service->io());
-        hold->forget_lost_holds(holds);
-        ec = errc::lease_lost;
-        return;
-    }
-    if (final_release) {
-        hold->release_answered(static_cast<unsigned>(left), answer.sent);
-    } else if (left == 0 ? hold->begin_final_release() : true) {
-        if (left == 0) hold->release_answered(0, answer.sent);
-        else hold->partly_released(static_cast<unsigned>(left), answer.sent, identity->options.lease);
-    }
-    if (hold->state() == HoldState::released) {
-        slot.clear(hold);
-        service->keeper().forget(hold);
-        // Local waiters are not woken here: they wake on the same pub/sub
-        // message as every other process's, so this process gets no head start.
-    } else if (final_release) {
-        // The server still counts holds of ours: it stays held, and renewed.
-        service->keeper().track(hold, answer.sent);
-    }
+    apply_release(*service, slot, hold, holds, final_release, identity->options.lease, answer, ec);
 }
 
 void LockCore::release(std::error_code& ec) {
@@ -438,23 +338,11 @@ void LockCore::release(std::error_code& ec) {
 void LockCore::release_outstanding() noexcept {
     try {
         if (client->usable()) return;  // a closed client released everything already
-        std::unordered_set<std::string> owners;
-        {
-            std::lock_guard lock(owners_mutex_);
-            owners.swap(owners_);
-        }
-        for (const auto& owner : owners) {
-            OwnerOperation operation(service->holds(), identity->name, owner);
-            (void)operation.enter(std::nullopt, {});
-            // Only what was made through this object, on the hold as it is
-            // now: a hold that ended or was replaced took our share with it.
-            const auto hold = operation.slot().current();
-            const unsigned holds = hold ? hold->contribution_of(this) : 0;
-            if (holds == 0) continue;
-            for (unsigned i = 0; i < holds; ++i) hold->withdraw(this);
-            std::error_code ignored;
-            release_holds(owner, operation.slot(), operation.ticket, holds, ignored);
-        }
+        release_contributed(this, contributions_.take(), service->holds(), identity->name,
+                            [this](const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds) {
+                                std::error_code ignored;
+                                release_holds(owner, slot, ticket, holds, ignored);
+                            });
     } catch (...) {
         // Best effort: the lease ends what is left.
     }

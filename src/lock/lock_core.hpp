@@ -12,6 +12,7 @@
 
 #include "hold/hold.hpp"
 #include "hold/retried_call.hpp"
+#include "hold_steps.hpp"
 #include "lock_service.hpp"
 
 namespace dlock::detail {
@@ -43,14 +44,7 @@ private:
         Outcome outcome;
         std::chrono::milliseconds pttl{0};  // busy: the holder's lease left
     };
-    // One operation's outcome.
-    struct Answer {
-        bool known = false;  // false: the caller walked away (deadline, stop)
-        std::error_code ec;
-        Reply reply;
-        LockClock::time_point sent{};
-        std::string operation;  // its operation id
-    };
+    using Answer = ScriptAnswer;
 
     // Runs one script call through RetriedCall; the caller waits until
     // wait_until (none: until known) or stop. Walking away hands the gate
@@ -92,14 +86,10 @@ private:
     void undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket = {});
     LockClock::time_point retry_window_end() const;
 
-    // Counts one hold of `hold` as made through this object (Hold::contribute).
-    void contribute(const std::shared_ptr<Hold>& hold);
-
     const std::string handle_owner_;  // Ownership::handle only
-    std::mutex owners_mutex_;
     // The owners this object made holds for; what it made is counted on
     // each hold (Hold::contribute), and dies with the hold.
-    std::unordered_set<std::string> owners_;
+    Contributions contributions_;
 };
 
 }  // namespace dlock::detail

@@ -26,6 +26,21 @@ struct LockKeys {
         key.append(":done:").append(owner);
         return key;
     }
+
+    // Read-write lock (rw_lock.hpp): the writer is the lock hash above, and
+    // the fence, channel and write tombstones are the ones above too.
+    // sorted set reader -> server-time deadline (ms)
+    std::string readers() const { return lock + ":readers"; }
+    // hash {n:<reader> count, s:<reader> last operation id, t:<reader> token}
+    std::string reader_state() const { return lock + ":rstate"; }
+    // sorted set waiting writer -> server-time deadline (ms) of its mark
+    std::string waiting_writers() const { return lock + ":wwait"; }
+    // string: as tombstone(), for the owner's read operations
+    std::string read_tombstone(std::string_view owner) const {
+        std::string key = lock;
+        key.append(":rdone:").append(owner);
+        return key;
+    }
 };
 
 // Where scripts that take a lock away from its owner (force-release) tell

@@ -1,6 +1,8 @@
 #include "lock_scripts.hpp"
 
 #include "dlock_scripts.hpp"
+#include "dlock_semaphore_scripts.hpp"
+#include "semaphore_scripts.hpp"
 
 namespace dlock::detail {
 
@@ -17,6 +19,16 @@ DLOCK_SCRIPT(force_release)
 DLOCK_SCRIPT(inspect)
 DLOCK_SCRIPT(raise_fence)
 DLOCK_SCRIPT(hand_off)
+DLOCK_SCRIPT(semaphore_acquire)
+DLOCK_SCRIPT(semaphore_release)
+DLOCK_SCRIPT(semaphore_renew)
+DLOCK_SCRIPT(semaphore_set_limit)
+DLOCK_SCRIPT(semaphore_inspect)
+DLOCK_SCRIPT(rw_write_acquire)
+DLOCK_SCRIPT(rw_write_withdraw)
+DLOCK_SCRIPT(rw_read_acquire)
+DLOCK_SCRIPT(rw_read_release)
+DLOCK_SCRIPT(rw_read_renew)
 
 #undef DLOCK_SCRIPT
 

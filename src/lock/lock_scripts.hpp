@@ -12,5 +12,11 @@ const Script& force_release_script();
 const Script& inspect_script();
 const Script& raise_fence_script();
 const Script& hand_off_script();
+// The read-write lock's own (its write side also uses release and renew).
+const Script& rw_write_acquire_script();
+const Script& rw_write_withdraw_script();
+const Script& rw_read_acquire_script();
+const Script& rw_read_release_script();
+const Script& rw_read_renew_script();
 
 }  // namespace dlock::detail

@@ -1,7 +1,7 @@
 #include "lock_service.hpp"
 
-#include <charconv>
 #include <future>
+#include <map>
 #include <optional>
 
 #include "dlock/error.hpp"
@@ -9,14 +9,20 @@
 #include "lock_scripts.hpp"
 #include "redis/command_format.hpp"
 #include "replica_ack.hpp"
+#include "script_replies.hpp"
 
 namespace dlock::detail {
-namespace {
 
-// renew.lua's answer when the lease was extended.
-bool renewed_lease(const Reply& reply) { return reply.is_integer() && reply.integer == 1; }
+HoldCall LockIdentity::renewal(const std::string& owner) const {
+    return {&renew_script(), {keys.lock, keys.fence()}, {owner, lease_ms, retention_ms, "0"}};
+}
 
-}  // namespace
+HoldCall LockIdentity::final_release(const std::string& owner, const std::string& operation) const {
+    return {&release_script(),
+            {keys.lock, keys.fence(), keys.channel(), keys.tombstone(owner)},
+            {owner, lease_ms, operation, "all", retention_ms}};
+}
+
 
 LockService::LockService(ClientCore& core)
     : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
@@ -41,33 +47,12 @@ void LockService::listen_to_inbox() {
 
 void LockService::on_inbox(Subscription::Event event, std::string_view payload) {
     if (event == Subscription::Event::resubscribed) return keeper_.renew_all_now();
-    // "revoked <owner> <token> <lock key>"; the key is "dlock:{<name>}", and
-    // the name may hold any byte, spaces too: it is everything after the token.
-    constexpr std::string_view verb = "revoked ";
-    constexpr std::string_view key_prefix = "dlock:{";
-    if (payload.substr(0, verb.size()) != verb) return;
-    payload.remove_prefix(verb.size());
-    auto next_word = [&payload]() -> std::optional<std::string_view> {
-        auto space = payload.find(' ');
-        if (space == std::string_view::npos) return std::nullopt;
-        auto word = payload.substr(0, space);
-        payload.remove_prefix(space + 1);
-        return word;
-    };
-    const auto owner = next_word();
-    const auto token_text = next_word();
-    if (!owner || !token_text) return;
-    std::uint64_t token = 0;
-    if (std::from_chars(token_text->data(), token_text->data() + token_text->size(), token).ptr !=
-        token_text->data() + token_text->size())
-        return;
-    const auto key = payload;
-    if (key.size() < key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix || key.back() != '}')
-        return;
-    std::string name(key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1));
+    const auto notice = read_revocation(payload);
+    if (!notice) return;
+    const std::string name(notice->name), owner(notice->owner);
     // Only the hold that was revoked: this owner may have taken the lock
     // again (a new token) before the notice arrived.
-    if (auto hold = holds_.current(name, std::string(*owner)); hold && hold->view().token == token) {
+    if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {
         keeper_.forget(hold);
         mark_lost(hold, errc::lease_lost, core_.io());
     }
@@ -92,6 +77,7 @@ void LockService::check_eviction_policy() {
     });
 }
 
+
 void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent) {
     std::vector<std::string_view> commands;
     std::vector<Completion> dones;
@@ -106,10 +92,9 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         // command never changes: format it once per hold.
         auto& command = hold->keeper.renew_command;
         if (command.empty()) {
-            const auto fence = hold->lock->keys.fence();
-            std::string_view keys[] = {hold->lock->keys.lock, fence};
-            std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-            append_eval(command, "EVALSHA", renew_script().sha1(), keys, argv);
+            const auto call = hold->lock->renewal(hold->owner);
+            const HoldCallViews views(call);
+            append_eval(command, "EVALSHA", call.script->sha1(), views.keys, views.argv);
         }
         commands.emplace_back(command);  // `due` keeps the hold alive through the submit
         deadline = std::min(deadline, LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
@@ -120,13 +105,12 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
 
 void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
     const auto& ack = hold->lock->options.replica_ack;
-    const auto fence = hold->lock->keys.fence();
-    std::string_view keys[] = {hold->lock->keys.lock, fence};
-    std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-    eval_acknowledged_async(core_, renew_script(), keys, argv, ack, renewed_lease, hold->view().valid_until,
+    const auto call = hold->lock->renewal(hold->owner);
+    const HoldCallViews views(call);
+    eval_acknowledged_async(core_, *call.script, views.keys, views.argv, ack, read_renewed, hold->view().valid_until,
                             [this, hold, sent, wanted = ack.replicas](AcknowledgedAnswer&& answer) {
                                 if (answer.ec) return keeper_.failed(hold, answer.ec);
-                                if (!renewed_lease(answer.reply)) return keeper_.refused(hold);
+                                if (!read_renewed(answer.reply)) return keeper_.refused(hold);
                                 // Extended on the master only: not yet safe from a failover.
                                 if (answer.replicas < wanted)
                                     return keeper_.failed(hold, errc::replicas_not_acknowledged);
@@ -139,22 +123,22 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
     if (ec == errc::no_script) {
         // The server forgot the script (SCRIPT FLUSH, restart): the same
         // renewal again through the path that falls back to EVAL.
-        const auto fence = hold->lock->keys.fence();
-        std::string_view keys[] = {hold->lock->keys.lock, fence};
-        std::string_view argv[] = {hold->owner, hold->lock->lease_ms, hold->lock->retention_ms, "0"};
-        core_.eval_async(renew_script(), keys, argv,
+        const auto call = hold->lock->renewal(hold->owner);
+        const HoldCallViews views(call);
+        core_.eval_async(*call.script, views.keys, views.argv,
                          [this, hold, sent](std::error_code e, Reply&& r) { on_renewed(hold, sent, e, r); },
                          LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
         return;
     }
     if (ec) return keeper_.failed(hold, ec);
-    if (renewed_lease(reply)) return keeper_.renewed(hold, sent);
+    if (read_renewed(reply)) return keeper_.renewed(hold, sent);
     keeper_.refused(hold);
 }
 
 void LockService::release_all_on_stop() {
     auto holds = keeper_.live_holds();
-    std::vector<ClientCore::EvalCall> calls;
+    // By script: the holds of each kind leave in one write.
+    std::map<const Script*, std::vector<ClientCore::EvalCall>> calls;
     std::vector<std::future<void>> done;
     for (auto& hold : holds) {
         // Renewal in flight or not: every hold that is still ours goes.
@@ -162,12 +146,11 @@ void LockService::release_all_on_stop() {
         keeper_.forget(hold);
         auto promise = std::make_shared<std::promise<void>>();
         done.push_back(promise->get_future());
-        const auto& keys = hold->lock->keys;
-        calls.push_back({{keys.lock, keys.fence(), keys.channel(), keys.tombstone(hold->owner)},
-                         {hold->owner, hold->lock->lease_ms, next_operation_id(), "all", hold->lock->retention_ms},
-                         [promise](std::error_code, Reply&&) { promise->set_value(); }});
+        auto call = hold->lock->final_release(hold->owner, next_operation_id());
+        calls[call.script].push_back({std::move(call.keys), std::move(call.argv),
+                                      [promise](std::error_code, Reply&&) { promise->set_value(); }});
     }
-    core_.eval_many(release_script(), calls);
+    for (auto& [script, of_script] : calls) core_.eval_many(*script, of_script);
     // Bounded: every call completes by its command timeout.
     for (auto& f : done) f.wait();
 }

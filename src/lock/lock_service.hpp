@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "dlock/subscription.hpp"
+#include "hold/channel_watch.hpp"
 #include "hold/hold_registry.hpp"
 #include "hold/lease_keeper.hpp"
 #include "hold/name_queue.hpp"
@@ -26,7 +27,14 @@ public:
     static std::shared_ptr<LockService> of(ClientCore& core);
 
     LeaseKeeper& keeper() noexcept { return keeper_; }
+    // Exclusive holds (Lock, the write side of an RwLock), by name and owner;
+    // the inbox's revocations look here.
     HoldRegistry& holds() noexcept { return holds_; }
+    // The waiters of semaphores, by channel.
+    ChannelWatches& watches() noexcept { return watches_; }
+    // The read side of RwLocks, by name and owner: one owner may hold both
+    // sides of one name, each with its own hold, count and gate.
+    HoldRegistry& shared_holds() noexcept { return shared_holds_; }
     asio::io_context& io() noexcept { return core_.io(); }
 
 private:
@@ -43,6 +51,8 @@ private:
 
     ClientCore& core_;
     HoldRegistry holds_;
+    ChannelWatches watches_;
+    HoldRegistry shared_holds_;
     LeaseKeeper keeper_;
     Subscription inbox_;
 };

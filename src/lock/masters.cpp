@@ -6,6 +6,7 @@
 #include "lock_scripts.hpp"
 #include "masters_core.hpp"
 #include "quorum.hpp"
+#include "script_replies.hpp"
 
 namespace dlock {
 namespace detail {
@@ -83,7 +84,7 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
                          std::size_t renewed = 0, refused = 0;
                          for (const auto& ballot : ballots) {
                              if (ballot.error) continue;
-                             if (ballot.reply.is_integer() && ballot.reply.integer == 1) ++renewed;
+                             if (read_renewed(ballot.reply)) ++renewed;
                              else ++refused;
                          }
                          if (won(n, renewed)) keeper_.renewed(held, sent);

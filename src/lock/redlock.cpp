@@ -9,6 +9,7 @@
 #include "lock_validation.hpp"
 #include "quorum.hpp"
 #include "redlock_core.hpp"
+#include "script_replies.hpp"
 
 namespace dlock {
 namespace detail {
@@ -48,13 +49,9 @@ AcquireAnswer read_acquire(const Ballot& ballot) {
     if (!ballot.answered) return {};
     if (ballot.error)
         return {ballot.error == errc::command_timeout ? Vote::timed_out : Vote::failed, ballot.error};
-    const auto& reply = ballot.reply;
-    if (!reply.is_array() || reply.elements.empty()) return {Vote::failed, errc::protocol_error};
-    const auto answer = reply.elements[0].integer;
-    if (answer == 1 && reply.elements.size() == 3)
-        return {Vote::granted, {}, static_cast<std::uint64_t>(reply.elements[1].integer)};
-    if (answer == 0 && reply.elements.size() == 2) return {Vote::held_by_another, {}, 0, reply.elements[1].integer};
-    return {Vote::failed, errc::protocol_error};
+    const auto vote = read_master_vote(ballot.reply);
+    if (vote.vote == Vote::failed) return {Vote::failed, errc::protocol_error};
+    return {vote.vote, {}, vote.token, vote.lease_left};
 }
 
 // A sleep that only stop can cut short: after a split vote, release
@@ -329,7 +326,10 @@ void RedlockCore::release_final(const std::shared_ptr<Hold>& hold, OwnerSlot& sl
         for (const auto& ballot : ballots) {
             if (!ballot.answered) continue;
             ++t.answered;
-            if (!ballot.error && ballot.reply.is_integer()) ++(ballot.reply.integer >= 0 ? t.released : t.not_ours);
+            if (ballot.error) continue;
+            const auto answer = read_release(ballot.reply);
+            if (answer.kind == Release::Kind::released) ++t.released;
+            else if (answer.kind == Release::Kind::not_ours) ++t.not_ours;
         }
         return t;
     };

@@ -73,6 +73,7 @@ void note_server_error(const std::error_code& ec, const Reply& reply) {
     else last_server_error_text.clear();
 }
 void clear_server_error() { last_server_error_text.clear(); }
+void restore_server_error(std::string text) { last_server_error_text = std::move(text); }
 }  // namespace detail
 
 std::error_code error_code_of_server_error(std::string_view text) noexcept {

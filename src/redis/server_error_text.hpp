@@ -3,6 +3,7 @@
 // error reply into an error_code, cleared when a call starts.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -16,5 +17,9 @@ namespace dlock::detail {
 void note_server_error(const std::error_code& ec, const Reply& reply);
 // Forgets it: a new call starts.
 void clear_server_error();
+// Puts back what last_server_error() said before: a call that cleans up
+// after a failure (a multi-lock giving back its other names) keeps the
+// failure's text.
+void restore_server_error(std::string text);
 
 }  // namespace dlock::detail

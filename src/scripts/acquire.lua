@@ -9,24 +9,11 @@
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
 -- that one first answered busy may answer {-2} once the lock is free: it never grants.
 local owner = redis.call('HGET', KEYS[1], 'owner')
-local op = op_number(ARGV[3])
-if owner == ARGV[1] then
-  local seq = op_number(redis.call('HGET', KEYS[1], 'seq'))
-  if op == seq then
-    return {1, tonumber(redis.call('HGET', KEYS[1], 'token')), tonumber(redis.call('HGET', KEYS[1], 'count'))}
-  end
-  if op < seq then return {-2} end
-end
--- An operation its client gave up on (answered busy, or undone after its
--- outcome stayed unknown) never applies, however late a copy arrives.
-if op <= op_number(redis.call('GET', KEYS[3])) then return {-2} end
+local replayed = replayed_acquire(KEYS[1], KEYS[3], ARGV[1], owner, op_number(ARGV[3]))
+if replayed then return replayed end
 if owner == ARGV[1] then
   if ARGV[4] == 'reenter' then
-    local count = redis.call('HINCRBY', KEYS[1], 'count', 1)
-    redis.call('HSET', KEYS[1], 'seq', ARGV[3])
-    redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
-    keep_fence(KEYS[2], ARGV[2] + ARGV[5])
-    return {1, tonumber(redis.call('HGET', KEYS[1], 'token')), count}
+    return reenter_exclusive(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[5])
   end
   -- 'fresh' although the server still has a hold of this owner that its
   -- client no longer tracks (a release that failed in transit, a grant
@@ -39,10 +26,4 @@ elseif owner then
   raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
   return {0, pttl}
 end
-local token = next_token(KEYS[2], ARGV[6] == '1')
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'count', 1, 'seq', ARGV[3], 'token', string.format('%.0f', token))
-if ARGV[7] and ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'holder', ARGV[7]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-keep_fence(KEYS[2], ARGV[2] + ARGV[5])
-return {1, token, 1}
+return grant_exclusive(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[6] == '1', ARGV[7])

@@ -43,3 +43,98 @@ local function raise_tombstone(tombstone, op, ms)
     redis.call('SET', tombstone, op, 'PX', ms)
   end
 end
+
+-- The exclusive hold of a lock hash {owner, count, seq, token, holder}, as
+-- acquire.lua and rw_write_acquire.lua both keep it.
+-- The answer to operation op of owner when it is a resent copy ({1, token,
+-- count}, as the first copy answered) or a late copy of an operation that may
+-- no longer grant ({-2}); nil for a new operation.
+local function replayed_acquire(lock, tombstone, owner, holder, op)
+  if holder == owner then
+    local seq = op_number(redis.call('HGET', lock, 'seq'))
+    if op == seq then
+      return {1, tonumber(redis.call('HGET', lock, 'token')), tonumber(redis.call('HGET', lock, 'count'))}
+    end
+    if op < seq then return {-2} end
+  end
+  -- An operation its client gave up on (answered busy, or undone after its
+  -- outcome stayed unknown) never applies, however late a copy arrives.
+  if op <= op_number(redis.call('GET', tombstone)) then return {-2} end
+  return nil
+end
+
+-- One more hold of the owner: never more than one lease from now, however deep.
+local function reenter_exclusive(lock, fence, op_id, lease, retention)
+  local count = redis.call('HINCRBY', lock, 'count', 1)
+  redis.call('HSET', lock, 'seq', op_id)
+  redis.call('PEXPIRE', lock, lease, 'GT')
+  keep_fence(fence, lease + retention)
+  return {1, tonumber(redis.call('HGET', lock, 'token')), count}
+end
+
+-- A fresh exclusive hold: count 1, a new token; label says who holds it, for operators.
+local function grant_exclusive(lock, fence, owner, op_id, lease, retention, floor_always, label)
+  local token = next_token(fence, floor_always)
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, 'owner', owner, 'count', 1, 'seq', op_id, 'token', string.format('%.0f', token))
+  if label and label ~= '' then redis.call('HSET', lock, 'holder', label) end
+  redis.call('PEXPIRE', lock, lease)
+  keep_fence(fence, lease + retention)
+  return {1, token, 1}
+end
+
+-- The server's clock in milliseconds. Every deadline a script stores (a
+-- reader's lease, a waiting writer's mark) is server time: no client's clock
+-- decides anything here.
+local function server_ms()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+
+-- Pushes a key's expiry out to at least ms from now, never shortening it.
+-- (PEXPIRE GT would leave a key without expiry as it is: it counts as infinite.)
+local function extend_expiry(key, ms)
+  local left = redis.call('PTTL', key)
+  if left == -1 or (left >= 0 and left < tonumber(ms)) then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- Read-write lock: readers whose lease has ended (server time) leave the
+-- reader set, and their count, last operation and token leave the reader
+-- state hash. A crashed reader frees its share within one lease.
+-- Acquisitions decide by live_* below and prune after their grant: a write
+-- that frees memory first would let the grant through when Redis is out of
+-- memory (a script's first write decides whether it may write at all).
+local function prune_readers(readers, state, now)
+  local gone = redis.call('ZRANGEBYSCORE', readers, '-inf', now)
+  for _, reader in ipairs(gone) do
+    redis.call('HDEL', state, 'n:' .. reader, 's:' .. reader, 't:' .. reader)
+  end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  end
+end
+
+-- Whether member's deadline in a sorted set is still ahead (server time).
+local function live_member(set, member, now)
+  local deadline = redis.call('ZSCORE', set, member)
+  return deadline and tonumber(deadline) > now
+end
+
+-- How many members of a sorted set have a deadline still ahead.
+local function live_count(set, now)
+  return redis.call('ZCOUNT', set, '(' .. now, '+inf')
+end
+
+-- The earliest deadline still ahead in a sorted set, other than `except`'s,
+-- as ms from now (at least 1), or nil when there is none.
+local function first_deadline_in(set, now, except)
+  local first = redis.call('ZRANGE', set, '(' .. now, '+inf', 'BYSCORE', 'LIMIT', 0, 2, 'WITHSCORES')
+  for i = 1, #first, 2 do
+    if first[i] ~= except then
+      return math.max(tonumber(first[i + 1]) - now, 1)
+    end
+  end
+  return nil
+end

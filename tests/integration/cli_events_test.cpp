@@ -8,6 +8,7 @@
 
 #include "cli_runner.hpp"
 #include "dlock/client.hpp"
+#include "dlock/semaphore.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
 
@@ -121,4 +122,68 @@ TEST(CliEvents, EveryLineDlockWritesIsAJsonObject) {
     EXPECT_NE(finished[3].err.find("\"event\": \"error\", \"key\": \"k\", \"error\": \"--ttl"), std::string::npos)
         << finished[3].err;
     EXPECT_NE(finished[4].err.find("/no/such/command: No such file"), std::string::npos) << finished[4].err;
+}
+
+// The multi-lock, the semaphore and the read side speak in events as a lock
+// does: their usage errors, a conflict and a lost lease (once).
+TEST(CliEvents, SeveralKeysPermitsAndSharedAreEventsToo) {
+    RedisServer server;
+    const auto url = server.uri();
+    const auto masters = url + "," + url + "," + url;
+    std::vector<std::vector<std::string>> refused{
+        {"--url", url, "run", "--json-events", "--permits", "2", "a", "b", "--", "true"},
+        {"--url", url, "run", "--json-events", "--shared", "a", "b", "--", "true"},
+        {"--url", url, "run", "--json-events", "--shared", "--permits", "2", "a", "--", "true"},
+        {"--url", masters, "run", "--json-events", "--shared", "a", "--", "true"},
+        {"--url", masters, "run", "--json-events", "a", "b", "--", "true"},
+    };
+    for (const auto& args : refused) {
+        auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 64) << args[4] << ": " << f.err;
+        EXPECT_EQ(non_json_lines(f.err), "") << args[4] << ": " << f.err;
+        EXPECT_EQ(event_names(f.err), std::vector<std::string>{"error"}) << args[4] << ": " << f.err;
+    }
+    EXPECT_EQ(server.cli({"DBSIZE"}), "0");
+
+    // Not acquired: a permit, the read side.
+    dlock::Client client(url);
+    dlock::Semaphore semaphore(client, "pool", {.limit = 1});
+    auto permit = semaphore.try_acquire();
+    ASSERT_TRUE(permit);
+    auto writer = client.lock("catalog");
+    writer.lock();
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--url", url, "run", "--json-events", "--no-wait", "--permits", "1", "pool", "--", "true"},
+             {"--url", url, "run", "--json-events", "--no-wait", "--shared", "catalog", "--", "true"}}) {
+        auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 75) << args[5] << ": " << f.err;
+        EXPECT_EQ(non_json_lines(f.err), "") << args[5] << ": " << f.err;
+        EXPECT_EQ(event_names(f.err), std::vector<std::string>{"not_acquired"}) << args[5] << ": " << f.err;
+    }
+    writer.unlock();
+
+    // One key of several lost: one "lost", and every line names both keys.
+    auto run = start({"--url", url, "run", "--json-events", "--ttl", "3s", "k1", "k2", "--", "sleep", "30"});
+    ASSERT_TRUE(eventually([&] { return held(server, "k1") && held(server, "k2"); }));
+    EXPECT_EQ(dlock_cli({"--url", url, "release", "--force", "k2"}).code, 0);
+    auto f = finish(run);
+    EXPECT_EQ(f.code, 79) << f.err;
+    EXPECT_EQ(non_json_lines(f.err), "") << f.err;
+    auto events = event_names(f.err);
+    std::erase(events, "renewed");
+    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "lost", "exited"})) << f.err;
+    for (const auto& line : lines_of(f.err))
+        EXPECT_NE(line.find("\"keys\": [\"k1\", \"k2\"]"), std::string::npos) << line;
+
+    // A lost permit: one "lost" too.
+    run = start(
+        {"--url", url, "run", "--json-events", "--permits", "1", "--ttl", "300ms", "gone", "--", "sleep", "10"});
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", "dlock:sem:{gone}"}) == "1"; }));
+    server.cli({"DEL", "dlock:sem:{gone}"});
+    f = finish(run);
+    EXPECT_EQ(f.code, 79) << f.err;
+    EXPECT_EQ(non_json_lines(f.err), "") << f.err;
+    events = event_names(f.err);
+    std::erase(events, "renewed");
+    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "lost", "exited"})) << f.err;
 }

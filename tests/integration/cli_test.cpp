@@ -371,3 +371,57 @@ TEST(Cli, ATtlOutOfRangeNamesTheRealBounds) {
     auto f = dlock_cli({"--url", server.uri(), "run", "--ttl", "10ms", "--on-lost", "ignore", "k", "--", "true"});
     EXPECT_NE(f.code, 64) << "the minimum itself is a lease: " << f.err;
 }
+
+TEST(Cli, SharedRunsGoTogetherAndARunWithoutItGoesAlone) {
+    dlock::support::RedisServer server;
+    const auto url = server.uri();
+    auto a = temp_path("reader-a"), b = temp_path("reader-b");
+    // Each reader marks itself, then waits (at most 5 s) to see the other:
+    // both exit 0 only if they held the read side at the same time.
+    auto reader = [&](const std::string& mine, const std::string& other) {
+        return start({"--url", url, "run", "--shared", "catalog", "--", "sh", "-c",
+                      "touch " + mine + "; i=0; while [ ! -e " + other + " ] && [ $i -lt 100 ]; do sleep 0.05; " +
+                          "i=$((i+1)); done; [ -e " + other + " ] && sleep 0.3"});
+    };
+    auto first = reader(a, b), second = reader(b, a);
+    ASSERT_TRUE(eventually([&] { return std::ifstream(a).good(); }));
+    ASSERT_TRUE(eventually([&] { return std::ifstream(b).good(); }));
+    auto writer = dlock_cli({"--url", url, "run", "--no-wait", "catalog", "--", "true"});
+    EXPECT_EQ(writer.code, 75) << "a run without --shared goes alone";
+    EXPECT_EQ(finish(first).code, 0) << "the --shared runs did not run together";
+    EXPECT_EQ(finish(second).code, 0);
+
+    auto write = dlock_cli({"--url", url, "run", "catalog", "--", "sh", "-c", "echo $DLOCK_FENCING_TOKEN"});
+    ASSERT_EQ(write.code, 0) << write.err;
+    auto read = dlock_cli({"--url", url, "run", "--shared", "catalog", "--", "sh", "-c", "echo $DLOCK_FENCING_TOKEN"});
+    ASSERT_EQ(read.code, 0) << read.err;
+    EXPECT_EQ(read.out, write.out) << "a reader's token is the last write's";
+    EXPECT_EQ(server.cli({"EXISTS", "dlock:{catalog}:readers"}), "0");
+
+    // A Lock on the same name is the write side.
+    dlock::Client client(url);
+    auto lock = client.lock("catalog");
+    lock.lock();
+    EXPECT_EQ(dlock_cli({"--url", url, "run", "--shared", "--no-wait", "catalog", "--", "true"}).code, 75);
+    lock.unlock();
+}
+
+TEST(Cli, SharedNeedsOneServer) {
+    auto f = dlock_cli({"--url", "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3", "run", "--shared",
+                        "k", "--", "true"});
+    EXPECT_EQ(f.code, 64);
+    EXPECT_NE(f.err.find("--shared"), std::string::npos) << f.err;
+}
+
+TEST(Cli, SharedTakesOneKeyAndNoPermits) {
+    dlock::support::RedisServer server;
+    for (auto args : {std::vector<std::string>{"--shared", "a", "b"}, {"--shared", "--permits", "2", "a"}}) {
+        std::vector<std::string> argv{"--url", server.uri(), "run"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.insert(argv.end(), {"--", "true"});
+        auto refused = dlock_cli(argv);
+        EXPECT_EQ(refused.code, 64) << refused.err;
+        EXPECT_NE(refused.err.find("--shared takes one key"), std::string::npos) << refused.err;
+    }
+    EXPECT_EQ(server.cli({"DBSIZE"}), "0");
+}

@@ -9,38 +9,19 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "redis_server.hpp"
+#include "reply_lost.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using dlock::support::cut_options;
+using dlock::support::with_reply_lost;
+
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
 long evalsha_calls(const dlock::support::RedisServer& server) { return server.command_calls("evalsha"); }
-
-// Short command timeout, long enough connect timeout that the retry window
-// outlasts the pause below.
-dlock::ClientOptions cut_options() {
-    dlock::ClientOptions o;
-    o.command_timeout = 300ms;
-    o.connect_timeout = 1500ms;
-    o.reconnect_backoff_max = 100ms;
-    return o;
-}
-
-// Sends what `action` sends while the server is stopped, so the command sits
-// in the server's socket buffer; the client times out, drops the connection
-// and retries after the server resumes — by which time the first copy has run
-// but its reply went to a closed connection.
-template <typename Action>
-auto with_reply_lost(dlock::support::RedisServer& server, Action action) {
-    server.pause();
-    auto result = std::async(std::launch::async, action);
-    std::this_thread::sleep_for(600ms);
-    server.resume();
-    return result.get();
-}
 
 }  // namespace
 

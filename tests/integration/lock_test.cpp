@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <concepts>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -12,26 +11,14 @@
 #include "dlock/lock.hpp"
 #include "lock/lock_scripts.hpp"
 #include "eventually.hpp"
+#include "lockable.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// The standard's Lockable and TimedLockable requirements, as concepts.
-template <typename L>
-concept Lockable = requires(L l) {
-    l.lock();
-    { l.try_lock() } -> std::convertible_to<bool>;
-    l.unlock();
-};
-template <typename L>
-concept TimedLockable = Lockable<L> && requires(L l) {
-    { l.try_lock_for(1ms) } -> std::convertible_to<bool>;
-    { l.try_lock_until(Clock::now()) } -> std::convertible_to<bool>;
-    { l.try_lock_until(std::chrono::system_clock::now()) } -> std::convertible_to<bool>;
-};
-static_assert(Lockable<dlock::Lock>);
-static_assert(TimedLockable<dlock::Lock>);
+static_assert(dlock::support::Lockable<dlock::Lock>);
+static_assert(dlock::support::TimedLockable<dlock::Lock>);
 static_assert(noexcept(std::declval<dlock::Lock&>().unlock()), "unlock() must not throw out of a lock_guard");
 static_assert(std::is_nothrow_move_constructible_v<dlock::Lock>);
 

@@ -238,3 +238,36 @@ TEST(ReplyReader, SimpleStringOverTheLimitIsRefusedBeforeItEnds) {
     EXPECT_FALSE(reader.next(r, ec));
     EXPECT_EQ(ec, dlock::errc::reply_too_large);
 }
+
+TEST(ReplyReader, LimitsNearSizeMaxNeitherWrapNorOverflow) {
+    // Limits a caller may give meaning "no limit", and just below: the
+    // checks against them must not wrap, and hiredis's own arithmetic on a
+    // length (it adds 2 in a long long) must stay out of reach.
+    for (std::size_t limit : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 2, std::size_t{LLONG_MAX}, std::size_t{LLONG_MAX} - 2}) {
+        for (const std::string header : {"$9223372036854775807\r\n", "$9223372036854775806\r\n", "*2147483648\r\n"}) {
+            ReplyReader reader(limit, limit);
+            reader.feed(header.data(), header.size());
+            std::error_code ec;
+            Reply r;
+            EXPECT_FALSE(reader.next(r, ec)) << header << " limit " << limit;
+            EXPECT_EQ(ec, dlock::errc::reply_too_large) << header << " limit " << limit;
+        }
+        // The largest length hiredis can take is accepted from its header and
+        // costs nothing until its bytes arrive.
+        ReplyReader reader(limit, limit);
+        const std::string bytes = "$9223372036854775805\r\nabc";
+        reader.feed(bytes.data(), bytes.size());
+        std::error_code ec;
+        Reply r;
+        EXPECT_FALSE(reader.next(r, ec));
+        EXPECT_FALSE(ec) << ec.message() << " limit " << limit;
+        // And ordinary replies still read.
+        ReplyReader plain(limit, limit);
+        const std::string ok = "$3\r\nabc\r\n*1\r\n:5\r\n";
+        plain.feed(ok.data(), ok.size());
+        ASSERT_TRUE(plain.next(r, ec)) << ec.message();
+        EXPECT_EQ(r.text, "abc");
+        ASSERT_TRUE(plain.next(r, ec)) << ec.message();
+        EXPECT_EQ(r.elements.at(0).integer, 5);
+    }
+}

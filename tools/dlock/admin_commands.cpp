@@ -5,6 +5,7 @@
 
 #include "cli.hpp"
 #include "dlock/error.hpp"
+#include "dlock/semaphore.hpp"
 #include "dlock/server_address.hpp"
 #include "json.hpp"
 
@@ -92,6 +93,31 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
 
 }  // namespace
 
+namespace {
+
+void print_semaphore(const std::string& key, const SemaphoreInfo& info, bool json) {
+    if (json) {
+        std::string holders;
+        for (const auto& h : info.holders) {
+            if (!holders.empty()) holders += ", ";
+            holders += "{\"permit\": " + json_string(h.permit) + ", \"count\": " + std::to_string(h.count) +
+                       ", \"ttl_ms\": " + std::to_string(h.ttl.count()) + "}";
+        }
+        std::printf("{\"key\": %s, \"semaphore\": true, \"limit\": %u, \"used\": %u, \"waiting\": %u, "
+                    "\"holders\": [%s]}\n",
+                    json_string(key).c_str(), info.limit, info.used, info.waiting, holders.c_str());
+        return;
+    }
+    // One line per holder whatever the bytes of the name or a permit's id.
+    std::printf("%s: semaphore, %u of %u permits held, %u waiting\n", text_line(key).c_str(), info.used, info.limit,
+                info.waiting);
+    for (const auto& h : info.holders)
+        std::printf("  %s: %u permit%s, lease %lld ms left\n", text_line(h.permit).c_str(), h.count,
+                    h.count == 1 ? "" : "s", static_cast<long long>(h.ttl.count()));
+}
+
+}  // namespace
+
 int run_status(const GlobalOptions& global, const StatusOptions& options) {
     const auto& key = options.key;
     if (global.urls.size() > 1) {
@@ -102,9 +128,14 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     std::optional<Client> slot;
     auto& client = connect(slot, global, global.urls.front());
     LockInfo info = inspect_lock(client, key);
-    if (options.json) std::printf("{\"key\": %s, %s}\n", json_string(key).c_str(), json_fields(info).c_str());
+    // A semaphore of that name is shown too: its limit and its holders.
+    const auto semaphore = inspect_semaphore(client, key);
+    const bool is_semaphore = semaphore.limit > 0 && !info.held;
+    if (is_semaphore) print_semaphore(key, semaphore, options.json);
+    else if (options.json) std::printf("{\"key\": %s, %s}\n", json_string(key).c_str(), json_fields(info).c_str());
     else std::printf("%s: %s\n", text_line(key).c_str(), describe(info).c_str());
-    return options.exit_status && !info.held ? exit_not_held : exit_ok;
+    const bool held = is_semaphore ? semaphore.used > 0 : info.held;
+    return options.exit_status && !held ? exit_not_held : exit_ok;
 }
 
 int run_list(const GlobalOptions& global, const std::string& pattern, bool json) {

@@ -29,8 +29,16 @@ void EventLog::emit(std::string_view event, const std::string& fields) const {
     std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
     const auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
     std::string line = "{\"time\": \"" + std::string(stamp) + "." + std::to_string(1000 + ms).substr(1) +
-                       "Z\", \"event\": " + json_string(event) +
-                       ", \"key\": " + (key_.empty() ? std::string("null") : json_string(key_));
+                       "Z\", \"event\": " + json_string(event);
+    if (keys_.empty()) {
+        line += ", \"key\": null";
+    } else if (keys_.size() == 1) {
+        line += ", \"key\": " + json_string(keys_.front());
+    } else {
+        line += ", \"keys\": [";
+        for (std::size_t i = 0; i < keys_.size(); ++i) line += (i ? ", " : "") + json_string(keys_[i]);
+        line += "]";
+    }
     if (!fields.empty()) line += ", " + fields;
     line += "}\n";
     // One write per line, so lines from dlock and the command do not interleave mid-line.

@@ -6,17 +6,19 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlock::cli {
 
 class EventLog {
 public:
-    // An empty key is written as null: the key is not known yet (a usage error).
-    EventLog(bool enabled, std::string key) : enabled_(enabled), key_(std::move(key)) {}
+    // No keys is written as "key": null: the key is not known yet (a usage error).
+    EventLog(bool enabled, std::vector<std::string> keys) : enabled_(enabled), keys_(std::move(keys)) {}
     bool enabled() const { return enabled_; }
-    // {"time": "<UTC, ms>", "event": event, "key": key<, fields>}; fields is
-    // a JSON member list ("\"a\": 1, \"b\": 2") or empty. Does nothing when
-    // disabled.
+    // {"time": "<UTC, ms>", "event": event, "key": key<, fields>}, with
+    // "keys": [...] (in the order given) instead of "key" for several keys;
+    // fields is a JSON member list ("\"a\": 1, \"b\": 2") or empty. Does
+    // nothing when disabled.
     void emit(std::string_view event, const std::string& fields = {}) const;
     // Says one thing once: as the event when events are on, else as a line
     // for people (complain) unless for_people is empty.
@@ -24,7 +26,7 @@ public:
 
 private:
     bool enabled_;
-    std::string key_;
+    std::vector<std::string> keys_;
 };
 
 // While a log is set, complain() and warn() write their message as an

@@ -28,9 +28,23 @@ Example: a nightly job that must run on one host only (crontab on every host):
   0 3 * * *  dlock --url redis://locks.internal:6379 run --no-wait nightly-report -- /usr/local/bin/report)";
 
 inline constexpr const char* run = R"(The command runs with DLOCK_KEY and DLOCK_FENCING_TOKEN in its environment. The
-lease is renewed while it runs. If the lease is lost it gets SIGTERM (--on-lost).
+lease is renewed while it runs. --shared takes KEY's read side: any number of
+--shared runs go together, a run without it goes alone (and once one waits, new
+--shared runs queue behind it); the token is then the last write's. If the lease
+is lost it gets SIGTERM (--on-lost).
 If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
 ignore): nobody would renew the lease, and it must not run on after it expires.
+With --permits N it holds one of N permits of semaphore KEY instead (at most N
+commands at once, first come first served; DLOCK_FENCING_TOKEN is 0).
+
+Several keys (KEY KEY ..., or --key repeated) are held as one: all or none, taken
+in one fixed order whatever order they are given in, so runs that list them
+differently never deadlock. The command then gets DLOCK_KEY_COUNT=N and, for
+i = 1..N in the order given, DLOCK_KEY_i and DLOCK_FENCING_TOKEN_i (also set for
+one key); with several keys DLOCK_KEY and DLOCK_FENCING_TOKEN are left unset.
+Losing any key's lease counts as losing the lock. Several keys need one server
+(not a Redlock), and are taken as plain locks: they exclude other runs without
+--shared, but not --shared runs of those keys.
 
 Exit status: the command's own (128 + N if it died of signal N); 75 (or
 --conflict-exit-code) when not acquired in time; 79 when the lease was lost while
@@ -42,6 +56,10 @@ Examples:
   dlock run --wait 5m -c 'pg_dump app | gzip > /backup/app.gz' backup
   dlock --url redis://a:6379,redis://b:6379,redis://c:6379 run --ttl 1m deploy -- ./deploy.sh
   dlock run --json-events job -c './job 2>>/var/log/job.log' 2>>/var/log/job.events
+  dlock run --wait 1m accounts:7 accounts:3 -- ./transfer 7 3
+  dlock run --permits 4 encoder -- ./encode.sh
+  dlock run --shared catalog -- ./export-catalog    # beside other --shared runs;
+  dlock run catalog -- ./rebuild-catalog            # alone, after them
 
 With --json-events every line dlock writes on stderr is one JSON object: its
 errors and warnings too ("error", "warning" events). The command's own stderr is

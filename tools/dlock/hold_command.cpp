@@ -33,14 +33,14 @@ template <typename AnyLock>
 int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, Session& session) {
     auto& watch = session.watch;
     auto& lost_signal = session.lost;
-    const EventLog events(false, options.key);
+    const EventLog events(false, options.keys);
     if (auto failed = acquire_watching_signals(global, options, lock, session, events)) return *failed;
     const auto token = lock.fencing_token();
     if (options.json) {
         // The owner as the server recorded it, for `dlock status` and logs to match.
-        const LockInfo info = inspect_lock(session.probe, options.key);
+        const LockInfo info = inspect_lock(session.probe, options.keys.front());
         std::printf("{\"key\": %s, \"fencing_token\": %llu, \"lease_ms\": %lld, \"owner\": %s, \"holder\": %s}\n",
-                    json_string(options.key).c_str(), static_cast<unsigned long long>(token),
+                    json_string(options.keys.front()).c_str(), static_cast<unsigned long long>(token),
                     static_cast<long long>(options.ttl.count()), json_string(info.owner).c_str(),
                     json_string(describe_owner(info)).c_str());
     } else {
@@ -52,7 +52,7 @@ int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, 
     // poll() skips a negative descriptor: stdin that is no channel is not watched.
     const int input = stdin_is_a_channel() ? STDIN_FILENO : -1;
     if (input < 0 && global.verbose)
-        complain("stdin is not a pipe, socket or terminal: holding " + options.key +
+        complain("stdin is not a pipe, socket or terminal: holding " + options.label() +
                  " until SIGTERM, SIGINT or SIGHUP");
     for (;;) {
         pollfd fds[] = {{watch.signals.fd, POLLIN, 0}, {lost_signal.event_fd, POLLIN, 0}, {input, POLLIN, 0}};
@@ -61,7 +61,7 @@ int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, 
             break;
         }
         if (fds[1].revents & POLLIN) {
-            complain("lost the lock on " + options.key + " (" + lost_signal.get().message() + ")");
+            complain("lost the lock on " + options.label() + " (" + lost_signal.get().message() + ")");
             std::error_code ignored;
             lock.unlock(ignored);
             return exit_lost;

@@ -2,6 +2,12 @@
 
 namespace dlock::cli {
 
+std::string RunOptions::label() const {
+    std::string text;
+    for (const auto& key : keys) text += (text.empty() ? "" : ", ") + key;
+    return text;
+}
+
 std::string holder_of(Client& client, const std::string& key) {
     try {
         LockInfo info = inspect_lock(client, key);
@@ -12,11 +18,37 @@ std::string holder_of(Client& client, const std::string& key) {
     }
 }
 
+std::string holder_of_missing(Client& client, const MultiLock& lock) {
+    for (const auto& [key, token] : lock.fencing_tokens()) {
+        if (token != 0) continue;
+        if (auto holder = holder_of(client, key); !holder.empty()) return key + " " + holder;
+    }
+    return {};
+}
+
+std::string token_fields(const Tokens& tokens) {
+    if (tokens.size() == 1) return "\"fencing_token\": " + std::to_string(tokens.front().second);
+    std::string fields = "\"fencing_tokens\": {";
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+        fields += (i ? ", " : "") + json_string(tokens[i].first) + ": " + std::to_string(tokens[i].second);
+    return fields + "}";
+}
+
+std::string permits_of(Client& client, const std::string& key) {
+    try {
+        const auto info = inspect_semaphore(client, key);
+        return std::to_string(info.used) + " of " + std::to_string(info.limit) + " permits held, " +
+               std::to_string(info.waiting) + " waiting";
+    } catch (const Error& e) {
+        return std::string("cannot tell who holds its permits: ") + e.what();
+    }
+}
+
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder) {
     const bool for_people = !global.quiet && isatty(STDERR_FILENO);
     events.report("waiting", "\"holder\": " + json_string(holder),
-                  for_people ? "waiting for " + options.key + (holder.empty() ? std::string() : ", " + holder)
+                  for_people ? "waiting for " + options.label() + (holder.empty() ? std::string() : ", " + holder)
                              : std::string());
 }
 

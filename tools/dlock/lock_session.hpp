@@ -1,6 +1,7 @@
 // How `dlock run` and `dlock hold` take a lock: the client (one server, or a
-// Redlock over several masters), the lock, and an acquisition that keeps
-// watching signals (Ctrl-C while waiting ends the wait).
+// Redlock over several masters), the lock (a MultiLock for several keys on
+// one server), and an acquisition that keeps watching signals (Ctrl-C while
+// waiting ends the wait).
 #pragma once
 
 #include <poll.h>
@@ -8,17 +9,23 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/semaphore.hpp"
+#include "dlock/rw_lock.hpp"
 #include "event_log.hpp"
 #include "json.hpp"
 #include "run_command.hpp"
@@ -28,11 +35,83 @@ namespace dlock::cli {
 
 // "held by HOLDER, lease N ms left"; empty when free; the reason when it cannot tell.
 std::string holder_of(Client& client, const std::string& key);
+// For a multi-lock: "KEY held by HOLDER, ..." for the first key it does not
+// hold yet and someone else does; empty when there is none.
+std::string holder_of_missing(Client& client, const MultiLock& lock);
+
+// (key, fencing token) of what a lock holds: one pair, or one per key in
+// canonical order for a multi-lock.
+using Tokens = std::vector<std::pair<std::string, std::uint64_t>>;
+inline Tokens tokens_of(const MultiLock& lock) { return lock.fencing_tokens(); }
+template <typename OneName>
+Tokens tokens_of(const OneName& lock) {
+    return {{lock.name(), lock.fencing_token()}};
+}
+// The tokens as JSON members for events: "fencing_token": N for one key,
+// "fencing_tokens": {"KEY": N, ...} for several.
+std::string token_fields(const Tokens& tokens);
 
 // Says once, after a second of waiting, who holds the lock: on stderr when it
 // is a terminal (no noise in logs and cron mail), and as a "waiting" event.
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder);
+
+// "N of LIMIT permits held, W waiting"; the reason when it cannot tell.
+std::string permits_of(Client& client, const std::string& key);
+
+// One permit of a semaphore, held through the lock vocabulary that run and
+// hold use. Permits carry no fencing token: fencing_token() is 0.
+class PermitLock {
+public:
+    PermitLock(Client& client, const std::string& key, unsigned limit, SemaphoreOptions options)
+        : semaphore_(client, key, with_limit(std::move(options), limit)) {}
+
+    bool try_lock() { return take(semaphore_.try_acquire()); }
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+        return take(semaphore_.try_acquire_until(deadline, 1, std::move(stop)));
+    }
+    bool lock(std::stop_token stop) { return take(semaphore_.acquire(1, std::move(stop))); }
+    void unlock() noexcept {
+        std::error_code ignored;
+        permit_.release(ignored);
+    }
+    void unlock(std::error_code& ec) noexcept { permit_.release(ec); }
+    std::uint64_t fencing_token() const { return 0; }
+    std::chrono::steady_clock::time_point valid_until() const { return permit_.valid_until(); }
+    const std::string& name() const noexcept { return semaphore_.name(); }
+
+private:
+    static SemaphoreOptions with_limit(SemaphoreOptions options, unsigned limit) {
+        options.limit = limit;
+        return options;
+    }
+    bool take(Permit permit) {
+        permit_ = std::move(permit);
+        return static_cast<bool>(permit_);
+    }
+    Semaphore semaphore_;
+    Permit permit_;
+};
+
+// The read side of an RwLock under the names run and hold call.
+class ReadSide {
+public:
+    explicit ReadSide(RwLock& lock) : lock_(lock) {}
+    bool try_lock() { return lock_.try_lock_shared(); }
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+        return lock_.try_lock_shared_until(deadline, stop);
+    }
+    bool lock(std::stop_token stop) { return lock_.lock_shared(stop); }
+    void unlock() noexcept { lock_.unlock_shared(); }
+    void unlock(std::error_code& ec) noexcept { lock_.unlock_shared(ec); }
+    // The token of the last write this reader follows.
+    std::uint64_t fencing_token() const { return lock_.shared_fencing_token(); }
+    std::chrono::steady_clock::time_point valid_until() const { return lock_.shared_valid_until(); }
+    const std::string& name() const noexcept { return lock_.name(); }
+
+private:
+    RwLock& lock_;
+};
 
 // What run and hold have while they hold a lock.
 struct Session {
@@ -43,8 +122,10 @@ struct Session {
 };
 
 // Blocks the handled signals (before the client starts its threads), builds
-// the client and the lock, then returns body(lock, session).
-template <typename Body>
+// the client and the lock, then returns body(lock, session). Several keys
+// (only where Several is true: body must take a MultiLock) make a MultiLock
+// on the one server; main refuses several keys with several URLs.
+template <bool Several = false, typename Body>
 int with_lock(const GlobalOptions& global, const RunOptions& options, Body body) {
     SignalWatch watch;
     if (!watch.ok()) {
@@ -54,19 +135,53 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
     LostSignal lost{watch.lost_event.fd};
     auto on_lost = [&lost](std::string_view name, std::error_code reason) { lost(name, reason); };
     auto run_body = [&](auto& lock, Client& probe) {
-        Session session{watch, lost, probe, [&] { return holder_of(probe, options.key); }};
+        Session session{watch, lost, probe, [&] { return holder_of(probe, options.keys.front()); }};
         return body(lock, session);
     };
+    if (options.permits > 0 && global.urls.size() > 1) {
+        complain("run --permits takes one server URL: a semaphore lives on one server");
+        return exit_usage;
+    }
+    if (options.permits > 0 && options.keys.size() > 1) {
+        complain("run --permits takes one key: the semaphore's name");
+        return exit_usage;
+    }
+    if (options.shared && (options.permits > 0 || options.keys.size() > 1)) {
+        complain("--shared takes one key and no --permits: it is the read side of one read-write lock");
+        return exit_usage;
+    }
     if (global.urls.size() > 1) {
+        if (options.shared) {
+            complain("--shared needs one server: a Redlock has no read side");
+            return exit_usage;
+        }
         Masters masters(global.urls, client_options(global));
         if (!enough_masters_reachable(masters)) return exit_unavailable;
-        Redlock lock(masters, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+        Redlock lock(masters, options.keys.front(),
+                     {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
         return run_body(lock, masters.client(0));
     }
     std::optional<Client> slot;
     auto& client = connect(slot, global, global.urls.front());
-    Lock lock(client, options.key, {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
-    return run_body(lock, client);
+    const LockOptions lock_options{.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost};
+    if (options.permits > 0) {
+        PermitLock permit(client, options.keys.front(), options.permits, {.lease = options.ttl, .on_lost = on_lost});
+        Session session{watch, lost, client, [&] { return permits_of(client, options.keys.front()); }};
+        return body(permit, session);
+    }
+    if constexpr (Several) {
+        if (options.keys.size() > 1) {
+            MultiLock lock(client, options.keys, lock_options);
+            Session session{watch, lost, client, [&] { return holder_of_missing(client, lock); }};
+            return body(lock, session);
+        }
+    }
+    // The write side of KEY's read-write lock: exclusive, like a Lock on KEY
+    // (the same key in Redis), and it also waits for --shared holders.
+    RwLock lock(client, options.keys.front(), {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
+    if (!options.shared) return run_body(lock, client);
+    ReadSide reader(lock);
+    return run_body(reader, client);
 }
 
 // Releases and says exactly what happened when it was not a plain release:
@@ -86,7 +201,7 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
     if (ec == errc::lease_lost) {
         if (!loss_reported)
             events.report("lost", "\"reason\": " + json_string(ec.message()),
-                          "the lock on " + options.key + " was lost before the end");
+                          "the lock on " + options.label() + " was lost before the end");
         return false;
     }
     const std::string server_text = last_server_error();
@@ -94,7 +209,7 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
     std::string outcome = holder.empty() ? "the lock is no longer held"
                                          : "the lock stays until its lease ends (" + holder + ")";
     events.report("release_failed", "\"error\": " + json_string(server_text.empty() ? ec.message() : server_text),
-                  "releasing " + options.key + ": " +
+                  "releasing " + options.label() + ": " +
                       (server_text.empty() ? ec.message() : "Redis refused: " + server_text) + "; " + outcome);
     return true;
 }
@@ -160,11 +275,13 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
         const std::string waited =
             options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
         events.report("not_acquired", {},
-                      global.quiet ? std::string() : options.key + " is held by another owner; not acquired " + waited);
+                      global.quiet ? std::string()
+                                   : options.label() +
+                                         (options.keys.size() > 1 ? " are not all free" : " is held by another owner") +
+                                         "; not acquired " + waited);
         return options.conflict_exit_code;
     }
-    events.emit("acquired", "\"fencing_token\": " + std::to_string(lock.fencing_token()) +
-                                ", \"lease_ms\": " + std::to_string(options.ttl.count()));
+    events.emit("acquired", token_fields(tokens_of(lock)) + ", \"lease_ms\": " + std::to_string(options.ttl.count()));
     return std::nullopt;
 }
 

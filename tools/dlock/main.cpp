@@ -2,7 +2,7 @@
 //
 //   dlock [global options] COMMAND [options] ...   (global options may also follow COMMAND)
 //   dlock run [--ttl D] [--wait D | --no-wait] [--on-lost term|kill|ignore] [--grace D]
-//             [--conflict-exit-code N] [--json-events] KEY (-- COMMAND [ARG...] | -c 'SHELL COMMAND')
+//             [--conflict-exit-code N] [--json-events] KEY... (-- COMMAND [ARG...] | -c 'SHELL COMMAND')
 //   dlock hold [--ttl D] [--wait D | --no-wait] [--json] KEY
 //   dlock status [--json] [--exit-status] KEY
 //   dlock wait-free [--timeout D] KEY
@@ -22,6 +22,7 @@
 #include "cli.hpp"
 #include "demo.hpp"
 #include "dlock/error.hpp"
+#include "dlock/semaphore.hpp"
 #include "duration.hpp"
 #include "event_log.hpp"
 #include "help_text.hpp"
@@ -82,9 +83,11 @@ std::size_t command_position(CLI::App& app, const std::vector<std::string>& args
 }
 
 // The lock's name: a word, or --key=NAME for a name that begins with '-'
-// (as a word it would be read as an option).
+// (as a word it would be read as an option). The same --key everywhere; run
+// takes it repeated (AcquireFlags).
+constexpr const char* key_option_help = "the lock's name; --key=NAME for one that begins with '-'";
 void add_key(CLI::App& command, std::string& key) {
-    command.add_option("key,--key", key, "the lock's name; --key=NAME for one that begins with '-'")->required();
+    command.add_option("key,--key", key, key_option_help)->required();
 }
 
 // -h, --help and --version are taken only alone after the command: with
@@ -107,21 +110,55 @@ void refuse_help_among_other_words(CLI::App& app, const std::vector<std::string>
 struct AcquireFlags {
     std::string ttl = "30s", wait;
     CLI::Option* wait_option = nullptr;
-    void add_to(CLI::App& command, RunOptions& run) {
+    std::vector<std::string> positional_keys, key_options;
+    bool several_keys = false;  // run: KEY... and --key repeated hold all of them
+    void add_to(CLI::App& command, RunOptions& run, bool several) {
+        several_keys = several;
         command.add_option("--ttl", ttl, "lease, renewed while held, between " + lease_range() + " (default 30s)");
         wait_option = command.add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
         command.add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_option);
         command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
             ->check(CLI::Range(0, 255));
-        add_key(command, run.key);
+        // One --key for every command (add_key's words); run's takes it repeated.
+        if (several) {
+            command.add_option("key", positional_keys, "the lock's name; several: all of them, as one multi-lock");
+            command
+                .add_option("--key", key_options,
+                            std::string(key_option_help) + "; repeat it for several (after the KEY arguments)")
+                ->take_all()
+                ->allow_extra_args(false);
+        } else {
+            command.add_option("key", positional_keys, "the lock's name");
+            // One name, as for status (add_key): TEXT, not a list, in --help.
+            command.add_option_function<std::string>(
+                "--key", [this](const std::string& key) { key_options.push_back(key); }, key_option_help);
+        }
+    }
+    // First, so that run's events name the keys in every later complaint.
+    void resolve_keys(RunOptions& run) const {
+        // KEY arguments, then --key values; a repeated key counts once.
+        for (const auto* given : {&positional_keys, &key_options}) {
+            for (const auto& key : *given) {
+                if (key.empty()) throw CLI::ValidationError("key", "the key is empty");
+                if (std::find(run.keys.begin(), run.keys.end(), key) == run.keys.end()) run.keys.push_back(key);
+            }
+        }
+        if (run.keys.empty())
+            throw UsageError(several_keys ? "missing KEY: dlock run KEY... -- COMMAND [ARG...]" : "missing KEY");
+        if (!several_keys && positional_keys.size() + key_options.size() > 1)
+            throw UsageError("one KEY only (`dlock run` takes several): unexpected " +
+                             (positional_keys.size() > 1 ? positional_keys[1] : key_options.back()));
     }
     void resolve(RunOptions& run) const {
+        resolve_keys(run);
+        resolve_durations(run);
+    }
+    void resolve_durations(RunOptions& run) const {
         run.ttl = duration_option(ttl, "--ttl");
         if (run.ttl < dlock::min_lease || run.ttl > dlock::max_lease)
             throw CLI::ValidationError("--ttl", "must be between " + lease_range());
         // Given but empty ("--wait $UNSET") is a usage error, not "forever".
         if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
-        if (run.key.empty()) throw CLI::ValidationError("key", "the key is empty");
     }
 };
 
@@ -146,8 +183,8 @@ int main(int argc, char** argv) {
     // With --json-events every line dlock writes on stderr is an event, its
     // complaints too, even about the command line: a log shipper parses each
     // line as JSON. Known before parsing, so that parse errors are events as
-    // well; the key is filled in once parsed.
-    EventLog messages(true, "");
+    // well; the keys are filled in once read (null until then).
+    EventLog messages(true, {});
     if (std::find(args.begin(), args.end(), "--json-events") != args.end()) send_messages_to(&messages);
 
     CLI::App app{"dlock: distributed locks on Redis", "dlock"};
@@ -180,7 +217,7 @@ int main(int argc, char** argv) {
     std::string grace = "10s", on_lost = "term", shell_command;
     auto* run_cmd = app.add_subcommand("run", "run a command while holding a lock");
     run_cmd->footer(help::run);
-    run_flags.add_to(*run_cmd, run);
+    run_flags.add_to(*run_cmd, run, true);
     run_cmd
         ->add_option("--on-lost", on_lost,
                      "if the lease is lost: term (SIGTERM, SIGKILL after --grace), kill or ignore (default term)")
@@ -189,13 +226,17 @@ int main(int argc, char** argv) {
     run_cmd->add_option("-c,--command", shell_command, "run this string with /bin/sh -c (instead of -- COMMAND)");
     run_cmd->add_flag("--json-events", run.json_events,
                       "one JSON object per line on stderr for each event, dlock's errors and warnings too");
+    run_cmd->add_option("--permits", run.permits,
+                        "hold one of N permits of semaphore KEY instead of a lock (N: the limit, set if new)");
+    run_cmd->add_flag("--shared", run.shared,
+                      "take KEY's read side: runs beside other --shared runs, never beside one without it");
 
     RunOptions hold;
     AcquireFlags hold_flags;
     auto* hold_cmd = app.add_subcommand(
         "hold", "hold a lock until a signal, or until stdin (a pipe or terminal) closes: print its token first");
     hold_cmd->footer(help::hold);
-    hold_flags.add_to(*hold_cmd, hold);
+    hold_flags.add_to(*hold_cmd, hold, false);
     hold_cmd->add_flag("--json", hold.json, "print key, token, lease and holder as one JSON object");
 
     StatusOptions status;
@@ -267,20 +308,24 @@ int main(int argc, char** argv) {
         for (const auto& a : args) pointers.push_back(a.c_str());
         app.parse(static_cast<int>(pointers.size()), pointers.data());
         // The word may have been another option's value (-c --json-events).
-        if (run.json_events) messages = EventLog(true, run.key);
-        else send_messages_to(nullptr);
+        if (!run.json_events) send_messages_to(nullptr);
         global.connect_timeout = duration_option(connect_timeout, "--connect-timeout");
         if (global.connect_timeout.count() == 0) throw CLI::ValidationError("--connect-timeout", "must be positive");
         if (*run_cmd) {
-            run_flags.resolve(run);
+            run_flags.resolve_keys(run);
+            if (run.json_events) messages = EventLog(true, run.keys);  // the keys are known now
+            run_flags.resolve_durations(run);
             run.grace = duration_option(grace, "--grace");
+            if (run_cmd->count("--permits") > 0 && (run.permits == 0 || run.permits > dlock::max_semaphore_limit))
+                throw CLI::ValidationError("--permits", "must be between 1 and " +
+                                                            std::to_string(dlock::max_semaphore_limit));
             run.on_lost = on_lost == "kill" ? OnLost::kill : on_lost == "ignore" ? OnLost::ignore : OnLost::term;
             if (!shell_command.empty() && has_separator)
                 throw UsageError("give either -c 'SHELL COMMAND' or -- COMMAND [ARG...], not both");
             if (run_cmd->count("-c") && shell_command.empty()) throw UsageError("-c: the command string is empty");
             run.command = shell_command.empty() ? command : std::vector<std::string>{"/bin/sh", "-c", shell_command};
             if (run.command.empty())
-                throw UsageError("run: missing command: dlock run KEY -- COMMAND [ARG...] (or -c 'SHELL COMMAND')");
+                throw UsageError("run: missing command: dlock run KEY... -- COMMAND [ARG...] (or -c 'SHELL COMMAND')");
         }
         if (*hold_cmd) hold_flags.resolve(hold);
         if (wait_free_timeout_option->count() > 0)
@@ -298,6 +343,8 @@ int main(int argc, char** argv) {
         if (global.urls.size() % 2 == 0)
             throw UsageError("a Redlock needs an odd number of masters, at least 3; got " +
                              std::to_string(global.urls.size()) + " URLs");
+        if (*run_cmd && run.keys.size() > 1 && global.urls.size() > 1)
+            throw UsageError("several keys are a multi-lock on one server; it does not run over a Redlock's masters");
     } catch (const CLI::ExtrasError&) {
         // CLI11's own message lists them last first.
         std::string extras;

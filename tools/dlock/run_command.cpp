@@ -26,15 +26,36 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> child_environment(const RunOptions& options, std::uint64_t token) {
+// The command's environment: dlock's own variables from an outer `dlock
+// run` go, these come: DLOCK_KEY_COUNT=N, DLOCK_KEY_i and
+// DLOCK_FENCING_TOKEN_i (i = 1..N, the keys in the order given), and for one
+// key also DLOCK_KEY and DLOCK_FENCING_TOKEN. With several keys those two
+// stay unset: a script written for one key must not use one key's token for
+// all of them.
+std::vector<std::string> child_environment(const RunOptions& options, const Tokens& tokens) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
         std::string_view entry(*e);
-        if (entry.rfind("DLOCK_KEY=", 0) == 0 || entry.rfind("DLOCK_FENCING_TOKEN=", 0) == 0) continue;
-        env.emplace_back(entry);
+        bool ours = false;
+        for (std::string_view prefix : {"DLOCK_KEY=", "DLOCK_KEY_", "DLOCK_FENCING_TOKEN=", "DLOCK_FENCING_TOKEN_"})
+            ours |= entry.rfind(prefix, 0) == 0;
+        if (!ours) env.emplace_back(entry);
     }
-    env.push_back("DLOCK_KEY=" + options.key);
-    env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(token));
+    auto token_of = [&](const std::string& key) {
+        for (const auto& [name, token] : tokens)
+            if (name == key) return token;
+        return std::uint64_t{0};
+    };
+    const auto& keys = options.keys;
+    env.push_back("DLOCK_KEY_COUNT=" + std::to_string(keys.size()));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        env.push_back("DLOCK_KEY_" + std::to_string(i + 1) + "=" + keys[i]);
+        env.push_back("DLOCK_FENCING_TOKEN_" + std::to_string(i + 1) + "=" + std::to_string(token_of(keys[i])));
+    }
+    if (keys.size() == 1) {
+        env.push_back("DLOCK_KEY=" + keys.front());
+        env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(token_of(keys.front())));
+    }
     return env;
 }
 
@@ -91,14 +112,18 @@ template <typename AnyLock>
 int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, Session& session) {
     auto& watch = session.watch;
     auto& lost_signal = session.lost;
-    const EventLog events(options.json_events, options.key);
+    const EventLog events(options.json_events, options.keys);
     if (auto failed = acquire_watching_signals(global, options, lock, session, events)) return *failed;
-    const auto token = lock.fencing_token();
+    const auto tokens = tokens_of(lock);
     // The "acquired" event already said so.
-    if (global.verbose && !events.enabled())
-        complain("acquired " + options.key + " (fencing token " + std::to_string(token) + ")");
+    if (global.verbose && !events.enabled()) {
+        std::string said = tokens.size() == 1 ? "token " + std::to_string(tokens.front().second) : "tokens";
+        for (const auto& [key, token] : tokens)
+            if (tokens.size() > 1) said += (said == "tokens" ? " " : ", ") + key + " " + std::to_string(token);
+        complain("acquired " + options.label() + " (fencing " + said + ")");
+    }
 
-    auto env = child_environment(options, token);
+    auto env = child_environment(options, tokens);
     auto env_pointers = pointers(env);
     auto argv = options.command;
     auto argv_pointers = pointers(argv);
@@ -157,7 +182,7 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
                                      : options.on_lost == OnLost::kill ? "killing the command"
                                                                        : "letting the command finish";
                 events.report("lost", "\"reason\": " + json_string(reason.message()),
-                              "lost the lock on " + options.key + " (" + reason.message() + "); " + action);
+                              "lost the lock on " + options.label() + " (" + reason.message() + "); " + action);
                 if (options.on_lost == OnLost::term) {
                     kill(child, SIGTERM);
                     kill_at = Clock::now() + options.grace;
@@ -182,8 +207,8 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
 }
 
 int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
-    return with_lock(global, options,
-                     [&](auto& lock, Session& session) { return hold_and_run(global, options, lock, session); });
+    return with_lock<true>(global, options,
+                           [&](auto& lock, Session& session) { return hold_and_run(global, options, lock, session); });
 }
 
 }  // namespace dlock::cli

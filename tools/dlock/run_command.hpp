@@ -14,7 +14,10 @@ namespace dlock::cli {
 enum class OnLost { term, kill, ignore };
 
 struct RunOptions {
-    std::string key;
+    // The keys in the order given, duplicates removed (the first stays).
+    // One key is a Lock; several are a MultiLock, which takes them in its own
+    // canonical order.
+    std::vector<std::string> keys;
     std::vector<std::string> command;
     std::chrono::milliseconds ttl{30'000};
     std::optional<std::chrono::milliseconds> wait;  // empty: as long as it takes
@@ -23,7 +26,12 @@ struct RunOptions {
     std::chrono::milliseconds grace{10'000};
     int conflict_exit_code = exit_conflict;
     bool json_events = false;  // run: one JSON line per event on stderr
+    bool shared = false;       // run: the read side of KEY's read-write lock (rw_lock.hpp)
     bool json = false;         // hold: the token, lease and owner as one JSON object
+    unsigned permits = 0;      // run --permits N: one of N permits of semaphore KEY; 0: a lock
+
+    // The keys for messages: "a", or "a, b, c".
+    std::string label() const;
 };
 
 // Returns dlock's exit status: the command's (128 + signal if it died of

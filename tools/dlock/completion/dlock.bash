@@ -7,7 +7,7 @@ _dlock() {
     case $prev in
         --password-file|--tls-ca|--tls-cert|--tls-key) _filedir; return ;;
         --on-lost) COMPREPLY=($(compgen -W "term kill ignore" -- "$cur")); return ;;
-        --url|--user|--connect-timeout|--key|--pattern|--ttl|--wait|--grace|--timeout|--conflict-exit-code|-c|--command|--processes|--threads|--bonuses) return ;;
+        --url|--user|--connect-timeout|--key|--pattern|--ttl|--wait|--grace|--timeout|--conflict-exit-code|--permits|-c|--command|--processes|--threads|--bonuses) return ;;
     esac
     local i command=""
     for ((i = 1; i < cword; i++)); do
@@ -16,7 +16,7 @@ _dlock() {
     done
     local options
     case $command in
-        run) options="--key --ttl --wait --no-wait --on-lost --grace --conflict-exit-code --json-events -c --command" ;;
+        run) options="--key --ttl --wait --no-wait --on-lost --grace --conflict-exit-code --json-events --permits --shared -c --command" ;;
         hold) options="--key --ttl --wait --no-wait --conflict-exit-code --json" ;;
         status) options="--key --json --exit-status" ;;
         wait-free) options="--key --timeout" ;;

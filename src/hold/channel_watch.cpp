@@ -1,0 +1,75 @@
+#include "channel_watch.hpp"
+
+#include <algorithm>
+
+#include "redis/client_core.hpp"
+
+namespace dlock::detail {
+
+std::uint64_t ChannelWatch::generation() {
+    std::lock_guard lock(mutex_);
+    return generation_;
+}
+
+void ChannelWatch::on_message(Subscription::Event event, std::string_view payload) {
+    std::lock_guard lock(mutex_);
+    if (event == Subscription::Event::message && payload.substr(0, own_prefix_.size()) != own_prefix_ &&
+        payload.find('#') != std::string_view::npos)
+        return;  // another client's waiter is called
+    if (event == Subscription::Event::message) {
+        if (auto it = sleepers_.find(std::string(payload)); it != sleepers_.end()) {
+            it->second->called = true;
+            it->second->wake.notify_all();
+            return;
+        }
+    }
+    // Everyone asks again: the limit changed, messages may have been missed,
+    // or the one called is between two requests and must not miss its call.
+    ++generation_;
+    for (auto& [id, sleeper] : sleepers_) sleeper->wake.notify_all();
+}
+
+void ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at,
+                               std::stop_token stop) {
+    Sleeper me;
+    std::unique_lock lock(mutex_);
+    sleepers_[id] = &me;
+    me.wake.wait_until(lock, stop, wake_at, [&] { return me.called || generation_ != seen; });
+    sleepers_.erase(id);
+}
+
+bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,
+                                     std::stop_token stop) {
+    Subscription* subscription;
+    {
+        std::lock_guard lock(mutex_);
+        if (!subscription_) {
+            std::weak_ptr<ChannelWatch> weak = weak_from_this();
+            subscription_ = client.subscribe(channel, [weak](Subscription::Event event, std::string_view payload) {
+                if (auto watch = weak.lock()) watch->on_message(event, payload);
+            });
+        }
+        subscription = &subscription_;  // set once, never replaced while the watch lives
+    }
+    // The confirmation is a round trip; a stop request is honoured within a slice of it.
+    constexpr std::chrono::milliseconds slice{10};
+    while (!stop.stop_requested()) {
+        const auto until = std::min(deadline, LockClock::now() + slice);
+        if (subscription->wait_active(until)) return true;
+        if (until >= deadline) return false;
+    }
+    return false;
+}
+
+std::shared_ptr<ChannelWatch> ChannelWatches::watch(const std::string& channel, const std::string& own_prefix) {
+    std::lock_guard lock(mutex_);
+    auto& slot = watches_[channel];
+    if (auto watch = slot.lock()) return watch;
+    auto watch = std::make_shared<ChannelWatch>(own_prefix);
+    slot = watch;
+    // Channels nobody waits on any more leave expired entries: sweep now and then.
+    if (++created_ % 1024 == 0) std::erase_if(watches_, [](const auto& entry) { return entry.second.expired(); });
+    return watch;
+}
+
+}  // namespace dlock::detail

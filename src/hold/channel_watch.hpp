@@ -1,0 +1,66 @@
+// Waiters of one process on one channel, each with its own place in a line
+// on the server (a semaphore's): unlike NameQueue, where only the head talks
+// to Redis, any of them may be called. A message naming a waiter (its id)
+// wakes that waiter only; a message naming one of this client's waiters
+// that is not asleep (it is asking right now) or any other message, and a
+// resubscription (messages may have been missed), wake them all to ask
+// again. Messages naming another client's waiters are ignored. One
+// subscription per channel and client, shared by every waiting thread; it
+// lives while someone waits.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <unordered_map>
+
+#include "dlock/subscription.hpp"
+#include "hold.hpp"
+
+namespace dlock::detail {
+
+class ClientCore;
+
+class ChannelWatch : public std::enable_shared_from_this<ChannelWatch> {
+public:
+    // own_prefix: what the ids of this client's waiters begin with.
+    explicit ChannelWatch(std::string own_prefix) : own_prefix_(std::move(own_prefix)) {}
+
+    std::uint64_t generation();
+    // Waiter `id` sleeps until it is called, until the generation moves past
+    // seen, until wake_at, or stop.
+    void wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop);
+    // Subscribes once for every waiter of the watch, and waits until the
+    // server confirmed it (or deadline, or stop). False when not in time.
+    bool ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,
+                           std::stop_token stop);
+
+private:
+    struct Sleeper {
+        std::condition_variable_any wake;
+        bool called = false;
+    };
+    void on_message(Subscription::Event event, std::string_view payload);
+
+    const std::string own_prefix_;
+    std::mutex mutex_;
+    std::uint64_t generation_ = 0;
+    std::unordered_map<std::string, Sleeper*> sleepers_;  // by waiter id; each on its own stack
+    Subscription subscription_;
+};
+
+// The watches of one client, by channel.
+class ChannelWatches {
+public:
+    std::shared_ptr<ChannelWatch> watch(const std::string& channel, const std::string& own_prefix);
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<std::string, std::weak_ptr<ChannelWatch>> watches_;
+    std::size_t created_ = 0;
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,143 @@
+#include "hold_steps.hpp"
+
+#include "dlock/error.hpp"
+#include "hold/retried_call.hpp"
+#include "redis/server_error_text.hpp"
+
+namespace dlock::detail {
+
+ScriptAnswer run_retried(const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
+                         ClientCore::Args argv, LockClock::time_point give_up_by,
+                         std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
+                         std::function<void(std::error_code, const Reply&)> late) {
+    auto call = RetriedCall::start(client, script, keys, argv, give_up_by);
+    ScriptAnswer answer;
+    answer.sent = call->first_sent();
+    // The gate travels with the call if the caller walks away: no other
+    // operation of this owner may start before its outcome is settled.
+    auto carried = std::make_shared<GateTicket>();
+    answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
+                              [carried, late = std::move(late)](std::error_code ec, Reply&& reply) {
+                                  if (late) late(ec, reply);
+                              });
+    if (!answer.known) *carried = std::move(ticket);
+    return answer;
+}
+
+std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
+                                  const std::string& owner, OwnerSlot& slot, const Grant& grant) {
+    // Granted, but the request waited so long (a paused server, a slow
+    // network) that its lease may be over already: not a hold anyone may trust.
+    if (LockClock::now() >= valid_until(grant.sent, identity->options.lease)) return nullptr;
+    auto hold = std::make_shared<Hold>(std::move(identity), owner, grant);
+    if (auto previous = slot.current()) {
+        // A new grant replaces whatever this owner had: a final hold, or a
+        // lost one the caller has not unlocked yet.
+        service.keeper().forget(previous);
+        mark_lost(previous, errc::lease_lost, service.io());
+    }
+    slot.set(hold);
+    service.keeper().track(hold, grant.sent);
+    return hold;
+}
+
+bool apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold, const Reentry& reentry,
+                   LockClock::time_point sent, std::chrono::milliseconds lease, bool& lost, bool& give_back,
+                   std::error_code& ec) {
+    if (reentry.kind == Reentry::Kind::malformed) {
+        ec = errc::protocol_error;
+        return false;
+    }
+    if (reentry.kind == Reentry::Kind::granted) {
+        if (hold->reentered(reentry.count, sent, lease)) return true;
+        // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
+        give_back = true;
+    }
+    // The server says it is not ours any more: the hold was lost, and the
+    // caller acquires afresh.
+    service.keeper().forget(hold);
+    mark_lost(hold, errc::lease_lost, service.io());
+    lost = true;
+    return false;
+}
+
+bool refuse_release_of_final(OwnerSlot& slot, const std::shared_ptr<Hold>& hold, unsigned holds,
+                             std::error_code& ec) {
+    if (hold && !hold->final()) return false;
+    const bool lost = hold && hold->state() == HoldState::lost;
+    ec = lost ? make_error_code(errc::lease_lost) : make_error_code(errc::not_owner);
+    if (lost && hold->forget_lost_holds(holds) == 0) slot.clear(hold);
+    return true;
+}
+
+void apply_release(LockService& service, OwnerSlot& slot, const std::shared_ptr<Hold>& hold, unsigned holds,
+                   bool final_release, std::chrono::milliseconds lease, const ScriptAnswer& answer,
+                   std::error_code& ec) {
+    const auto released = read_release(answer.reply);
+    if (answer.ec || released.kind == Release::Kind::malformed) {
+        ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);
+        note_server_error(answer.ec, answer.reply);
+        if (final_release) {
+            // Not renewed any more; the lease ends it.
+            hold->release_unanswered();
+            slot.clear(hold);
+            service.keeper().forget(hold);
+        }
+        return;
+    }
+    const unsigned left = released.holds_left;
+    if (released.kind == Release::Kind::not_ours) {
+        // Not ours on the server (expired, force-released, taken): lost.
+        service.keeper().forget(hold);
+        mark_lost(hold, errc::lease_lost, service.io());
+        hold->forget_lost_holds(holds);
+        ec = errc::lease_lost;
+        return;
+    }
+    if (final_release) {
+        hold->release_answered(left, answer.sent);
+    } else if (left == 0 ? hold->begin_final_release() : true) {
+        if (left == 0) hold->release_answered(0, answer.sent);
+        else hold->partly_released(left, answer.sent, lease);
+    }
+    if (hold->state() == HoldState::released) {
+        slot.clear(hold);
+        service.keeper().forget(hold);
+        // Local waiters are not woken here: they wake on the same pub/sub
+        // message as every other process's, so this process gets no head start.
+    } else if (final_release) {
+        // The server still counts holds of ours: it stays held, and renewed.
+        service.keeper().track(hold, answer.sent);
+    }
+}
+
+void Contributions::add(const void* object, const std::shared_ptr<Hold>& hold) {
+    hold->contribute(object);
+    std::lock_guard lock(mutex_);
+    owners_.insert(hold->owner);
+}
+
+std::unordered_set<std::string> Contributions::take() {
+    std::unordered_set<std::string> owners;
+    std::lock_guard lock(mutex_);
+    owners.swap(owners_);
+    return owners;
+}
+
+void release_contributed(const void* object, const std::unordered_set<std::string>& owners, HoldRegistry& registry,
+                         const std::string& name,
+                         const std::function<void(const std::string&, OwnerSlot&, GateTicket&, unsigned)>& release) {
+    for (const auto& owner : owners) {
+        OwnerOperation operation(registry, name, owner);
+        (void)operation.enter(std::nullopt, {});
+        // Only what was made through this object, on the hold as it is
+        // now: a hold that ended or was replaced took its share with it.
+        const auto hold = operation.slot().current();
+        const unsigned holds = hold ? hold->contribution_of(object) : 0;
+        if (holds == 0) continue;
+        for (unsigned i = 0; i < holds; ++i) hold->withdraw(object);
+        release(owner, operation.slot(), operation.ticket, holds);
+    }
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,89 @@
+// The steps a single-server lock kind (Lock, both sides of RwLock) takes
+// around one script call and on its confirmed answer: one definition for
+// all of them, so that a hold's truth changes the same way whatever kind it
+// belongs to.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <unordered_set>
+
+#include "hold/hold.hpp"
+#include "hold/hold_registry.hpp"
+#include "lock_service.hpp"
+#include "script_replies.hpp"
+
+namespace dlock::detail {
+
+// One operation's outcome.
+struct ScriptAnswer {
+    bool known = false;  // false: the caller walked away (deadline, stop)
+    std::error_code ec;
+    Reply reply;
+    LockClock::time_point sent{};
+    std::string operation;  // its operation id, when the caller set one
+};
+
+// Runs script(keys, argv) through RetriedCall until give_up_by; the caller
+// waits until wait_until (none: until known) or stop. Walking away hands the
+// gate and `late` (called with the outcome when it comes) to the call.
+ScriptAnswer run_retried(const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
+                         ClientCore::Args argv, LockClock::time_point give_up_by,
+                         std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
+                         std::function<void(std::error_code, const Reply&)> late);
+
+// A grant confirmed by the server as the owner's new hold, tracked by the
+// lease keeper (whatever the owner had before is marked lost). Null when its
+// validity was over before the answer came (a paused server): the caller
+// gives the grant back.
+std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
+                                  const std::string& owner, OwnerSlot& slot, const Grant& grant);
+
+// A re-entry's answer applied to hold: true when re-entered. Otherwise the
+// hold is lost (lost = true) — also when the server granted but the hold
+// ran out locally meanwhile (give_back = true: undo that operation) — or
+// the answer was malformed (ec).
+bool apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold, const Reentry& reentry,
+                   LockClock::time_point sent, std::chrono::milliseconds lease, bool& lost, bool& give_back,
+                   std::error_code& ec);
+
+// A hold that is final (or missing) when the caller releases: not_owner, or
+// lease_lost with one of the lost hold's counts forgotten. False when there
+// is a live hold to release.
+bool refuse_release_of_final(OwnerSlot& slot, const std::shared_ptr<Hold>& hold, unsigned holds,
+                             std::error_code& ec);
+
+// A release's answer applied to hold (`holds` released, final_release when
+// that was all of the local count, and begin_final_release() done; `lease`
+// the one the request asked for).
+void apply_release(LockService& service, OwnerSlot& slot, const std::shared_ptr<Hold>& hold, unsigned holds,
+                   bool final_release, std::chrono::milliseconds lease, const ScriptAnswer& answer,
+                   std::error_code& ec);
+
+// The owners a lock object made holds for, so that its destructor releases
+// exactly what it made (Hold::contribute counts it on each hold).
+class Contributions {
+public:
+    // Counts one hold of `hold` as made through object.
+    void add(const void* object, const std::shared_ptr<Hold>& hold);
+    // The owners, forgotten here.
+    std::unordered_set<std::string> take();
+
+private:
+    std::mutex mutex_;
+    std::unordered_set<std::string> owners_;
+};
+
+// For each owner: the holds `object` made and still has on the owner's
+// current hold in registry, withdrawn, handed to release(owner, slot, ticket,
+// holds) with the owner's gate entered.
+void release_contributed(const void* object, const std::unordered_set<std::string>& owners, HoldRegistry& registry,
+                         const std::string& name,
+                         const std::function<void(const std::string&, OwnerSlot&, GateTicket&, unsigned)>& release);
+
+}  // namespace dlock::detail

@@ -1,0 +1,348 @@
+// MultiLock: one dlock::Lock per distinct name, taken in canonical order.
+// Everything about a single name (acquire, renew, release, waiting, loss,
+// retries) is the Lock's own machinery; this file only orders, rolls back
+// and combines.
+#include "dlock/multi_lock.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "redis/server_error_text.hpp"
+
+namespace dlock {
+namespace detail {
+namespace {
+
+std::vector<std::string> canonical(std::vector<std::string> names) {
+    if (names.empty()) throw Error(errc::invalid_argument, "multi-lock: no names");
+    for (std::size_t i = 0; i < names.size(); ++i)
+        if (names[i].empty())
+            throw Error(errc::invalid_argument, "multi-lock: name " + std::to_string(i + 1) + " of " +
+                                                    std::to_string(names.size()) + " is empty");
+    // Bytewise, as std::string compares: the same order in every process.
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+}
+
+// How one name is asked for.
+struct Request {
+    std::optional<std::chrono::steady_clock::time_point> deadline;  // none: no limit
+    bool single_attempt = false;
+    std::stop_token stop;
+};
+
+}  // namespace
+
+class MultiLockCore {
+public:
+    MultiLockCore(Client& client, std::vector<std::string> names, const LockOptions& options)
+        : names_(canonical(std::move(names))), options_(options) {
+        locks_.reserve(names_.size());
+        for (const auto& name : names_) locks_.emplace_back(client, name, options);
+    }
+
+    ~MultiLockCore() {
+        // Reverse order, as unlock() does; each Lock gives back what it made.
+        while (!locks_.empty()) locks_.pop_back();
+        watchers_.clear();
+    }
+
+    // What went wrong with one name; the Lock's own exception when it threw.
+    struct Failure {
+        std::error_code ec;
+        std::size_t index = 0;
+        std::exception_ptr thrown;
+    };
+
+    bool acquire(const Request& request, Failure& failure) {
+        failure = {};
+        std::size_t taken = 0;
+        for (; taken < locks_.size(); ++taken) {
+            // The one deadline: once it passed between two names, the call is over.
+            if (taken > 0 && !request.single_attempt &&
+                ((request.deadline && std::chrono::steady_clock::now() >= *request.deadline) || request.stop.stop_requested()))
+                break;
+            failure.index = taken;
+            if (!acquire_one(locks_[taken], request, failure)) break;
+        }
+        if (taken == locks_.size()) {
+            try {
+                watch_losses();
+                return true;
+            } catch (...) {
+                // Out of memory: the call fails, so it must not keep the names.
+                while (taken > 0) locks_[--taken].unlock();
+                throw;
+            }
+        }
+        // All or nothing: give back what this call took, newest first. Its
+        // releases must not wipe the failing name's server text.
+        const auto server_text = last_server_error();
+        while (taken > 0) locks_[--taken].unlock();
+        restore_server_error(server_text);
+        return false;
+    }
+
+    void release(std::error_code& ec) noexcept {
+        ec.clear();
+        std::error_code first, lost;
+        for (std::size_t i = locks_.size(); i-- > 0;) {
+            std::error_code one;
+            locks_[i].unlock(one);
+            if (!one) continue;
+            report_unlock_error(names_[i], one);
+            if (one == errc::lease_lost) lost = one;
+            else first = one;  // walking backwards: ends on the first in canonical order
+        }
+        ec = lost ? lost : first;
+        forget_watcher_if_free();
+    }
+
+    void release_reporting() noexcept {
+        std::error_code ignored;
+        release(ignored);
+    }
+
+    bool is_held() const {
+        // Only a multi-hold made through this object, and not lost.
+        const auto lost = lost_token();
+        if (!lost.stop_possible() || lost.stop_requested()) return false;
+        return std::all_of(locks_.begin(), locks_.end(), [](const Lock& lock) { return lock.is_held(); });
+    }
+
+    unsigned hold_count() const {
+        unsigned count = ~0u;
+        for (const auto& lock : locks_) count = std::min(count, lock.hold_count());
+        return count;
+    }
+
+    std::vector<std::pair<std::string, std::uint64_t>> fencing_tokens() const {
+        std::vector<std::pair<std::string, std::uint64_t>> tokens;
+        tokens.reserve(locks_.size());
+        for (std::size_t i = 0; i < locks_.size(); ++i) tokens.emplace_back(names_[i], locks_[i].fencing_token());
+        return tokens;
+    }
+
+    std::uint64_t fencing_token(std::string_view name) const {
+        auto at = std::lower_bound(names_.begin(), names_.end(), name);
+        if (at == names_.end() || *at != name) return 0;
+        return locks_[static_cast<std::size_t>(at - names_.begin())].fencing_token();
+    }
+
+    std::stop_token lost_token() const {
+        std::lock_guard guard(mutex_);
+        auto it = watchers_.find(owner_key());
+        return it == watchers_.end() ? std::stop_token{} : it->second->source.get_token();
+    }
+
+    std::chrono::steady_clock::time_point valid_until() const {
+        if (!is_held()) return {};
+        auto earliest = std::chrono::steady_clock::time_point::max();
+        for (const auto& lock : locks_) earliest = std::min(earliest, lock.valid_until());
+        return earliest;
+    }
+
+    const std::vector<std::string>& names() const noexcept { return names_; }
+
+private:
+    // Tells the multi-hold's token when any name's own lost token is
+    // requested. Made per owner, for the name holds of one acquisition.
+    struct Watcher {
+        struct Relay {
+            std::stop_source source;
+            void operator()() const noexcept { source.request_stop(); }
+        };
+        std::stop_source source;
+        std::vector<std::stop_token> watched;  // each name's lost token, canonical order
+        std::vector<std::unique_ptr<std::stop_callback<Relay>>> relays;
+    };
+
+    std::thread::id owner_key() const {
+        // Under Ownership::handle this object is the one owner.
+        return options_.ownership == Ownership::handle ? std::thread::id{} : std::this_thread::get_id();
+    }
+
+    bool acquire_one(Lock& lock, const Request& request, Failure& failure) noexcept {
+        try {
+            if (request.single_attempt) return lock.try_lock(failure.ec);
+            if (request.deadline && !request.stop.stop_possible())
+                return lock.try_lock_until(*request.deadline, failure.ec);
+            return request.deadline ? lock.try_lock_until(*request.deadline, request.stop) : lock.lock(request.stop);
+        } catch (const Error& e) {
+            failure.ec = e.code();
+            failure.thrown = std::current_exception();
+        } catch (...) {
+            failure.ec = std::make_error_code(std::errc::not_enough_memory);
+        }
+        return false;
+    }
+
+    // After every name is held: the multi-hold's lost token watches the
+    // name holds as they are now. A re-entry keeps the watcher; a new hold
+    // of any name (a first acquisition, or one after a loss) gets a new one.
+    void watch_losses() {
+        std::vector<std::stop_token> now;
+        now.reserve(locks_.size());
+        for (const auto& lock : locks_) now.push_back(lock.lost_token());
+        std::unique_ptr<Watcher> replaced;
+        std::lock_guard guard(mutex_);
+        auto& slot = watchers_[owner_key()];
+        if (slot && !slot->source.stop_requested() && slot->watched == now) return;
+        auto watcher = std::make_unique<Watcher>();
+        watcher->watched = std::move(now);
+        for (const auto& token : watcher->watched)
+            // Runs at once when that name is already lost.
+            watcher->relays.push_back(
+                std::make_unique<std::stop_callback<Watcher::Relay>>(token, Watcher::Relay{watcher->source}));
+        replaced = std::exchange(slot, std::move(watcher));
+        // `replaced` dies after the guard: a relay running on the I/O thread
+        // is waited for by its destructor, and must not wait for our mutex.
+    }
+
+    void forget_watcher_if_free() {
+        const bool free = std::all_of(locks_.begin(), locks_.end(),
+                                      [](const Lock& lock) { return lock.hold_count() == 0; });
+        if (!free) return;
+        std::unique_ptr<Watcher> gone;
+        std::lock_guard guard(mutex_);
+        if (auto it = watchers_.find(owner_key()); it != watchers_.end()) {
+            gone = std::move(it->second);
+            watchers_.erase(it);
+        }
+    }
+
+    void report_unlock_error(const std::string& name, std::error_code ec) const noexcept {
+        if (!options_.on_unlock_error) return;
+        try {
+            options_.on_unlock_error(name, ec);
+        } catch (...) {
+            // unlock() never throws, whatever the callback does.
+        }
+    }
+
+    const std::vector<std::string> names_;
+    const LockOptions options_;
+    std::vector<Lock> locks_;  // one per name, canonical order
+    mutable std::mutex mutex_;
+    std::map<std::thread::id, std::unique_ptr<Watcher>> watchers_;
+};
+
+}  // namespace detail
+
+namespace {
+
+detail::MultiLockCore& checked(const std::unique_ptr<detail::MultiLockCore>& core) {
+    if (!core) throw Error(errc::invalid_argument, "use of a moved-from dlock::MultiLock");
+    return *core;
+}
+
+// The throwing calls: the failing name's own exception, else its code.
+bool acquire_or_throw(detail::MultiLockCore& core, const detail::Request& request, const char* call) {
+    detail::MultiLockCore::Failure failure;
+    if (core.acquire(request, failure)) return true;
+    if (failure.thrown) std::rethrow_exception(failure.thrown);
+    throw_if(failure.ec, std::string(call) + " " + core.names()[failure.index] + " (multi-lock)");
+    return false;
+}
+
+bool acquire_noexcept(const std::unique_ptr<detail::MultiLockCore>& core, const detail::Request& request,
+                      std::error_code& ec) noexcept {
+    ec.clear();
+    if (!core) {
+        ec = errc::invalid_argument;
+        return false;
+    }
+    try {
+        detail::MultiLockCore::Failure failure;
+        const bool acquired = core->acquire(request, failure);
+        ec = failure.ec;
+        return acquired;
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+    return false;
+}
+
+}  // namespace
+
+MultiLock::MultiLock(Client& client, std::vector<std::string> names, LockOptions options)
+    : core_(std::make_unique<detail::MultiLockCore>(client, std::move(names), options)) {}
+
+MultiLock::MultiLock(MultiLock&&) noexcept = default;
+MultiLock& MultiLock::operator=(MultiLock&&) noexcept = default;
+MultiLock::~MultiLock() = default;
+
+void MultiLock::lock() { (void)acquire_or_throw(checked(core_), {}, "lock"); }
+
+bool MultiLock::lock(std::stop_token stop) {
+    return acquire_or_throw(checked(core_), {.stop = std::move(stop)}, "lock");
+}
+
+bool MultiLock::try_lock() {
+    return acquire_or_throw(checked(core_), {.single_attempt = true}, "try_lock");
+}
+
+bool MultiLock::try_lock(std::error_code& ec) noexcept { return acquire_noexcept(core_, {.single_attempt = true}, ec); }
+
+bool MultiLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    return acquire_noexcept(core_, {.deadline = deadline, .single_attempt = deadline <= std::chrono::steady_clock::now()}, ec);
+}
+
+bool MultiLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+    return acquire_or_throw(checked(core_),
+                            {.deadline = deadline,
+                             .single_attempt = deadline <= std::chrono::steady_clock::now(),
+                             .stop = std::move(stop)},
+                            "try_lock");
+}
+
+bool MultiLock::acquire_until(std::chrono::steady_clock::time_point deadline) {
+    return acquire_or_throw(checked(core_),
+                            {.deadline = deadline, .single_attempt = deadline <= std::chrono::steady_clock::now()},
+                            "try_lock");
+}
+
+void MultiLock::unlock() noexcept {
+    if (core_) core_->release_reporting();
+}
+
+void MultiLock::unlock(std::error_code& ec) noexcept {
+    if (!core_) {
+        ec = errc::invalid_argument;
+        return;
+    }
+    core_->release(ec);
+}
+
+bool MultiLock::is_held() const { return core_ && core_->is_held(); }
+
+unsigned MultiLock::hold_count() const { return core_ ? core_->hold_count() : 0; }
+
+std::vector<std::pair<std::string, std::uint64_t>> MultiLock::fencing_tokens() const {
+    return core_ ? core_->fencing_tokens() : std::vector<std::pair<std::string, std::uint64_t>>{};
+}
+
+std::uint64_t MultiLock::fencing_token(std::string_view name) const {
+    return core_ ? core_->fencing_token(name) : 0;
+}
+
+std::stop_token MultiLock::lost_token() const { return core_ ? core_->lost_token() : std::stop_token{}; }
+
+std::chrono::steady_clock::time_point MultiLock::valid_until() const {
+    return core_ ? core_->valid_until() : std::chrono::steady_clock::time_point{};
+}
+
+const std::vector<std::string>& MultiLock::names() const noexcept {
+    static const std::vector<std::string> moved_from;
+    return core_ ? core_->names() : moved_from;
+}
+
+}  // namespace dlock

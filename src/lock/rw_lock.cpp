@@ -1,0 +1,488 @@
+#include "dlock/rw_lock.hpp"
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "hold/hold_queries.hpp"
+#include "lock_scripts.hpp"
+#include "lock_validation.hpp"
+#include "redis/server_error_text.hpp"
+#include "rw_lock_core.hpp"
+#include "script_replies.hpp"
+
+namespace dlock {
+namespace detail {
+namespace {
+
+LockOptions side_options(const std::string& name, const RwLockOptions& options) {
+    validate_lock_request(name, options.lease);
+    validate_retention(options.retention);
+    return {.lease = options.lease,
+            .renew = options.renew,
+            .ownership = options.ownership,
+            .on_lost = options.on_lost,
+            .on_unlock_error = options.on_unlock_error,
+            .handoff_slice = std::chrono::microseconds::zero(),
+            .retention = options.retention};
+}
+
+}  // namespace
+
+HoldCall ReadIdentity::renewal(const std::string& owner) const {
+    return {&rw_read_renew_script(), {keys.readers(), keys.reader_state(), keys.fence()}, {owner, lease_ms, retention_ms}};
+}
+
+HoldCall ReadIdentity::final_release(const std::string& owner, const std::string& operation) const {
+    return {&rw_read_release_script(),
+            {keys.readers(), keys.reader_state(), keys.fence(), keys.channel(), keys.read_tombstone(owner), keys.lock},
+            {owner, lease_ms, std::move(operation), "all", retention_ms}};
+}
+
+RwLockCore::RwLockCore(std::shared_ptr<ClientCore> client_, std::string name, const RwLockOptions& options)
+    : client(std::move(client_)),
+      service(LockService::of(*client)),
+      write_(std::make_shared<const LockIdentity>(name, side_options(name, options))),
+      read_(std::make_shared<const ReadIdentity>(name, side_options(name, options))),
+      prefer_readers_(options.prefer_readers),
+      // Its own queue, apart from a Lock's of the same name (whose hand-offs
+      // claim sleeping heads).
+      queue_name_("rw\n" + name),
+      handle_owner_(options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
+
+std::string RwLockCore::current_owner() const {
+    return write_->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
+}
+
+LockClock::time_point RwLockCore::retry_window_end() const {
+    const auto& options = client->options();
+    return LockClock::now() + options.connect_timeout + options.command_timeout;
+}
+
+HoldCall RwLockCore::acquire_call(RwSide side, const std::string& owner, std::string_view mode,
+                                    const std::string& operation) const {
+    const auto& keys = write_->keys;
+    const auto& id = identity(side);
+    if (side == RwSide::write)
+        return {&rw_write_acquire_script(),
+                {keys.lock, keys.fence(), keys.tombstone(owner), keys.readers(), keys.reader_state(),
+                 keys.waiting_writers()},
+                {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, OwnerIds::holder_label()}};
+    return {&rw_read_acquire_script(),
+            {keys.lock, keys.fence(), keys.readers(), keys.reader_state(), keys.waiting_writers(),
+             keys.read_tombstone(owner)},
+            {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, prefer_readers_ ? "1" : "0"}};
+}
+
+HoldCall RwLockCore::release_call(RwSide side, const std::string& owner, const std::string& operation,
+                                    std::string how_many, const std::string& undoing) const {
+    const auto& id = identity(side);
+    auto call = id.final_release(owner, operation);  // each side's release script, keys and arguments
+    call.argv[3] = std::move(how_many);
+    if (!undoing.empty()) call.argv.push_back(undoing);
+    return call;
+}
+
+RwLockCore::Answer RwLockCore::run(const HoldCall& call, std::optional<LockClock::time_point> wait_until,
+                                   std::stop_token stop, GateTicket& ticket,
+                                   std::function<void(std::error_code, const Reply&)> undo_late) {
+    const HoldCallViews views(call);
+    return run_retried(client, *call.script, views.keys, views.argv, retry_window_end(), wait_until, stop, ticket,
+                       std::move(undo_late));
+}
+
+void RwLockCore::fire_and_forget(const HoldCall& call) {
+    const HoldCallViews views(call);
+    auto retried = RetriedCall::start(client, *call.script, views.keys, views.argv, retry_window_end());
+    std::error_code ignored_ec;
+    Reply ignored;
+    (void)retried->wait(LockClock::time_point::min(), {}, ignored_ec, ignored, [](std::error_code, Reply&&) {});
+}
+
+void RwLockCore::undo(RwSide side, const std::string& owner, const std::string& operation) {
+    fire_and_forget(release_call(side, owner, service->next_operation_id(), "1", operation));
+}
+
+void RwLockCore::withdraw(const std::string& owner, const std::string& last_attempt) {
+    const auto& keys = write_->keys;
+    fire_and_forget({&rw_write_withdraw_script(),
+                     {keys.waiting_writers(), keys.tombstone(owner), keys.channel()},
+                     {owner, last_attempt, write_->retention_ms}});
+}
+
+RwLockCore::Answer RwLockCore::send_acquire(RwSide side, const std::string& owner, std::string_view mode,
+                                            GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
+                                            std::stop_token stop) {
+    const auto operation = service->next_operation_id();
+    // Granted after the caller gave up, or its outcome never learnt: nobody
+    // will use it. The handler may run after the RwLock is gone.
+    auto undo_unused = [self = shared_from_this(), side, owner, operation](std::error_code ec, const Reply& reply) {
+        if (outcome_unknown(ec) || (!ec && is_grant(reply))) self->undo(side, owner, operation);
+    };
+    auto answer = run(acquire_call(side, owner, mode, operation), wait_until, stop, ticket, undo_unused);
+    answer.operation = operation;
+    if (answer.known && outcome_unknown(answer.ec)) undo(side, owner, operation);
+    return answer;
+}
+
+bool RwLockCore::record_grant(RwSide side, const std::string& owner, OwnerSlot& slot, const Grant& grant,
+                              const std::string& operation) {
+    auto hold = adopt_grant(*service, identity_ptr(side), owner, slot, grant);
+    if (!hold) {
+        undo(side, owner, operation);  // its lease may be over already: give it back
+        return false;
+    }
+    contributions_.add(this, hold);
+    return true;
+}
+
+bool RwLockCore::reenter(RwSide side, const std::shared_ptr<Hold>& hold, const std::string& owner,
+                         GateTicket& ticket, std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                         std::error_code& ec, bool& lost) {
+    auto answer = send_acquire(side, owner, "reenter", ticket, wait_until, stop);
+    if (!answer.known) {
+        if (!stop.stop_requested()) ec = errc::command_timeout;
+        return false;
+    }
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return false;
+    }
+    bool give_back = false;
+    if (apply_reentry(*service, hold, read_reentry(answer.reply), answer.sent, identity(side).options.lease, lost,
+                      give_back, ec)) {
+        contributions_.add(this, hold);
+        return true;
+    }
+    if (give_back) undo(side, owner, answer.operation);
+    return false;
+}
+
+RwLockCore::Attempt RwLockCore::attempt(RwSide side, std::string_view mode, const std::string& owner,
+                                        OwnerSlot& slot, GateTicket& ticket,
+                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                                        std::error_code& ec, std::string& operation) {
+    auto answer = send_acquire(side, owner, mode, ticket, wait_until, stop);
+    operation = answer.operation;
+    if (!answer.known) return {Outcome::walked_away};
+    if (answer.ec == errc::wrong_type)
+        throw Error(answer.ec, "a key of read-write lock " + write_->keys.lock + " holds data that is not a dlock lock");
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return {Outcome::failed};
+    }
+    const auto fresh = read_fresh_acquire(answer.reply);
+    switch (fresh.kind) {
+        case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return {Outcome::failed};
+        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left};
+        case FreshAcquire::Kind::stale_operation: return {Outcome::busy, std::chrono::milliseconds(1)};
+        case FreshAcquire::Kind::granted: break;
+    }
+    if (!record_grant(side, owner, slot, Grant{fresh.token, fresh.count, answer.sent, answer.sent}, answer.operation))
+        return {Outcome::busy, std::chrono::milliseconds(1)};
+    return {Outcome::acquired};
+}
+
+bool RwLockCore::acquire(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
+                         std::error_code& ec) {
+    ec.clear();
+    clear_server_error();
+    if ((ec = client->usable())) return false;
+    const auto owner = current_owner();
+    OwnerOperation operation(registry(side), write_->name, owner);
+    auto& slot = operation.slot();
+    bool single_attempt = deadline && *deadline <= LockClock::now();
+    const auto own_write = hold_of(RwSide::write, owner);
+    if (side == RwSide::write && !hold_is_held(own_write) && hold_is_held(hold_of(RwSide::read, owner))) {
+        // An upgrade: two readers waiting to upgrade would wait for each
+        // other for ever, so it is one attempt that fails fast.
+        if (!deadline) {
+            ec = std::make_error_code(std::errc::resource_deadlock_would_occur);
+            return false;
+        }
+        single_attempt = true;
+    }
+    const auto wait_until = [&]() -> std::optional<LockClock::time_point> {
+        if (!single_attempt) return deadline;
+        return LockClock::now() + client->options().command_timeout;
+    };
+    if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop)) return false;
+    auto& ticket = operation.ticket;
+
+    if (auto hold = slot.current(); hold && hold->trusted(LockClock::now())) {
+        // Re-entry never queues (also not behind a waiting writer: that
+        // writer waits for us).
+        bool lost = false;
+        if (reenter(side, hold, owner, ticket, wait_until(), stop, ec, lost)) return true;
+        if (!lost) return false;
+    }
+
+    // A writer marks itself waiting only from the head of this process's
+    // queue: marked behind a local reader, it would hold back the very
+    // reader it waits for. A single attempt never marks.
+    const std::string_view first_mode = side == RwSide::read ? "fresh" : "try";
+    const std::string_view mode = side == RwSide::read ? "fresh" : "wait";
+    bool granted = false;
+    std::string last_operation;
+    struct Withdraw {
+        RwLockCore& core;
+        const std::string& owner;
+        const std::string& last_operation;
+        const bool& granted;
+        bool marks;
+        // Not granted: the mark (if any attempt made one) goes, so that the
+        // readers behind it go now, not when it runs out.
+        ~Withdraw() {
+            if (!marks || granted || last_operation.empty()) return;
+            try {
+                core.withdraw(owner, last_operation);
+            } catch (...) {
+                // Unsent (out of memory): the mark runs out within a lease.
+            }
+        }
+    } withdraw_mark{*this, owner, last_operation, granted, side == RwSide::write && !single_attempt};
+
+    bool answered = false;
+    auto result_of = [&](const Attempt& a) {
+        if (a.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = errc::command_timeout;
+        granted = a.outcome == Outcome::acquired;
+        return granted;
+    };
+    // The writer taking the read side (a downgrade) never waits for anyone.
+    const bool downgrade = side == RwSide::read && hold_is_held(own_write);
+    if (single_attempt || downgrade || !service->existing_queue(queue_name_)) {
+        auto result = attempt(side, first_mode, owner, slot, ticket, wait_until(), stop, ec, last_operation);
+        if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
+        answered = true;
+    }
+    auto queue = service->queue(queue_name_);
+    const auto place = queue->enqueue();
+    struct Leave {
+        NameQueue& queue;
+        std::uint64_t place;
+        ~Leave() { queue.leave(place); }
+    } leave{*queue, place};
+    if (!queue->wait_turn(place, deadline, stop)) return false;
+    // A waiting writer's mark lasts a lease: it tries again (which
+    // refreshes the mark) at least every lease/3.
+    const auto refresh = renew_interval(write_->options.lease);
+    bool subscribed = false;
+    for (;;) {
+        const auto seen = queue->generation();
+        auto result = attempt(side, mode, owner, slot, ticket, deadline, stop, ec, last_operation);
+        if (result.outcome != Outcome::busy) return result_of(result);
+        answered = true;
+        const auto now = LockClock::now();
+        if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
+        if (!subscribed) {
+            // Subscribe, then try again at once: a release published before
+            // the subscription was active would otherwise go unseen.
+            auto until = now + client->options().command_timeout;
+            if (deadline) until = std::min(until, *deadline);
+            subscribed = queue->ensure_subscribed({&client, 1}, 1, write_->keys.channel(), until, stop);
+            continue;
+        }
+        auto wait = result.wait + std::chrono::milliseconds(1);
+        if (side == RwSide::write) wait = std::min<std::chrono::milliseconds>(wait, refresh);
+        auto wake_at = now + wait;
+        if (deadline) wake_at = std::min(wake_at, *deadline);
+        // Wakes on a release message, or on a resubscription (messages may
+        // have been missed: check once at once).
+        queue->wait_change(seen, wake_at, stop);
+        if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
+    }
+}
+
+void RwLockCore::release_holds(RwSide side, const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                               unsigned holds, std::error_code& ec) {
+    auto hold = slot.current();
+    if (refuse_release_of_final(slot, hold, holds, ec)) return;
+    const bool final_release = holds >= hold->view().count;
+    if (final_release && !hold->begin_final_release()) return release_holds(side, owner, slot, ticket, holds, ec);
+    // The number of holds, also for the final release: if the server counts
+    // more of ours than we do, it keeps them, says so, and its answer wins.
+    auto answer = run(release_call(side, owner, service->next_operation_id(), std::to_string(holds)), std::nullopt,
+                      {}, ticket, {});
+    apply_release(*service, slot, hold, holds, final_release, identity(side).options.lease, answer, ec);
+}
+
+void RwLockCore::release(RwSide side, std::error_code& ec) {
+    ec.clear();
+    clear_server_error();
+    const auto owner = current_owner();
+    OwnerOperation operation(registry(side), write_->name, owner);
+    (void)operation.enter(std::nullopt, {});
+    if (const auto hold = operation.slot().current()) hold->withdraw(this);
+    release_holds(side, owner, operation.slot(), operation.ticket, 1, ec);
+}
+
+void RwLockCore::release_outstanding() noexcept {
+    try {
+        if (client->usable()) return;  // a closed client released everything already
+        const auto owners = contributions_.take();
+        // The read side first: a downgraded writer's read hold goes with it.
+        for (const auto side : {RwSide::read, RwSide::write})
+            release_contributed(this, owners, registry(side), write_->name,
+                                [this, side](const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                                             unsigned holds) {
+                                    std::error_code ignored;
+                                    release_holds(side, owner, slot, ticket, holds, ignored);
+                                });
+    } catch (...) {
+        // Best effort: the lease ends what is left.
+    }
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::RwSide;
+
+detail::RwLockCore& checked(const std::shared_ptr<detail::RwLockCore>& core) {
+    if (!core) throw Error(errc::invalid_argument, "use of a moved-from dlock::RwLock");
+    return *core;
+}
+
+std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::RwLockCore>& core, RwSide side) {
+    return core ? core->hold_of(side, core->current_owner()) : nullptr;
+}
+
+bool acquire_throwing(detail::RwLockCore& core, RwSide side, std::optional<std::chrono::steady_clock::time_point> deadline,
+                      std::stop_token stop, const char* what) {
+    std::error_code ec;
+    bool acquired = core.acquire(side, deadline, stop, ec);
+    throw_if(ec, std::string(what) + " " + core.identity(side).name);
+    return acquired;
+}
+
+bool acquire_noexcept(const std::shared_ptr<detail::RwLockCore>& core, RwSide side,
+                      std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    if (!core) {
+        ec = errc::invalid_argument;
+        return false;
+    }
+    try {
+        return core->acquire(side, deadline, {}, ec);
+    } catch (const Error& e) {
+        ec = e.code();
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+    return false;
+}
+
+void release_noexcept(const std::shared_ptr<detail::RwLockCore>& core, RwSide side, std::error_code& ec) noexcept {
+    if (!core) {
+        ec = errc::invalid_argument;
+        return;
+    }
+    try {
+        core->release(side, ec);
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+}
+
+}  // namespace
+
+RwLock::RwLock(Client& client, std::string name, RwLockOptions options)
+    : core_(std::make_shared<detail::RwLockCore>(client.core(), std::move(name), options)) {}
+
+RwLock::RwLock(RwLock&&) noexcept = default;
+
+RwLock& RwLock::operator=(RwLock&& other) noexcept {
+    if (this != &other) {
+        if (core_) core_->release_outstanding();
+        core_ = std::move(other.core_);
+    }
+    return *this;
+}
+
+RwLock::~RwLock() {
+    if (core_) core_->release_outstanding();
+}
+
+void RwLock::lock() { (void)acquire_throwing(checked(core_), RwSide::write, std::nullopt, {}, "lock"); }
+
+bool RwLock::lock(std::stop_token stop) {
+    return acquire_throwing(checked(core_), RwSide::write, std::nullopt, stop, "lock");
+}
+
+bool RwLock::try_lock() {
+    std::error_code ec;
+    bool acquired = try_lock(ec);
+    throw_if(ec, "try_lock " + name());
+    return acquired;
+}
+
+bool RwLock::try_lock(std::error_code& ec) noexcept {
+    return acquire_noexcept(core_, RwSide::write, std::chrono::steady_clock::time_point::min(), ec);
+}
+
+bool RwLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+    return acquire_throwing(checked(core_), RwSide::write, deadline, stop, "try_lock");
+}
+
+void RwLock::unlock() noexcept {
+    std::error_code ec;
+    unlock(ec);
+    if (core_) detail::report_unlock_error(core_->identity(RwSide::write), ec);
+}
+
+void RwLock::unlock(std::error_code& ec) noexcept { release_noexcept(core_, RwSide::write, ec); }
+
+void RwLock::lock_shared() { (void)acquire_throwing(checked(core_), RwSide::read, std::nullopt, {}, "lock_shared"); }
+
+bool RwLock::lock_shared(std::stop_token stop) {
+    return acquire_throwing(checked(core_), RwSide::read, std::nullopt, stop, "lock_shared");
+}
+
+bool RwLock::try_lock_shared() {
+    std::error_code ec;
+    bool acquired = try_lock_shared(ec);
+    throw_if(ec, "try_lock_shared " + name());
+    return acquired;
+}
+
+bool RwLock::try_lock_shared(std::error_code& ec) noexcept {
+    return acquire_noexcept(core_, RwSide::read, std::chrono::steady_clock::time_point::min(), ec);
+}
+
+bool RwLock::try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+    return acquire_throwing(checked(core_), RwSide::read, deadline, stop, "try_lock_shared");
+}
+
+void RwLock::unlock_shared() noexcept {
+    std::error_code ec;
+    unlock_shared(ec);
+    if (core_) detail::report_unlock_error(core_->identity(RwSide::read), ec);
+}
+
+void RwLock::unlock_shared(std::error_code& ec) noexcept { release_noexcept(core_, RwSide::read, ec); }
+
+bool RwLock::acquire_until(bool shared, std::chrono::steady_clock::time_point deadline) {
+    return acquire_throwing(checked(core_), shared ? RwSide::read : RwSide::write, deadline, {},
+                            shared ? "try_lock_shared" : "try_lock");
+}
+
+bool RwLock::is_held() const { return detail::hold_is_held(own_hold(core_, RwSide::write)); }
+unsigned RwLock::hold_count() const { return detail::hold_count_of(own_hold(core_, RwSide::write)); }
+std::uint64_t RwLock::fencing_token() const { return detail::fencing_token_of(own_hold(core_, RwSide::write)); }
+std::stop_token RwLock::lost_token() const { return detail::lost_token_of(own_hold(core_, RwSide::write)); }
+std::chrono::steady_clock::time_point RwLock::valid_until() const {
+    return detail::valid_until_of(own_hold(core_, RwSide::write));
+}
+
+bool RwLock::is_held_shared() const { return detail::hold_is_held(own_hold(core_, RwSide::read)); }
+unsigned RwLock::shared_hold_count() const { return detail::hold_count_of(own_hold(core_, RwSide::read)); }
+std::uint64_t RwLock::shared_fencing_token() const { return detail::fencing_token_of(own_hold(core_, RwSide::read)); }
+std::stop_token RwLock::shared_lost_token() const { return detail::lost_token_of(own_hold(core_, RwSide::read)); }
+std::chrono::steady_clock::time_point RwLock::shared_valid_until() const {
+    return detail::valid_until_of(own_hold(core_, RwSide::read));
+}
+
+const std::string& RwLock::name() const noexcept {
+    static const std::string moved_from;
+    return core_ ? core_->identity(RwSide::write).name : moved_from;
+}
+
+}  // namespace dlock

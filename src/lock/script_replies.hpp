@@ -1,0 +1,87 @@
+// What the lock scripts (src/scripts/*.lua) answer, read from the Reply
+// alone: no server, no client state. The lock kinds act on these readings;
+// tests and fuzzers feed them any reply a server, or something posing as
+// one, might send. A reply outside a script's vocabulary reads as
+// malformed, never as a grant, and never indexes past what arrived.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dlock/lock.hpp"
+#include "dlock/redlock.hpp"
+#include "dlock/reply.hpp"
+
+namespace dlock::detail {
+
+// acquire.lua: {1, token, count} granted; {0, pttl} held by another owner;
+// {-1} a re-entry that is not ours any more; {-2} a resent copy of an
+// operation that may not grant any more.
+bool is_grant(const Reply& reply);
+
+// A fresh attempt's answer.
+struct FreshAcquire {
+    enum class Kind { granted, busy, stale_operation, malformed };
+    Kind kind = Kind::malformed;
+    std::uint64_t token = 0;                  // granted
+    unsigned count = 0;                       // granted
+    std::chrono::milliseconds lease_left{0};  // busy: the holder's, 1 ms .. max_lease
+};
+FreshAcquire read_fresh_acquire(const Reply& reply);
+
+// A re-entry's answer: granted with the new count, or the hold is not ours
+// on the server any more (any other answer of the script).
+struct Reentry {
+    enum class Kind { granted, not_ours, malformed };
+    Kind kind = Kind::malformed;
+    unsigned count = 0;  // granted
+};
+Reentry read_reentry(const Reply& reply);
+
+// One master's answer to a Redlock attempt (always fresh).
+struct MasterVote {
+    Vote vote = Vote::failed;   // granted, held_by_another, or failed (malformed)
+    std::uint64_t token = 0;    // granted
+    long long lease_left = 0;   // held_by_another: as the master said
+};
+MasterVote read_master_vote(const Reply& reply);
+
+// release.lua: the holds left (0: released), or a negative number when the
+// lock is not ours there (expired, taken, a stale or resent operation).
+struct Release {
+    enum class Kind { released, not_ours, malformed };
+    Kind kind = Kind::malformed;
+    unsigned holds_left = 0;  // released
+};
+Release read_release(const Reply& reply);
+
+// renew.lua: 1 when the lease was extended.
+bool read_renewed(const Reply& reply);
+
+// hand_off.lua: {1, token} when the lock went to the next owner; anything
+// else means it was not ours to give.
+std::optional<std::uint64_t> read_hand_off(const Reply& reply);
+
+// inspect.lua: {owner or nil, count, pttl, token, last token, holder label
+// or nil}. Throws
+// dlock::Error(protocol_error) for anything else.
+LockInfo read_inspect(const Reply& reply);
+
+// force_release.lua: nil when the lock was free, else {owner, count}: the
+// previous owner. Throws dlock::Error(protocol_error) for anything else.
+std::optional<std::string> read_force_release(const Reply& reply);
+
+// The notice force_release.lua publishes on the owner's client's inbox:
+// "revoked <owner> <token> dlock:{<name>}". The name may hold any byte,
+// spaces too: it is everything between the braces after the token.
+struct Revocation {
+    std::string_view owner;
+    std::uint64_t token = 0;
+    std::string_view name;
+};
+std::optional<Revocation> read_revocation(std::string_view payload);
+
+}  // namespace dlock::detail

@@ -1,0 +1,25 @@
+// The Redis keys of one semaphore. All carry the hash tag {name}, so they
+// live in one cluster slot, and every semaphore script is given all of them
+// in one order (src/scripts/semaphore_prelude.lua).
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+
+namespace dlock::detail {
+
+struct SemaphoreKeys {
+    explicit SemaphoreKeys(std::string_view name)
+        : permits("dlock:sem:{" + std::string(name) + "}"),
+          all{permits, permits + ":state", permits + ":queue", permits + ":waiters", permits + ":done",
+              permits + ":ch"} {}
+
+    std::string permits;  // zset permit id -> server-time end of its lease
+    // KEYS[1..6] of every semaphore script: permits, state, queue, waiter
+    // deadlines, done, channel.
+    std::array<std::string, 6> all;
+    const std::string& channel() const noexcept { return all[5]; }
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,47 @@
+-- Read-write lock: take the write side afresh, or re-enter it.
+-- KEYS[1] writer hash {owner, count, seq, token, holder} (a Lock's lock hash)   KEYS[2] fence hash {token}
+-- KEYS[3] the owner's write tombstone   KEYS[4] readers: sorted set reader -> server-time deadline (ms)
+-- KEYS[5] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token}
+-- KEYS[6] waiting writers: sorted set writer -> server-time deadline (ms)
+-- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'wait', 'try' or 'reenter'
+-- ARGV[5] retention ms   ARGV[6] who the holder is, for operators (kept by a fresh grant)
+-- 'wait': an attempt of a writer that will wait. When it must wait, it is marked as a
+-- waiting writer until now + lease (server time): new readers queue behind it
+-- (rw_read_acquire.lua) until it gets the lock, withdraws (rw_write_withdraw.lua), or
+-- its mark runs out because its client stopped refreshing it. 'try': one attempt, no mark.
+-- The caller's own read hold does not count against it (an upgrade; the client only tries it).
+-- Returns {1, token, count} when the caller holds the write side now, {0, ms} when it must
+-- wait (ms: until the writer's lease or the first reader's ends), {-1} for 'reenter' when the
+-- caller no longer holds it, {-2} for a late copy of an older operation (acquire.lua's answers).
+local owner = redis.call('HGET', KEYS[1], 'owner')
+local replayed = replayed_acquire(KEYS[1], KEYS[3], ARGV[1], owner, op_number(ARGV[3]))
+if replayed then return replayed end
+local now = server_ms()
+local function must_wait(ms)
+  raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
+  if ARGV[4] == 'wait' then
+    redis.call('ZADD', KEYS[6], now + tonumber(ARGV[2]), ARGV[1])
+    extend_expiry(KEYS[6], ARGV[2])
+  end
+  return {0, ms}
+end
+if owner == ARGV[1] then
+  if ARGV[4] == 'reenter' then
+    return reenter_exclusive(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[5])
+  end
+elseif ARGV[4] == 'reenter' then
+  return {-1}
+elseif owner then
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then pttl = tonumber(ARGV[2]) end
+  return must_wait(pttl)
+end
+local others = live_count(KEYS[4], now)
+if live_member(KEYS[4], ARGV[1], now) then others = others - 1 end
+if others > 0 then
+  return must_wait(first_deadline_in(KEYS[4], now, ARGV[1]) or tonumber(ARGV[2]))
+end
+local granted = grant_exclusive(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], true, ARGV[6])
+redis.call('ZREM', KEYS[6], ARGV[1])
+prune_readers(KEYS[4], KEYS[5], now)
+return granted

@@ -1,0 +1,168 @@
+// How the lock kinds read their scripts' replies (src/lock/script_replies.hpp),
+// on the answers the scripts give and on answers no script gives.
+#include "lock/script_replies.hpp"
+
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <initializer_list>
+
+#include "dlock/error.hpp"
+#include "reply_builders.hpp"
+
+using namespace dlock;
+using namespace dlock::detail;
+using namespace std::chrono_literals;
+
+using dlock::support::array;
+using dlock::support::integer;
+using dlock::support::text;
+
+TEST(ScriptReplies, AcquireAnswersOfTheScript) {
+    const auto granted = read_fresh_acquire(array({integer(1), integer(1795331927095183), integer(1)}));
+    EXPECT_EQ(granted.kind, FreshAcquire::Kind::granted);
+    EXPECT_EQ(granted.token, 1795331927095183u);
+    EXPECT_EQ(granted.count, 1u);
+
+    const auto busy = read_fresh_acquire(array({integer(0), integer(2500)}));
+    EXPECT_EQ(busy.kind, FreshAcquire::Kind::busy);
+    EXPECT_EQ(busy.lease_left, 2500ms);
+    // A huge TTL someone gave the key must not overflow the wait's arithmetic.
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(LLONG_MAX)})).lease_left, max_lease);
+
+    EXPECT_EQ(read_fresh_acquire(array({integer(-2)})).kind, FreshAcquire::Kind::stale_operation);
+    // "Not ours" answers a re-entry only.
+    EXPECT_EQ(read_fresh_acquire(array({integer(-1)})).kind, FreshAcquire::Kind::malformed);
+    EXPECT_EQ(read_reentry(array({integer(-1)})).kind, Reentry::Kind::not_ours);
+    EXPECT_EQ(read_reentry(array({integer(0), integer(10)})).kind, Reentry::Kind::not_ours);
+    const auto reentered = read_reentry(array({integer(1), integer(7), integer(3)}));
+    EXPECT_EQ(reentered.kind, Reentry::Kind::granted);
+    EXPECT_EQ(reentered.count, 3u);
+}
+
+// Found by the script_replies fuzzer: {9, 77} was read as a grant, and its
+// count taken from an element that never arrived.
+TEST(ScriptReplies, AcquireAnswerOutsideTheScriptsVocabularyIsMalformed) {
+    for (const auto& reply : {array({integer(9), integer(77)}), array({integer(2)}), array({integer(7), integer(1), integer(1)}),
+                              array({integer(-3)}), array({integer(1), integer(5)}), array({integer(0)}),
+                              array({Reply::make_string("1"), integer(5), integer(1)}), array({}), integer(1), Reply{}}) {
+        EXPECT_EQ(read_fresh_acquire(reply).kind, FreshAcquire::Kind::malformed);
+        EXPECT_EQ(read_reentry(reply).kind, Reentry::Kind::malformed);
+        EXPECT_FALSE(is_grant(reply));
+    }
+}
+
+// Found by the script_replies fuzzer: a count of 2^32 became a hold with count 0.
+TEST(ScriptReplies, GrantedCountIsAtLeastOneAndNeverWraps) {
+    EXPECT_EQ(read_fresh_acquire(array({integer(1), integer(5), integer(4294967296)})).count, UINT_MAX);
+    EXPECT_EQ(read_fresh_acquire(array({integer(1), integer(5), integer(0)})).count, 1u);
+    EXPECT_EQ(read_reentry(array({integer(1), integer(5), integer(4294967296)})).count, UINT_MAX);
+}
+
+TEST(ScriptReplies, MasterVotes) {
+    const auto granted = read_master_vote(array({integer(1), integer(42), integer(1)}));
+    EXPECT_EQ(granted.vote, Vote::granted);
+    EXPECT_EQ(granted.token, 42u);
+    const auto busy = read_master_vote(array({integer(0), integer(900)}));
+    EXPECT_EQ(busy.vote, Vote::held_by_another);
+    EXPECT_EQ(busy.lease_left, 900);
+    EXPECT_EQ(read_master_vote(array({integer(-2)})).vote, Vote::failed);
+    EXPECT_EQ(read_master_vote(integer(1)).vote, Vote::failed);
+}
+
+TEST(ScriptReplies, ReleaseCountsNeverWrapToZero) {
+    EXPECT_EQ(read_release(integer(0)).kind, Release::Kind::released);
+    EXPECT_EQ(read_release(integer(0)).holds_left, 0u);
+    EXPECT_EQ(read_release(integer(2)).holds_left, 2u);
+    // The server keeps holds: the client must not end its hold.
+    EXPECT_EQ(read_release(integer(4294967296)).holds_left, UINT_MAX);
+    for (long long refused : {-1, -2, -3}) EXPECT_EQ(read_release(integer(refused)).kind, Release::Kind::not_ours);
+    EXPECT_EQ(read_release(Reply::make_status("OK")).kind, Release::Kind::malformed);
+}
+
+TEST(ScriptReplies, RenewAndHandOff) {
+    EXPECT_TRUE(read_renewed(integer(1)));
+    EXPECT_FALSE(read_renewed(integer(0)));
+    EXPECT_FALSE(read_renewed(Reply::make_string("1")));
+    EXPECT_EQ(read_hand_off(array({integer(1), integer(77)})), 77u);
+    EXPECT_FALSE(read_hand_off(array({integer(0)})));
+    EXPECT_FALSE(read_hand_off(array({integer(1)})));
+}
+
+TEST(ScriptReplies, InspectAndForceRelease) {
+    const auto held = read_inspect(
+        array({Reply::make_string("abc:1"), integer(2), integer(900), integer(77), integer(77),
+               Reply::make_string("host-a/pid 12/thread 3")}));
+    EXPECT_TRUE(held.held);
+    EXPECT_EQ(held.owner, "abc:1");
+    EXPECT_EQ(held.holder, "host-a/pid 12/thread 3");
+    EXPECT_EQ(held.hold_count, 2u);
+    EXPECT_EQ(held.ttl, 900ms);
+    const auto unlabelled =
+        read_inspect(array({Reply::make_string("abc:1"), integer(1), integer(900), integer(77), integer(77), Reply{}}));
+    EXPECT_TRUE(unlabelled.holder.empty());
+    const auto free = read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76), Reply{}}));
+    EXPECT_FALSE(free.held);
+    EXPECT_EQ(free.last_fencing_token, 76u);
+    EXPECT_THROW(read_inspect(array({integer(1)})), Error);
+    // The five elements of a server running an older inspect script.
+    EXPECT_THROW(read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76)})), Error);
+
+    EXPECT_EQ(read_force_release(Reply{}), std::nullopt);
+    EXPECT_EQ(read_force_release(array({Reply::make_string("abc:1"), integer(1)})), "abc:1");
+    EXPECT_THROW(read_force_release(integer(1)), Error);
+}
+
+TEST(ScriptReplies, RevocationNoticeKeepsEveryByteOfTheName) {
+    const auto notice = read_revocation("revoked abc:1:t-9 1795331927095183 dlock:{a b}c}");
+    ASSERT_TRUE(notice);
+    EXPECT_EQ(notice->owner, "abc:1:t-9");
+    EXPECT_EQ(notice->token, 1795331927095183u);
+    EXPECT_EQ(notice->name, "a b}c");
+    for (const char* bad : {"revoked abc 12x dlock:{n}", "revoked abc 12 dlock:{n", "revoked abc 12 lock:{n}",
+                            "released abc 12 dlock:{n}", "revoked abc", "revoked abc 12 dlock:{"})
+        EXPECT_FALSE(read_revocation(bad)) << bad;
+}
+
+// The read-write lock's scripts (rw_write_acquire.lua, rw_read_acquire.lua,
+// rw_read_release.lua, rw_read_renew.lua) answer in acquire.lua's, release.lua's
+// and renew.lua's vocabulary and are read by the same functions.
+TEST(RwScriptReplies, AnswersOfTheScripts) {
+    // A reader's grant: the token of the last write it follows, its count.
+    const auto reader = read_fresh_acquire(array({integer(1), integer(1795331927095183), integer(3)}));
+    EXPECT_EQ(reader.kind, FreshAcquire::Kind::granted);
+    EXPECT_EQ(reader.token, 1795331927095183u);
+    EXPECT_EQ(reader.count, 3u);
+    // Must wait: until the writer's lease, or the first reader's, or a
+    // waiting writer's mark ends.
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(29'000)})).lease_left, 29'000ms);
+    EXPECT_EQ(read_reentry(array({integer(1), integer(5), integer(2)})).count, 2u);
+    EXPECT_EQ(read_reentry(array({integer(-1)})).kind, Reentry::Kind::not_ours);
+    EXPECT_EQ(read_release(integer(-3)).kind, Release::Kind::not_ours);
+    EXPECT_EQ(read_release(integer(2)).holds_left, 2u);
+    EXPECT_TRUE(read_renewed(integer(1)));
+    EXPECT_FALSE(read_renewed(integer(0)));
+}
+
+TEST(RwScriptReplies, AWaitInThePastOrBeyondAnyLeaseIsClamped) {
+    // A deadline the server's clock already passed (or a clock step) must
+    // not make the waiter spin nor sleep past any lease.
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(-5)})).lease_left, 1ms);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(0)})).lease_left, 1ms);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(LLONG_MIN)})).lease_left, 1ms);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(LLONG_MAX)})).lease_left, max_lease);
+}
+
+TEST(RwScriptReplies, AGrantOrWaitWhoseNumbersAreNotIntegersIsMalformed) {
+    // Found writing the read-write lock: {1, "x", 1} read as a grant with
+    // token 0, and {0, "x"} as a wait of 1 ms; no script sends them.
+    for (const auto& reply :
+         {array({integer(1), Reply::make_string("1795331927095183"), integer(1)}),
+          array({integer(1), integer(7), Reply::make_string("1")}), array({integer(1), Reply{}, integer(1)}),
+          array({integer(1), array({integer(7)}), integer(1)}), array({integer(0), Reply::make_string("100")}),
+          array({integer(0), Reply::make_error("ERR x")})}) {
+        EXPECT_EQ(read_fresh_acquire(reply).kind, FreshAcquire::Kind::malformed);
+        EXPECT_EQ(read_reentry(reply).kind, Reentry::Kind::malformed);
+        EXPECT_FALSE(is_grant(reply));
+    }
+}
