@@ -67,6 +67,7 @@ class Client;
 
 namespace detail {
 class LockCore;
+class MultiLockCore;
 }
 
 enum class Ownership {
@@ -199,6 +200,7 @@ public:
     const std::string& name() const noexcept;
 
 private:
+    friend class detail::MultiLockCore;  // its roll-back releases within the call's deadline
     bool acquire_until(std::chrono::steady_clock::time_point deadline);
     std::shared_ptr<detail::LockCore> core_;
 };

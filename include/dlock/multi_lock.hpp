@@ -16,6 +16,12 @@
 // * All or nothing. A call returns true holding every name. When one name
 //   cannot be had — the deadline passed, a stop request, an error — what
 //   this call took is released again, in reverse order, before it returns.
+//   Those releases wait for their answers only until the deadline (or 20 ms
+//   past the moment the call gave up, when the deadline had passed); one
+//   not answered by then goes on without the caller, who holds nothing of
+//   it — if it never reaches the server, that name's lease ends it. A name
+//   lost while the call waited for a later one is not handed over: the
+//   call gives everything back and starts again (time permitting).
 // * One deadline for the whole call. Each name waits with what is left of
 //   it. A deadline already passed at the call (try_lock(), try_lock_for(0))
 //   means one attempt per name; otherwise a deadline that runs out between

@@ -73,6 +73,22 @@ bool refuse_release_of_final(OwnerSlot& slot, const std::shared_ptr<Hold>& hold,
 void apply_release(LockService& service, OwnerSlot& slot, const std::shared_ptr<Hold>& hold, unsigned holds,
                    bool final_release, std::chrono::milliseconds lease, const ScriptAnswer& answer,
                    std::error_code& ec) {
+    if (!answer.known) {
+        // The caller walked away at its deadline: the release goes on
+        // without it (and holds the owner's gate until it settles). The
+        // caller counts these holds as given back; if the release never
+        // applies, the lease ends the lock.
+        ec = errc::command_timeout;
+        if (final_release) {
+            hold->release_unanswered();
+            slot.clear(hold);
+            service.keeper().forget(hold);
+        } else {
+            const auto count = hold->view().count;
+            hold->recount(count > holds ? count - holds : 1);
+        }
+        return;
+    }
     const auto released = read_release(answer.reply);
     if (answer.ec || released.kind == Release::Kind::malformed) {
         ec = answer.ec ? answer.ec : make_error_code(errc::protocol_error);

@@ -302,14 +302,15 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
 }
 
 void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
-                             std::error_code& ec) {
+                             std::error_code& ec, std::optional<LockClock::time_point> wait_until) {
     auto hold = slot.current();
     if (refuse_release_of_final(slot, hold, holds, ec)) return;
     const auto view = hold->view();
     const bool final_release = holds >= view.count;
     if (final_release) {
-        if (!hold->begin_final_release()) return release_holds(owner, slot, ticket, holds, ec);
-        if (hand_off(hold, slot, ec)) return;
+        if (!hold->begin_final_release()) return release_holds(owner, slot, ticket, holds, ec, wait_until);
+        // A hand-off waits for its answer: only for callers without a deadline.
+        if (!wait_until && hand_off(hold, slot, ec)) return;
     }
     const auto& keys = identity->keys;
     const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
@@ -317,22 +318,27 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     // The number of holds, also for the final release: if the server counts
     // more of ours than we do, it keeps them, says so, and its answer wins.
     const auto how_many = std::to_string(holds);
-    // No deadline: unlock waits for the answer, up to the retry window.
+    // unlock() waits for the answer, up to the retry window; a caller with
+    // a deadline only until then.
     auto answer = run(release_script(), {keys.lock, fence, channel, tombstone},
-                      {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, std::nullopt, {},
+                      {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, wait_until, {},
                       ticket, {});
     apply_release(*service, slot, hold, holds, final_release, identity->options.lease, answer, ec);
 }
 
-void LockCore::release(std::error_code& ec) {
+void LockCore::release(std::error_code& ec, std::optional<LockClock::time_point> wait_until) {
     ec.clear();
     clear_server_error();
     const auto owner = current_owner();
     OwnerOperation operation(service->holds(), identity->name, owner);
-    (void)operation.enter(std::nullopt, {});
+    if (!operation.enter(wait_until, {})) {
+        // Another operation of this owner is still settling: nothing was released.
+        ec = errc::command_timeout;
+        return;
+    }
     const auto hold = operation.slot().current();
     if (hold) hold->withdraw(this);
-    release_holds(owner, operation.slot(), operation.ticket, 1, ec);
+    release_holds(owner, operation.slot(), operation.ticket, 1, ec, wait_until);
 }
 
 void LockCore::release_outstanding() noexcept {

@@ -29,7 +29,11 @@ public:
     // Blocks until held, deadline, stop, or failure (ec set). Returns within
     // about a round trip after the deadline or the stop request.
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
-    void release(std::error_code& ec);
+    // Releases one hold of the calling owner. With wait_until, waits for
+    // the owner's gate and the answer only until then: past it, the release
+    // goes on without the caller, who holds nothing from then on, and ec is
+    // command_timeout (no hand-off to a local waiter on this path).
+    void release(std::error_code& ec, std::optional<LockClock::time_point> wait_until = std::nullopt);
     // Releases the holds this object made and did not release (destructor,
     // move-assignment). Best effort; never throws.
     void release_outstanding() noexcept;
@@ -76,7 +80,7 @@ private:
     bool record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant, const std::string& operation);
     // Releases `holds` holds (or all) of owner; the gate is held.
     void release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
-                       std::error_code& ec);
+                       std::error_code& ec, std::optional<LockClock::time_point> wait_until = std::nullopt);
     // At the final release: hands the lock to this process's sleeping queue
     // head instead of releasing it (name_queue.hpp). False when there is no
     // one to hand it to, or it is not ours any more.

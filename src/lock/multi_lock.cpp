@@ -14,6 +14,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "lock_core.hpp"
 #include "redis/server_error_text.hpp"
 
 namespace dlock {
@@ -63,32 +64,41 @@ public:
     };
 
     bool acquire(const Request& request, Failure& failure) {
-        failure = {};
-        std::size_t taken = 0;
-        for (; taken < locks_.size(); ++taken) {
-            // The one deadline: once it passed between two names, the call is over.
-            if (taken > 0 && !request.single_attempt &&
-                ((request.deadline && std::chrono::steady_clock::now() >= *request.deadline) || request.stop.stop_requested()))
-                break;
-            failure.index = taken;
-            if (!acquire_one(locks_[taken], request, failure)) break;
-        }
-        if (taken == locks_.size()) {
-            try {
-                watch_losses();
-                return true;
-            } catch (...) {
-                // Out of memory: the call fails, so it must not keep the names.
-                while (taken > 0) locks_[--taken].unlock();
-                throw;
+        for (;;) {
+            failure = {};
+            std::size_t taken = 0;
+            for (; taken < locks_.size(); ++taken) {
+                // The one deadline: once it passed between two names, the call is over.
+                if (taken > 0 && !request.single_attempt && out_of_time(request)) break;
+                failure.index = taken;
+                if (!acquire_one(locks_[taken], request, failure)) break;
             }
+            if (taken == locks_.size()) {
+                // A name lost while the call waited for a later one is not
+                // held: give everything back and, time permitting, start over.
+                const auto lost = std::find_if(locks_.begin(), locks_.end(), [](const Lock& l) { return !l.is_held(); });
+                if (lost == locks_.end()) {
+                    try {
+                        watch_losses();
+                        return true;
+                    } catch (...) {
+                        // Out of memory: the call fails, so it must not keep the names.
+                        roll_back(taken, request);
+                        throw;
+                    }
+                }
+                failure.index = static_cast<std::size_t>(lost - locks_.begin());
+                roll_back(taken, request);
+                if (request.single_attempt || out_of_time(request)) return false;
+                continue;
+            }
+            // All or nothing: give back what this call took, newest first.
+            // Its releases must not wipe the failing name's server text.
+            const auto server_text = last_server_error();
+            roll_back(taken, request);
+            restore_server_error(server_text);
+            return false;
         }
-        // All or nothing: give back what this call took, newest first. Its
-        // releases must not wipe the failing name's server text.
-        const auto server_text = last_server_error();
-        while (taken > 0) locks_[--taken].unlock();
-        restore_server_error(server_text);
-        return false;
     }
 
     void release(std::error_code& ec) noexcept {
@@ -168,6 +178,35 @@ private:
     std::thread::id owner_key() const {
         // Under Ownership::handle this object is the one owner.
         return options_.ownership == Ownership::handle ? std::thread::id{} : std::this_thread::get_id();
+    }
+
+    static bool out_of_time(const Request& request) {
+        return (request.deadline && std::chrono::steady_clock::now() >= *request.deadline) ||
+               request.stop.stop_requested();
+    }
+
+    // Gives back the first `taken` names, newest first. A call with a
+    // deadline waits for the answers only until then (or a moment after,
+    // when it has passed already: a healthy server answers well within it);
+    // a release not answered by then goes on without the caller, who holds
+    // nothing of it from then on; if it never lands, the lease ends it.
+    // Other failures go to on_unlock_error.
+    void roll_back(std::size_t taken, const Request& request) noexcept {
+        constexpr auto grace = std::chrono::milliseconds(20);
+        std::optional<std::chrono::steady_clock::time_point> until;
+        if (request.deadline || request.single_attempt || request.stop.stop_requested())
+            until = std::max(request.deadline.value_or(std::chrono::steady_clock::time_point::min()),
+                             std::chrono::steady_clock::now() + grace);
+        while (taken > 0) {
+            --taken;
+            std::error_code ec;
+            try {
+                if (locks_[taken].core_) locks_[taken].core_->release(ec, until);
+            } catch (...) {
+                ec = std::make_error_code(std::errc::not_enough_memory);
+            }
+            if (ec && ec != errc::command_timeout && ec != errc::lease_lost) report_unlock_error(names_[taken], ec);
+        }
     }
 
     bool acquire_one(Lock& lock, const Request& request, Failure& failure) noexcept {

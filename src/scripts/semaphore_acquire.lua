@@ -15,7 +15,8 @@ local lease, waiter_lease, retention = tonumber(ARGV[3]), tonumber(ARGV[6]), ton
 prune(now, retention)
 redis.call('HSETNX', KEYS[2], 'limit', ARGV[4])
 local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
-live_for(KEYS[2], math.max(lease, waiter_lease) + retention)
+-- The state lives as long as what it counts: a grant's lease, or a waiter's place (below).
+live_for(KEYS[2], lease + retention)
 if redis.call('ZSCORE', KEYS[1], id) then return {1, limit} end
 if redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[5], '~' .. id) then return {-2} end
 local rank = redis.call('ZRANK', KEYS[3], id)
@@ -46,6 +47,7 @@ if not rank then
   redis.call('ZADD', KEYS[3], (tonumber(last[2]) or 0) + 1, id)
 end
 redis.call('ZADD', KEYS[4], now + waiter_lease, id)
+live_for(KEYS[2], waiter_lease + retention)
 live_for(KEYS[3], waiter_lease)
 live_for(KEYS[4], waiter_lease)
 local wake = waiter_lease

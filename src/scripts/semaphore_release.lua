@@ -14,8 +14,11 @@ redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 local result = -1
 if redis.call('ZSCORE', KEYS[1], id) then
+  -- Counted before the permit leaves: a count remade from the permits
+  -- (the state was lost) must still include it, or it is taken off twice.
+  local used = used_count()
   redis.call('ZREM', KEYS[1], id)
-  set_used(used_count() - weight(id))
+  set_used(used - weight(id))
   retire(id, now, retention)
   result = 1
 elseif redis.call('ZSCORE', KEYS[5], id) then

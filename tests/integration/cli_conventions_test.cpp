@@ -318,22 +318,24 @@ TEST(CliConventions, TheWaitingLineAppearsOnATerminalOnly) {
     dlock::Client client(server.uri());
     auto lock = client.lock("busy", {.ownership = dlock::Ownership::handle});
     lock.lock();
+    // Released well after the one second of waiting that brings the line,
+    // however slowly a loaded machine starts dlock.
     std::thread releaser([&] {
-        std::this_thread::sleep_for(1500ms);
+        std::this_thread::sleep_for(3s);
         lock.unlock();
     });
-    auto quiet = dlock_cli({"--url", server.uri(), "run", "--wait", "5s", "busy", "--", "true"});
+    auto quiet = dlock_cli({"--url", server.uri(), "run", "--wait", "20s", "busy", "--", "true"});
     releaser.join();
     EXPECT_EQ(quiet.code, 0) << quiet.err;
     EXPECT_EQ(quiet.err, "") << "no noise when stderr is not a terminal";
 
     lock.lock();
     std::thread releaser2([&] {
-        std::this_thread::sleep_for(1500ms);
+        std::this_thread::sleep_for(3s);
         lock.unlock();
     });
     // script(1) gives dlock a pseudo-terminal and copies what it writes.
-    auto tty = dlock_cli_script("script -qec \"$DLOCK --url $URL run --wait 5s busy -- true\" /dev/null",
+    auto tty = dlock_cli_script("script -qec \"$DLOCK --url $URL run --wait 20s busy -- true\" /dev/null",
                                 {{"DLOCK", DLOCK_CLI}, {"URL", server.uri()}});
     releaser2.join();
     EXPECT_EQ(tty.code, 0) << tty.err;

@@ -6,6 +6,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "child_process.hpp"
 #include "dlock/client.hpp"
@@ -14,6 +15,7 @@
 #include "eventually.hpp"
 #include "lockable.hpp"
 #include "redis_server.hpp"
+#include "tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -454,4 +456,79 @@ TEST(MultiLockProcesses, OppositeOrdersAcrossProcessesNeverDeadlockNorOverlap) {
     for (auto pid : children) EXPECT_EQ(dlock::support::wait_child(pid), 0);
     EXPECT_EQ(server.cli({"GET", "counter"}), std::to_string(orders.size() * threads * rounds));
     for (const auto& name : {"x", "y", "z"}) EXPECT_EQ(server.cli({"EXISTS", key_of(name)}), "0") << name;
+}
+
+// A failed call gives back what it took within its deadline, also when the
+// server stops answering: the releases go on without the caller (the lease
+// ends them if they never land), and the names are not held by the caller.
+TEST(MultiLock, TheRollBackOfAFailedCallKeepsItsDeadlineAgainstASilentServer) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client client(proxy.uri());  // default timeouts: a retry window of seconds
+    dlock::Client other(server.uri());
+    dlock::Lock busy(other, "m4", {.ownership = dlock::Ownership::handle});
+    busy.lock();
+    dlock::MultiLock multi(client, {"m1", "m2", "m3", "m4"});
+    auto result = std::async(std::launch::async, [&] {
+        const auto start = Clock::now();
+        std::error_code ec;
+        const bool got = multi.try_lock_until(start + 1000ms, ec);
+        return std::pair{got, Clock::now() - start};
+    });
+    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("m3")}) == "1"; }, 5s));
+    std::this_thread::sleep_for(300ms);
+    proxy.black_hole(true);  // silent while the call waits for m4, and while it rolls back
+    auto [got, took] = result.get();
+    EXPECT_FALSE(got);
+    EXPECT_LT(took, 1500ms) << "a deadline of 1 s";
+    EXPECT_FALSE(multi.is_held());
+    EXPECT_EQ(multi.fencing_token("m1"), 0u);
+    proxy.black_hole(false);
+}
+
+// One round trip for the whole roll-back after the deadline, not one per
+// name: a slow link (200 ms a reply), seven names taken, the eighth busy.
+TEST(MultiLock, TheRollBackAfterTheDeadlineWaitsAtMostAMoment) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client client(proxy.uri());
+    dlock::Client other(server.uri());
+    std::vector<std::string> names;
+    for (int i = 0; i < 8; ++i) names.push_back("r" + std::to_string(i));
+    dlock::Lock busy(other, "r7", {.ownership = dlock::Ownership::handle});
+    busy.lock();
+    dlock::MultiLock multi(client, names);
+    proxy.delay_replies(200ms);
+    const auto deadline = Clock::now() + 2500ms;  // seven names in about 1.4 s, then the wait for r7
+    std::error_code ec;
+    EXPECT_FALSE(multi.try_lock_until(deadline, ec));
+    EXPECT_LT(Clock::now() - deadline, 500ms);
+    proxy.delay_replies(0ms);
+    // Every release lands once the link is fast again: nothing stays held.
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("r0")}) == "0"; }, 10s));
+}
+
+// "Returns holding every name": a name lost while the call waited for a
+// later one is taken again (or the call fails), never handed over lost.
+TEST(MultiLock, ANameLostWhileTheCallWaitedIsTakenAgain) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client other(server.uri());
+    dlock::Lock busy(other, "z", {.ownership = dlock::Ownership::handle});
+    busy.lock();
+    // Handle ownership: the test looks at the hold the other thread makes.
+    dlock::MultiLock multi(client, {"a", "z"}, {.lease = 300ms, .ownership = dlock::Ownership::handle});
+    auto done = std::async(std::launch::async, [&] {
+        multi.lock();
+        return std::pair{multi.is_held(), multi.lost_token().stop_requested()};
+    });
+    ASSERT_TRUE(eventually([&] { return multi.fencing_token("a") != 0; }, 5s));
+    server.cli({"DEL", key_of("a")});  // a is lost while the call waits for z
+    ASSERT_TRUE(eventually([&] { return multi.fencing_token("a") == 0; }, 5s));
+    busy.unlock();
+    auto [held, lost] = done.get();
+    EXPECT_TRUE(held);
+    EXPECT_FALSE(lost);
+    EXPECT_EQ(server.cli({"EXISTS", key_of("a")}), "1");
+    multi.unlock();
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
@@ -199,9 +200,11 @@ TEST(Semaphore, RaisingTheLimitWakesWaiters) {
 TEST(Semaphore, PermitsAreRenewedWhileHeld) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    dlock::Semaphore sem(client, "renewed", {.limit = 1, .lease = 300ms});
+    // Three leases long, with a lease that a loaded machine's scheduling
+    // cannot eat (a renewal is due every third of it).
+    dlock::Semaphore sem(client, "renewed", {.limit = 1, .lease = 1s});
     auto p = sem.acquire();
-    std::this_thread::sleep_for(1s);
+    std::this_thread::sleep_for(3s);
     EXPECT_TRUE(p.is_held());
     EXPECT_FALSE(sem.try_acquire());
     EXPECT_EQ(server.cli({"ZCARD", key_of("renewed")}), "1");
@@ -308,4 +311,38 @@ TEST(Semaphore, AReleaseAfterTheStateWasLostLeavesItWithAnExpiry) {
     server.cli({"DEL", key_of("state") + ":state"});
     p.release();
     EXPECT_NE(server.cli({"PTTL", key_of("state") + ":state"}), "-1");
+}
+
+// The state hash lost (evicted, or expired) while permits are held: the
+// count is remade from the permits, and a release takes its permit off it
+// once, so no more than the limit is ever granted.
+TEST(Semaphore, AReleaseAfterTheStateWasLostCountsThePermitsStillHeld) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Semaphore one_each(client, "evicted", {.limit = 3});
+    auto a = one_each.acquire(), b = one_each.acquire(), c = one_each.acquire();
+    server.cli({"DEL", key_of("evicted") + ":state"});
+    a.release();  // b and c still held
+    std::vector<dlock::Permit> more;
+    for (int i = 0; i < 3; ++i)
+        if (auto p = one_each.try_acquire()) more.push_back(std::move(p));
+    EXPECT_EQ(more.size(), 1u) << "limit 3 with b and c held";
+    EXPECT_EQ(server.cli({"ZCARD", key_of("evicted")}), "3");
+
+    dlock::Semaphore two_each(client, "evicted2", {.limit = 4});
+    auto d = two_each.acquire(2), e = two_each.acquire(2);
+    server.cli({"DEL", key_of("evicted2") + ":state"});
+    d.release();  // e still holds 2
+    EXPECT_FALSE(two_each.try_acquire(4)) << "all 4 permits granted while e holds 2";
+    EXPECT_TRUE(two_each.try_acquire(2));
+}
+
+// Nothing stays longer than lease + retention after the last permit is
+// gone, however long a waiter's place would have lasted.
+TEST(Semaphore, AGrantThatNeverWaitedKeepsTheStateNoLongerThanLeasePlusRetention) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Semaphore sem(client, "linger", {.limit = 1, .lease = 1s, .waiter_lease = 1h, .retention = 1s});
+    sem.acquire().release();
+    EXPECT_LE(std::stoll(server.cli({"PTTL", key_of("linger") + ":state"})), 2000);
 }
