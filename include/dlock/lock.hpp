@@ -146,7 +146,7 @@ struct LockOptions {
 class Lock {
 public:
     // Throws Error(invalid_argument) for an empty name, a name over
-    // max_lock_name_bytes, or a lease outside 1 ms..max_lease. Talks to no server.
+    // max_lock_name_bytes, or a lease outside min_lease..max_lease. Talks to no server.
     Lock(Client& client, std::string name, LockOptions options = {});
     Lock(Lock&&) noexcept;
     Lock& operator=(Lock&&) noexcept;

@@ -97,7 +97,7 @@ enum class Vote {
 std::string_view to_string(Vote vote) noexcept;
 
 struct MasterOutcome {
-    std::string master;     // the master's address, as given
+    std::string master;     // the master's address as Client::address() shows it (password hidden)
     Vote vote = Vote::not_counted;
     std::error_code error;  // set for timed_out and failed
 };

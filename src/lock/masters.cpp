@@ -28,6 +28,14 @@ std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>&
     return clients;
 }
 
+// How each master is named in errors and outcomes: as its Client shows its
+// address, without the password that the URL may carry.
+std::vector<std::string> shown_addresses(const std::vector<std::unique_ptr<Client>>& clients) {
+    std::vector<std::string> addresses;
+    for (const auto& client : clients) addresses.push_back(client->address().to_string());
+    return addresses;
+}
+
 std::vector<std::shared_ptr<ClientCore>> cores_of(const std::vector<std::unique_ptr<Client>>& clients) {
     std::vector<std::shared_ptr<ClientCore>> cores;
     for (const auto& client : clients) cores.push_back(client->core());
@@ -37,10 +45,10 @@ std::vector<std::shared_ptr<ClientCore>> cores_of(const std::vector<std::unique_
 }  // namespace
 
 MastersCore::MastersCore(const std::vector<std::string>& urls, const ClientOptions& options)
-    : MastersCore(urls, connect_all(urls, options)) {}
+    : MastersCore(connect_all(urls, options)) {}
 
-MastersCore::MastersCore(const std::vector<std::string>& urls, std::vector<std::unique_ptr<Client>> clients)
-    : addresses(urls),
+MastersCore::MastersCore(std::vector<std::unique_ptr<Client>> clients)
+    : addresses(shown_addresses(clients)),
       cores(cores_of(clients)),
       clients_(std::move(clients)),
       keeper_(*cores.front(), [this](auto& due, auto sent) { send_renewals(due, sent); }) {}

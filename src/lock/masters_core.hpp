@@ -33,7 +33,7 @@ public:
     std::size_t quorum() const noexcept;
     Client& client(std::size_t index);
 
-    const std::vector<std::string> addresses;  // as given
+    const std::vector<std::string> addresses;  // as Client::address() shows them: no password
     const std::vector<std::shared_ptr<ClientCore>> cores;
     OwnerIds ids;
     QueueRegistry queues;
@@ -48,7 +48,7 @@ public:
     void finish_before_close(std::shared_ptr<FanOut> release);
 
 private:
-    MastersCore(const std::vector<std::string>& urls, std::vector<std::unique_ptr<Client>> clients);
+    explicit MastersCore(std::vector<std::unique_ptr<Client>> clients);
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
 
     std::vector<std::unique_ptr<Client>> clients_;

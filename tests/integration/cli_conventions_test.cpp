@@ -1,11 +1,15 @@
 // The dlock tool in the shell, cron and systemd: URLs, option placement,
 // credentials, durations, -c, hold, wait-free, list, status --exit-status,
-// --json-events, the waiting line, JSON for any key bytes. Through the
+// the waiting line, JSON for any key bytes. Through the
 // binary, against real servers.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "cli_runner.hpp"
@@ -187,7 +191,8 @@ TEST(CliConventions, DurationsWithDecimalsAndCompoundForms) {
     RedisServer server;
     for (auto [text, ms] : std::vector<std::pair<std::string, long long>>{
              {"1.5s", 1500}, {"1m30s", 90'000}, {"2h45m", 9'900'000}, {"1d", 86'400'000}, {"0.25", 250}}) {
-        auto f = dlock_cli({"--url", server.uri(), "hold", "--json", "--ttl", text, "k"});
+        // Closing its stdin (a pipe) lets go.
+        auto f = finish(start_with_stdin_open({"--url", server.uri(), "hold", "--json", "--ttl", text, "k"}));
         EXPECT_EQ(f.code, 0) << text << ": " << f.err;
         EXPECT_EQ(json_number(f.out, "lease_ms"), ms) << text << ": " << f.out;
     }
@@ -308,42 +313,6 @@ TEST(CliConventions, ListShowsTenThousandLocksThroughScan) {
     EXPECT_GT(server.command_calls("scan"), 1);
 }
 
-TEST(CliConventions, JsonEventsOneLinePerEvent) {
-    RedisServer server;
-    auto f = dlock_cli({"--url", server.uri(), "run", "--json-events", "job", "--", "sh", "-c", "exit 3"});
-    EXPECT_EQ(f.code, 3);
-    std::istringstream lines(f.err);
-    std::vector<std::string> events;
-    for (std::string line; std::getline(lines, line);) {
-        EXPECT_EQ(line.front(), '{') << line;
-        EXPECT_EQ(line.back(), '}') << line;
-        EXPECT_NE(line.find("\"key\": \"job\""), std::string::npos) << line;
-        const auto at = line.find("\"event\": \"");
-        ASSERT_NE(at, std::string::npos) << line;
-        events.push_back(line.substr(at + 10, line.find('"', at + 10) - at - 10));
-    }
-    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "exited", "released"})) << f.err;
-    EXPECT_NE(f.err.find("\"fencing_token\": "), std::string::npos);
-    EXPECT_NE(f.err.find("\"exit_code\": 3"), std::string::npos);
-
-    // Renewals of a 300 ms lease during a one-second command.
-    f = dlock_cli({"--url", server.uri(), "run", "--json-events", "--ttl", "300ms", "job", "--", "sleep", "1"});
-    EXPECT_EQ(f.code, 0) << f.err;
-    EXPECT_GE(count_lines(f.err), 3 + 2) << f.err;
-    EXPECT_NE(f.err.find("\"event\": \"renewed\", \"key\": \"job\", \"valid_for_ms\": "), std::string::npos) << f.err;
-
-    dlock::Client client(server.uri());
-    auto lock = client.lock("job");
-    lock.lock();
-    auto running = start({"--url", server.uri(), "run", "--json-events", "--wait", "5s", "job", "--", "true"});
-    std::this_thread::sleep_for(1500ms);
-    lock.unlock();
-    f = finish(running);
-    EXPECT_EQ(f.code, 0) << f.err;
-    EXPECT_NE(f.err.find("\"event\": \"waiting\", \"key\": \"job\", \"holder\": \"held by host="), std::string::npos)
-        << f.err;
-}
-
 TEST(CliConventions, TheWaitingLineAppearsOnATerminalOnly) {
     RedisServer server;
     dlock::Client client(server.uri());
@@ -379,4 +348,140 @@ TEST(CliConventions, StatusJsonIsValidForAnyKeyBytes) {
     auto f = dlock_cli({"--url", server.uri(), "status", "--json", key});
     EXPECT_EQ(f.code, 0) << f.err;
     EXPECT_EQ(f.out.rfind("{\"key\": \"a\\u0001\\\"\\\\\\u00ff\xc3\xa9\\u00ed\\u00a0\\u0080z\",", 0), 0u) << f.out;
+}
+
+// A name that begins with '-' is given with --key (or after -- where that
+// does not start a command); as a word it is never taken for help and exit 0.
+TEST(CliConventions, LockNamesThatBeginWithADash) {
+    RedisServer server;
+    const auto url = server.uri();
+    auto holding = start_with_stdin_open({"--url", url, "hold", "--key=-weird"});
+    ASSERT_TRUE(eventually([&] { return held(server, "-weird"); }));
+    auto f = dlock_cli({"--url", url, "status", "--", "-weird"});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(f.out.rfind("-weird: held by ", 0), 0u) << f.out;
+    f = dlock_cli({"--url", url, "list", "--pattern=-w*"});
+    EXPECT_EQ(f.out.rfind("-weird: held by ", 0), 0u) << f.out << f.err;
+    EXPECT_EQ(finish(holding).code, 0);
+    f = dlock_cli({"--url", url, "run", "--key", "-weird", "--", "sh", "-c", "echo \"$DLOCK_KEY\""});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(f.out, "-weird\n");
+    EXPECT_EQ(dlock_cli({"--url", url, "wait-free", "--key=-weird"}).code, 0);
+    EXPECT_EQ(dlock_cli({"--url", url, "status", "--exit-status", "--key=-h"}).code, 1) << "free, not help";
+
+    // Help where a name was meant would skip the job (or hand a script the
+    // help as its token) with exit 0.
+    const auto marker = temp_path("ran");
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"run", "-h", "--", "sh", "-c", "echo ran > " + marker},
+             {"run", "--help", "-c", "echo ran > " + marker},
+             {"run", "--version", "--", "sh", "-c", "echo ran > " + marker},
+             {"release", "--force", "-h"},
+             {"status", "--exit-status", "--help"},
+             {"hold", "--no-wait", "-h"}}) {
+        args.insert(args.begin(), {"--url", url});
+        f = dlock_cli(args);
+        EXPECT_EQ(f.code, 64) << args[3] << " " << args[4] << ": " << f.out << f.err;
+        EXPECT_NE(f.err.find("--key="), std::string::npos) << f.err;
+    }
+    EXPECT_EQ(read_file(marker), "");
+    EXPECT_EQ(dlock_cli({"status", "--help"}).code, 0) << "alone it is help";
+}
+
+// Plain output is one line per lock whatever bytes its name or its holder's
+// label holds: a newline cannot forge a second entry.
+TEST(CliConventions, PlainListAndStatusEscapeControlBytes) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    const std::string name = "two\nlines: held by nobody\x01\\";
+    auto lock = client.lock(name);
+    lock.lock();
+    client.command({"HSET", "dlock:{" + name + "}", "holder", "host=evil\nforged"});
+    const std::string shown = "two\\u000alines: held by nobody\\u0001\\\\: held by host=evil\\u000aforged owner=";
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{{"list"}, {"status", "--key=" + name}}) {
+        args.insert(args.begin(), {"--url", server.uri()});
+        auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 0) << f.err;
+        EXPECT_EQ(count_lines(f.out), 1) << args[2] << ": " << f.out;
+        EXPECT_EQ(f.out.rfind(shown, 0), 0u) << args[2] << ": " << f.out;
+    }
+    auto f = dlock_cli({"--url", server.uri(), "release", "--force", "--key=" + name});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(count_lines(f.out), 1) << f.out;
+}
+
+namespace {
+
+// The man page's entry for an option, on one line: from its .TP heading to
+// the next heading or section; empty when it has none.
+std::string man_entry(const std::string& man, const std::string& option) {
+    std::string escaped;
+    for (char c : option) escaped += c == '-' ? std::string("\\-") : std::string(1, c);
+    for (auto at = man.find("\n.TP\n"); at != std::string::npos; at = man.find("\n.TP\n", at + 1)) {
+        const auto heading = man.substr(at + 5, man.find('\n', at + 5) - at - 5);
+        const auto named = heading.find(escaped);
+        const auto after = named + escaped.size();
+        if (named == std::string::npos || (after < heading.size() && heading[after] == '\\')) continue;
+        auto entry = man.substr(at + 5, std::min(man.find("\n.TP\n", at + 5), man.find("\n.SH ", at + 5)) - at - 5);
+        std::replace(entry.begin(), entry.end(), '\n', ' ');  // sentences wrap anywhere
+        return entry;
+    }
+    return {};
+}
+
+}  // namespace
+
+// Each option of run and hold has an entry in dlock.1 with its default, the
+// same as --help's; --version and the exit status on a signal are there too.
+TEST(CliConventions, TheManPageGivesEveryRunAndHoldOptionItsMeaningAndDefault) {
+    const auto man = read_file(DLOCK_TOOL_SOURCES "/dlock.1");
+    for (const char* command : {"run", "hold"}) {
+        const auto help = dlock_cli({command, "--help"}).out;
+        std::istringstream lines(help.substr(help.find("\nOptions:")));
+        std::string option;  // the option of the line before, for descriptions on a line of their own
+        std::getline(lines, option);  // the empty rest of the line before "Options:"
+        option.clear();
+        for (std::string line; std::getline(lines, line) && !line.empty();) {
+            if (line.rfind("  -", 0) == 0) {
+                option = line.substr(2, line.find_first_of(" \n", 2) - 2);
+                option = option.substr(option.rfind(',') + 1);  // the long name
+            }
+            if (option.empty() || option == "--help") continue;
+            const auto entry = man_entry(man, option);
+            ASSERT_FALSE(entry.empty()) << option << " has no entry in dlock.1";
+            if (option != "--key") {
+                EXPECT_NE(entry.find("Default: "), std::string::npos) << option << ":\n" << entry;
+            }
+            for (const char* said : {"(default ", "(default: "}) {
+                const auto at = line.find(said);
+                if (at == std::string::npos) continue;
+                const auto start = at + std::strlen(said);
+                const auto value = line.substr(start, line.find(')', start) - start);
+                EXPECT_NE(entry.find("Default: " + value + "."), std::string::npos) << option << ": " << entry;
+            }
+            if (const auto at = line.find("between "); at != std::string::npos) {
+                EXPECT_NE(entry.find(line.substr(at, line.find(" (", at) - at)), std::string::npos) << entry;
+            }
+        }
+    }
+    EXPECT_NE(man_entry(man, "--version").find("exit 0"), std::string::npos) << "--version";
+    const auto exit_status = man.substr(man.find(".SH EXIT STATUS"));
+    EXPECT_NE(exit_status.find("128 + \" N\nrun and hold:"), std::string::npos) << exit_status;
+    for (const char* command : {"run", "hold"})
+        EXPECT_NE(dlock_cli({command, "--help"}).out.find("128 + N when signal N ended the wait"), std::string::npos)
+            << command;
+}
+
+TEST(CliConventions, HoldInterruptedWhileWaitingExits128PlusTheSignal) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("busy");
+    lock.lock();
+    auto holding = start_with_stdin_open({"--url", server.uri(), "hold", "busy"});
+    std::this_thread::sleep_for(300ms);
+    kill(holding.pid, SIGINT);
+    auto f = finish(holding);
+    EXPECT_EQ(f.code, 128 + SIGINT) << f.err;
+    EXPECT_EQ(f.out, "") << "no token: not acquired";
+    EXPECT_TRUE(lock.is_held());
 }

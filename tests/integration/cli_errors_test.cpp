@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "cli_runner.hpp"
 #include "dlock/client.hpp"
@@ -11,18 +12,43 @@
 
 using namespace dlock::test::cli;
 using dlock::support::RedisServer;
+using dlock::support::RedisServerOptions;
 
-TEST(CliErrors, OutOfMemoryKeepsRedisText) {
-    RedisServer server({.extra_args = {"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"}});
-    // Fill the server past its limit (writes are refused from then on).
+namespace {
+
+// A server past its memory limit: it refuses every write with OOM.
+RedisServerOptions out_of_memory(std::string password = {}) {
+    return {.password = std::move(password), .extra_args = {"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"}};
+}
+
+void fill_past_its_limit(const RedisServer& server) {
     server.cli({"CONFIG", "SET", "maxmemory", "0"});
     dlock::Client client(server.uri());
     client.command({"SET", "filler", std::string(2 << 20, 'x')});
     server.cli({"CONFIG", "SET", "maxmemory", "1mb"});
+}
+
+}  // namespace
+
+TEST(CliErrors, OutOfMemoryKeepsRedisText) {
+    RedisServer server(out_of_memory());
+    fill_past_its_limit(server);
     auto f = dlock_cli({"--url", server.uri(), "run", "k", "--", "true"});
     EXPECT_EQ(f.code, 69) << f.err;
     EXPECT_NE(f.err.find("OOM command not allowed"), std::string::npos) << f.err;
     EXPECT_EQ(std::count(f.err.begin(), f.err.end(), '\n'), 1) << f.err;
+}
+
+// A log that reads only the events learns why the command never ran.
+TEST(CliErrors, AnAcquisitionRefusedIsAJsonErrorEventWithRedisText) {
+    RedisServer server(out_of_memory());
+    fill_past_its_limit(server);
+    auto f = dlock_cli({"--url", server.uri(), "run", "--json-events", "k", "--", "true"});
+    EXPECT_EQ(f.code, 69) << f.err;
+    EXPECT_NE(f.err.find("\"event\": \"error\", \"key\": \"k\", \"error\": \""), std::string::npos) << f.err;
+    const auto event = f.err.find("\"event\": \"error\"");
+    ASSERT_NE(event, std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("OOM command not allowed", event), std::string::npos) << "Redis's own words: " << f.err;
 }
 
 TEST(CliErrors, ReadOnlyReplicaKeepsRedisText) {
@@ -75,4 +101,60 @@ TEST(CliErrors, TlsErrorsCarryTheOpenSslReason) {
                         "status", "k"});
     EXPECT_EQ(f.code, 69) << f.err;
     EXPECT_NE(f.err.find("certificate verify failed"), std::string::npos) << f.err;
+}
+
+namespace {
+
+// The lines of text that mention a port of ports more than once, or say the password.
+std::string lines_naming_a_master_twice(const std::string& text, const std::vector<std::uint16_t>& ports,
+                                        const std::string& password) {
+    std::istringstream in(text);
+    std::string found;
+    for (std::string line; std::getline(in, line);) {
+        bool twice = line.find(password) != std::string::npos;
+        for (auto port : ports) {
+            const auto address = "127.0.0.1:" + std::to_string(port);
+            const auto first = line.find(address);
+            twice |= first != std::string::npos && line.find(address, first + 1) != std::string::npos;
+        }
+        if (twice) found += line + "\n";
+    }
+    return found;
+}
+
+}  // namespace
+
+// A Redlock's errors come per master: each line names its master once, as
+// an operator can find it, and never with its password.
+TEST(CliErrors, EachRedlockErrorNamesItsMasterOnceWithoutThePassword) {
+    const std::string password = "TOPSECRET9";
+    RedisServer good({.password = password}), full(out_of_memory(password)), full2(out_of_memory(password));
+    fill_past_its_limit(full);
+    fill_past_its_limit(full2);
+    const dlock::test::cli::Environment env{{"DLOCK_PASSWORD", password}};
+    auto plain = [](const RedisServer& server) { return "redis://127.0.0.1:" + std::to_string(server.port()); };
+    // Two masters refuse with OOM: no majority.
+    auto f = dlock_cli({"--url", plain(good) + "," + plain(full) + "," + plain(full2), "run", "k", "--", "true"}, env);
+    EXPECT_EQ(f.code, 69) << f.err;
+    EXPECT_EQ(lines_naming_a_master_twice(f.err, {good.port(), full.port(), full2.port()}, password), "") << f.err;
+    for (auto port : {full.port(), full2.port()})
+        EXPECT_NE(f.err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << f.err;
+
+    // One master that takes connections and never answers, one that is not there.
+    RedisServer paused({.password = password});
+    paused.pause();
+    const auto down = dlock::support::free_port();
+    const std::vector<std::uint16_t> ports{good.port(), paused.port(), down};
+    const auto urls = plain(good) + ",redis://127.0.0.1:" + std::to_string(down) + "," + plain(paused);
+    for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+             {"status", "k"}, {"release", "--force", "k"}, {"wait-free", "k"}}) {
+        args.insert(args.begin(), {"--url", urls, "--connect-timeout", "300ms"});
+        f = dlock_cli(args, env);
+        EXPECT_NE(f.code, 0) << args[4];
+        EXPECT_EQ(lines_naming_a_master_twice(f.out + f.err, ports, password), "")
+            << args[4] << ":\n" << f.out << f.err;
+        EXPECT_NE((f.out + f.err).find("127.0.0.1:" + std::to_string(down) + ": "), std::string::npos)
+            << args[4] << ": the failing master is named\n" << f.out << f.err;
+    }
+    paused.resume();
 }

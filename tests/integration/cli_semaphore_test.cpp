@@ -1,6 +1,7 @@
 // `dlock run --permits N` and `dlock status` on a semaphore, through the binary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "cli_runner.hpp"
@@ -63,4 +64,21 @@ TEST(CliSemaphore, ALostPermitEndsTheCommandWithTheLostStatus) {
     auto done = finish(running);
     EXPECT_EQ(done.code, 79) << done.err;  // exit_lost, as for a lock
     EXPECT_LT(done.took, 5s);
+}
+
+// Plain status is one line per holder whatever bytes the semaphore's name or
+// a permit id holds: a newline cannot forge another holder.
+TEST(CliSemaphore, PlainStatusEscapesControlBytesInTheNameAndPermitIds) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    const std::string name = "two\nlines";
+    dlock::Semaphore semaphore(client, name, {.limit = 3});
+    auto permit = semaphore.try_acquire();
+    ASSERT_TRUE(permit);
+    client.command({"ZADD", key_of(name), "99999999999999", "evil\n  forged: 1 permit#1"});
+    auto f = dlock_cli({"--url", server.uri(), "status", "--key=" + name});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(std::count(f.out.begin(), f.out.end(), '\n'), 3) << f.out;  // the semaphore, then its 2 holders
+    EXPECT_EQ(f.out.rfind("two\\u000alines: semaphore, 2 of 3 permits held", 0), 0u) << f.out;
+    EXPECT_NE(f.out.find("  evil\\u000a  forged: 1 permit#1: 1 permit, lease "), std::string::npos) << f.out;
 }

@@ -12,6 +12,7 @@
 
 #include "cli_runner.hpp"
 #include "dlock/client.hpp"
+#include "dlock/lock.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
 
@@ -355,6 +356,20 @@ TEST(Cli, RedlockUrlsThatCannotWorkAreUsageOrUnavailable) {
     EXPECT_EQ(unavailable.code, 69);
     EXPECT_NE(unavailable.err.find("only 1 of 3 masters reachable"), std::string::npos) << unavailable.err;
     EXPECT_FALSE(held(a, "k"));
+}
+
+// The bound the error states is the one the library enforces.
+TEST(Cli, ATtlOutOfRangeNamesTheRealBounds) {
+    dlock::support::RedisServer server;
+    const std::string bounds = "between " + std::to_string(dlock::min_lease.count()) + "ms and 24h";
+    for (const char* ttl : {"0", "1ms", "9ms", "25h"}) {
+        auto f = dlock_cli({"--url", server.uri(), "run", "--ttl", ttl, "k", "--", "true"});
+        EXPECT_EQ(f.code, 64) << ttl << ": " << f.err;
+        EXPECT_NE(f.err.find(bounds), std::string::npos) << ttl << ": " << f.err;
+    }
+    EXPECT_NE(dlock_cli({"run", "--help"}).out.find(bounds), std::string::npos) << "--help says it too";
+    auto f = dlock_cli({"--url", server.uri(), "run", "--ttl", "10ms", "--on-lost", "ignore", "k", "--", "true"});
+    EXPECT_NE(f.code, 64) << "the minimum itself is a lease: " << f.err;
 }
 
 TEST(Cli, SharedRunsGoTogetherAndARunWithoutItGoesAlone) {

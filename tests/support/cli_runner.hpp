@@ -52,11 +52,16 @@ inline std::string temp_path(const std::string& name) {
 // env: variables set for the binary, after the ones dlock reads (DLOCK_URL, ...) are removed.
 using Environment = std::vector<std::pair<std::string, std::string>>;
 
-// Starts program with args. With stdin_pipe, its stdin is a pipe whose write
-// end the test keeps (Running::stdin_fd) until finish(); otherwise /dev/null.
+// What the program gets as stdin: /dev/null; a pipe whose write end the test
+// keeps (Running::stdin_fd) until finish(); or nothing (descriptor 0 closed,
+// as some daemons and careless parents start a child).
+enum class Stdin { dev_null, pipe, closed };
+
+// Starts program with args and stdin as asked.
 inline Running start_program(const std::string& program, const std::vector<std::string>& args,
-                             const Environment& env, bool stdin_pipe) {
+                             const Environment& env, Stdin stdin_kind) {
     Running r{0, temp_path("out"), temp_path("err"), Clock::now()};
+    const bool stdin_pipe = stdin_kind == Stdin::pipe;
     int in[2] = {-1, -1};
     if (stdin_pipe && pipe2(in, O_CLOEXEC) != 0) return r;
     pid_t pid = fork();
@@ -67,6 +72,7 @@ inline Running start_program(const std::string& program, const std::vector<std::
         dup2(input, 0);
         dup2(out, 1);
         dup2(err, 2);
+        if (stdin_kind == Stdin::closed) close(0);
         std::vector<char*> argv{const_cast<char*>(program.c_str())};
         for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
@@ -84,12 +90,16 @@ inline Running start_program(const std::string& program, const std::vector<std::
 }
 
 inline Running start(const std::vector<std::string>& args, const Environment& env = {}) {
-    return start_program(DLOCK_CLI, args, env, false);
+    return start_program(DLOCK_CLI, args, env, Stdin::dev_null);
 }
 
 // For `dlock hold`, which lets go when its stdin ends.
 inline Running start_with_stdin_open(const std::vector<std::string>& args, const Environment& env = {}) {
-    return start_program(DLOCK_CLI, args, env, true);
+    return start_program(DLOCK_CLI, args, env, Stdin::pipe);
+}
+
+inline Running start_with_stdin_closed(const std::vector<std::string>& args, const Environment& env = {}) {
+    return start_program(DLOCK_CLI, args, env, Stdin::closed);
 }
 
 inline Finished finish(const Running& r) {
@@ -102,7 +112,7 @@ inline Finished finish(const Running& r) {
 
 // A bash script, as a user would write one around dlock.
 inline Finished dlock_cli_script(const std::string& script, const Environment& env = {}) {
-    return finish(start_program("bash", {"-c", script}, env, false));
+    return finish(start_program("bash", {"-c", script}, env, Stdin::dev_null));
 }
 
 inline Finished dlock_cli(const std::vector<std::string>& args, const Environment& env = {}) {

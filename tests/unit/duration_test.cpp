@@ -39,3 +39,15 @@ TEST(Duration, MalformedIsRejectedNamingTheAcceptedForms) {
         }
     }
 }
+
+TEST(Duration, FormattedInTheLargestExactUnitAndReadBack) {
+    using dlock::cli::format_duration;
+    EXPECT_EQ(format_duration(10ms), "10ms");
+    EXPECT_EQ(format_duration(1500ms), "1500ms");
+    EXPECT_EQ(format_duration(90s), "90s");
+    EXPECT_EQ(format_duration(2min), "2m");
+    EXPECT_EQ(format_duration(24h), "24h");
+    EXPECT_EQ(format_duration(0ms), "0ms");
+    for (std::chrono::milliseconds d : {10ms, 1500ms, 90000ms, 86400000ms})
+        EXPECT_EQ(parse_duration(format_duration(d)), d);
+}

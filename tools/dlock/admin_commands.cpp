@@ -24,10 +24,11 @@ std::string json_fields(const LockInfo& info) {
            ", \"fencing_token\": " + or_null(info.last_fencing_token > 0, info.last_fencing_token);
 }
 
+// One line whatever the owner's bytes: the label is whatever the holder wrote.
 std::string describe(const LockInfo& info) {
     if (info.held)
-        return "held by " + describe_owner(info) + " (hold count " + std::to_string(info.hold_count) + "), lease " +
-               std::to_string(info.ttl.count()) + " ms left, fencing token " +
+        return "held by " + text_line(describe_owner(info)) + " (hold count " + std::to_string(info.hold_count) +
+               "), lease " + std::to_string(info.ttl.count()) + " ms left, fencing token " +
                std::to_string(info.last_fencing_token);
     if (info.last_fencing_token > 0) return "free; last fencing token " + std::to_string(info.last_fencing_token);
     return "free; never locked";
@@ -76,13 +77,14 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
         std::printf("%s]}\n", out.c_str());
     } else {
         if (!majority_owner.empty())
-            std::printf("%s: held by %s on %zu of %zu masters\n", key.c_str(), majority_owner.c_str(),
-                        holders[majority_owner], masters.size());
+            std::printf("%s: held by %s on %zu of %zu masters\n", text_line(key).c_str(),
+                        text_line(majority_owner).c_str(), holders[majority_owner], masters.size());
         else
-            std::printf("%s: not held by any majority of the %zu masters\n", key.c_str(), masters.size());
+            std::printf("%s: not held by any majority of the %zu masters\n", text_line(key).c_str(), masters.size());
         for (std::size_t i = 0; i < masters.size(); ++i)
-            std::printf("  %s: %s\n", shown_url(global.urls[i]).c_str(),
-                        infos[i] ? describe(*infos[i]).c_str() : ("unreachable: " + errors[i]).c_str());
+            std::printf("  %s\n", about_master(masters.client(i), infos[i] ? describe(*infos[i])
+                                                                           : "unreachable: " + errors[i])
+                                      .c_str());
     }
     if (answered >= masters.quorum()) return exit_ok;
     complain("only " + std::to_string(answered) + " of " + std::to_string(masters.size()) + " masters answered");
@@ -106,11 +108,12 @@ void print_semaphore(const std::string& key, const SemaphoreInfo& info, bool jso
                     json_string(key).c_str(), info.limit, info.used, info.waiting, holders.c_str());
         return;
     }
-    std::printf("%s: semaphore, %u of %u permits held, %u waiting\n", key.c_str(), info.used, info.limit,
+    // One line per holder whatever the bytes of the name or a permit's id.
+    std::printf("%s: semaphore, %u of %u permits held, %u waiting\n", text_line(key).c_str(), info.used, info.limit,
                 info.waiting);
     for (const auto& h : info.holders)
-        std::printf("  %s: %u permit%s, lease %lld ms left\n", h.permit.c_str(), h.count, h.count == 1 ? "" : "s",
-                    static_cast<long long>(h.ttl.count()));
+        std::printf("  %s: %u permit%s, lease %lld ms left\n", text_line(h.permit).c_str(), h.count,
+                    h.count == 1 ? "" : "s", static_cast<long long>(h.ttl.count()));
 }
 
 }  // namespace
@@ -130,7 +133,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     const bool is_semaphore = semaphore.limit > 0 && !info.held;
     if (is_semaphore) print_semaphore(key, semaphore, options.json);
     else if (options.json) std::printf("{\"key\": %s, %s}\n", json_string(key).c_str(), json_fields(info).c_str());
-    else std::printf("%s: %s\n", key.c_str(), describe(info).c_str());
+    else std::printf("%s: %s\n", text_line(key).c_str(), describe(info).c_str());
     const bool held = is_semaphore ? semaphore.used > 0 : info.held;
     return options.exit_status && !held ? exit_not_held : exit_ok;
 }
@@ -144,7 +147,7 @@ int run_list(const GlobalOptions& global, const std::string& pattern, bool json)
     auto& client = connect(slot, global, global.urls.front());
     for (const auto& [name, info] : list_locks(client, pattern)) {
         if (json) std::printf("{\"key\": %s, %s}\n", json_string(name).c_str(), json_fields(info).c_str());
-        else std::printf("%s: %s\n", name.c_str(), describe(info).c_str());
+        else std::printf("%s: %s\n", text_line(name).c_str(), describe(info).c_str());
     }
     return exit_ok;
 }
@@ -163,17 +166,17 @@ int run_release(const GlobalOptions& global, const std::string& key, bool force)
             auto previous = force_release(*server, key);
             if (!previous) continue;
             released = true;
-            std::printf("released %s on %s, held by %s\n", key.c_str(), server->address().to_string().c_str(),
-                        previous->c_str());
+            std::printf("released %s on %s, held by %s\n", text_line(key).c_str(),
+                        server->address().to_string().c_str(), text_line(*previous).c_str());
         } catch (const Error& e) {
             if (servers.all.size() == 1) throw;
-            complain(server->address().to_string() + ": " + e.what());
+            complain(about_master(*server, e.what()));
             failure = e.code();
         }
     }
     if (released) return exit_ok;
     if (failure) return exit_code_for(failure);
-    if (!global.quiet) std::printf("%s was not held\n", key.c_str());
+    if (!global.quiet) std::printf("%s was not held\n", text_line(key).c_str());
     return exit_not_held;
 }
 

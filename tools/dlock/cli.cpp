@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "dlock/error.hpp"
+#include "event_log.hpp"
+#include "json.hpp"
 
 namespace dlock::cli {
 
@@ -20,7 +22,7 @@ ClientOptions client_options(const GlobalOptions& global) {
     options.tls.ca_file = global.tls_ca;
     options.tls.cert_file = global.tls_cert;
     options.tls.key_file = global.tls_key;
-    if (!global.quiet) options.on_warning = [](std::string_view message) { complain("warning: " + std::string(message)); };
+    if (!global.quiet) options.on_warning = [](std::string_view message) { warn(std::string(message)); };
     return options;
 }
 
@@ -44,7 +46,15 @@ int exit_code_for(const std::error_code& ec) {
     return exit_unavailable;
 }
 
-void complain(const std::string& message) { std::fprintf(stderr, "dlock: %s\n", message.c_str()); }
+void complain(const std::string& message) {
+    if (const auto* log = messages_log()) log->emit("error", "\"error\": " + json_string(message));
+    else std::fprintf(stderr, "dlock: %s\n", message.c_str());
+}
+
+void warn(const std::string& message) {
+    if (const auto* log = messages_log()) log->emit("warning", "\"warning\": " + json_string(message));
+    else std::fprintf(stderr, "dlock: warning: %s\n", message.c_str());
+}
 
 std::vector<std::string> split_urls(const std::vector<std::string>& given) {
     std::vector<std::string> urls;
@@ -124,6 +134,14 @@ void apply_credentials(std::vector<std::string>& urls, const Credentials& given)
 
 std::string describe_owner(const LockInfo& info) {
     return info.holder.empty() ? info.owner : info.holder + " owner=" + info.owner;
+}
+
+std::string about_master(const Client& master, const std::string& text) {
+    const auto address = master.address().to_string();
+    std::string rest = text;
+    // "ADDRESS: reason" inside (a connect error) moves to the front.
+    if (const auto at = rest.find(address + ": "); at != std::string::npos) rest.erase(at, address.size() + 2);
+    return rest.find(address) != std::string::npos ? rest : address + ": " + rest;
 }
 
 bool enough_masters_reachable(Masters& masters) {

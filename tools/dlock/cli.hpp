@@ -54,8 +54,11 @@ struct Servers {
 // The exit code for a dlock error: usage for bad input, unavailable otherwise.
 int exit_code_for(const std::error_code& ec);
 
-// One line on stderr: "dlock: <message>".
+// One line on stderr: "dlock: <message>"; with --json-events an "error"
+// event instead (event_log.hpp).
 void complain(const std::string& message);
+// "dlock: warning: <message>", or a "warning" event.
+void warn(const std::string& message);
 
 // A mistake on the command line: main prints it and exits with exit_usage.
 struct UsageError : std::runtime_error {
@@ -82,6 +85,13 @@ void apply_credentials(std::vector<std::string>& urls, const Credentials& creden
 // The owner as an operator can use it: host, pid and thread when the lock
 // recorded them, then the owner id.
 std::string describe_owner(const LockInfo& info);
+
+// Words about one master of a Redlock, for a line of its own: text with the
+// master's address (password hidden) named once, in front unless the text
+// names it in a sentence ("no connection to ADDRESS within 2000 ms").
+// Connection errors name it already (they are written for a single server);
+// others (AUTH, a server's refusal) do not.
+std::string about_master(const Client& master, const std::string& text);
 
 // Waits for each master's connection; complains about those that fail.
 // True when a majority is reachable.

@@ -70,4 +70,12 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
     return std::chrono::milliseconds(total);
 }
 
+std::string format_duration(std::chrono::milliseconds duration) {
+    const long long ms = duration.count();
+    // Days are left out: "24h" is how a lease limit is said.
+    for (const auto& unit : {units[2], units[3], units[4]})
+        if (ms != 0 && ms % unit.ms == 0) return std::to_string(ms / unit.ms) + std::string(unit.name);
+    return std::to_string(ms) + "ms";
+}
+
 }  // namespace dlock::cli

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <string_view>
 
 namespace dlock::cli {
@@ -16,5 +17,9 @@ inline constexpr std::string_view accepted_durations =
 // including negative values, exponents, units out of order and durations
 // over 366 days. Fractions below a millisecond are dropped.
 std::chrono::milliseconds parse_duration(std::string_view text);
+
+// The way a person writes it, in the largest of h, m, s and ms that divides
+// it exactly ("10ms", "90s", "24h"); parse_duration reads it back.
+std::string format_duration(std::chrono::milliseconds duration);
 
 }  // namespace dlock::cli

@@ -4,9 +4,19 @@
 #include <cstdio>
 #include <ctime>
 
+#include "cli.hpp"
 #include "json.hpp"
 
 namespace dlock::cli {
+namespace {
+
+const EventLog* messages = nullptr;
+
+}  // namespace
+
+void send_messages_to(const EventLog* log) { messages = log; }
+
+const EventLog* messages_log() { return messages; }
 
 void EventLog::emit(std::string_view event, const std::string& fields) const {
     if (!enabled_) return;
@@ -20,7 +30,9 @@ void EventLog::emit(std::string_view event, const std::string& fields) const {
     const auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
     std::string line = "{\"time\": \"" + std::string(stamp) + "." + std::to_string(1000 + ms).substr(1) +
                        "Z\", \"event\": " + json_string(event);
-    if (keys_.size() == 1) {
+    if (keys_.empty()) {
+        line += ", \"key\": null";
+    } else if (keys_.size() == 1) {
         line += ", \"key\": " + json_string(keys_.front());
     } else {
         line += ", \"keys\": [";
@@ -32,6 +44,11 @@ void EventLog::emit(std::string_view event, const std::string& fields) const {
     // One write per line, so lines from dlock and the command do not interleave mid-line.
     std::fwrite(line.data(), 1, line.size(), stderr);
     std::fflush(stderr);
+}
+
+void EventLog::report(std::string_view event, const std::string& fields, const std::string& for_people) const {
+    if (enabled_) emit(event, fields);
+    else if (!for_people.empty()) complain(for_people);
 }
 
 }  // namespace dlock::cli

@@ -9,13 +9,18 @@ inline constexpr const char* global = R"(Global options may come before or after
 $DLOCK_PASSWORD or $REDISCLI_AUTH (kept out of `ps`), or in the URL; the ACL
 user from --user or $DLOCK_USER.
 
+A lock name that begins with '-' goes in --key=NAME (every command that takes a
+KEY), or after -- (all but run); scripts should say --key="$KEY". -h, --help and
+--version after a command are taken only alone.
+
 Several masters: --url given 3, 5, ... times (or one comma list) makes run, hold,
 status and release work on a Redlock over those independent Redis masters.
 
 Exit status: 0 success; 1 free/not held (status --exit-status, release, wait-free);
 64 usage error (also an empty --url); 69 Redis unreachable or refusing (auth, TLS,
-a server error); 75 not acquired in time; 79 the lease was lost; for run, otherwise
-the command's own status (128 + N if it died of signal N).
+a server error); 75 not acquired in time; 79 the lease was lost; run and hold:
+128 + N when signal N ended the wait for the lock; for run, otherwise the
+command's own status (128 + N if it died of signal N).
 
 Each command has its own --help with examples. See dlock(1).
 
@@ -43,24 +48,33 @@ Losing any key's lease counts as losing the lock. Several keys need one server
 
 Exit status: the command's own (128 + N if it died of signal N); 75 (or
 --conflict-exit-code) when not acquired in time; 79 when the lease was lost while
-the command ran; 64 usage error; 69 Redis unreachable or refusing.
+the command ran; 128 + N when signal N ended the wait for the lock (the command
+never ran); 64 usage error; 69 Redis unreachable or refusing.
 
 Examples:
   dlock run --no-wait nightly-report -- /usr/local/bin/report --full
   dlock run --wait 5m -c 'pg_dump app | gzip > /backup/app.gz' backup
   dlock --url redis://a:6379,redis://b:6379,redis://c:6379 run --ttl 1m deploy -- ./deploy.sh
-  dlock run --json-events job -- ./job 2>>/var/log/job.events
+  dlock run --json-events job -c './job 2>>/var/log/job.log' 2>>/var/log/job.events
   dlock run --wait 1m accounts:7 accounts:3 -- ./transfer 7 3
   dlock run --permits 4 encoder -- ./encode.sh
   dlock run --shared catalog -- ./export-catalog    # beside other --shared runs;
-  dlock run catalog -- ./rebuild-catalog            # alone, after them)";
+  dlock run catalog -- ./rebuild-catalog            # alone, after them
+
+With --json-events every line dlock writes on stderr is one JSON object: its
+errors and warnings too ("error", "warning" events). The command's own stderr is
+the same stream unless redirected, as above.)";
 
 inline constexpr const char* hold = R"(Prints the fencing token (with --json: key, token, lease and holder) on stdout,
 then keeps the lease renewed until stdin ends or SIGTERM, SIGINT or SIGHUP
 arrives, and releases. For scripts that cannot wrap one command in `dlock run`.
+Only the end of a pipe, socket or terminal counts: stdin from /dev/null (what a
+shell gives `dlock hold KEY &`) or a file is ignored, and only a signal releases.
 
-Exit status: 0 released; 75 (or --conflict-exit-code) not acquired in time; 79
-the lease was lost meanwhile; 64 usage error; 69 Redis unreachable or refusing.
+Exit status: 0 released (also on SIGTERM, SIGINT or SIGHUP once held); 75 (or
+--conflict-exit-code) not acquired in time; 79 the lease was lost meanwhile;
+128 + N when signal N ended the wait for the lock; 64 usage error; 69 Redis
+unreachable or refusing.
 
 Example (bash):
   coproc LOCK { dlock hold --wait 1m migrations; }

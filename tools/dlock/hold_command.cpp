@@ -1,10 +1,11 @@
 // dlock hold: the coprocess pattern. A script that cannot wrap one command
 // in `dlock run` starts `dlock hold KEY` beside it, reads the fencing token
-// from its stdout, works, and lets go by closing dlock's stdin (or with
-// SIGTERM); the lease is renewed meanwhile.
+// from its stdout, works, and lets go by closing dlock's stdin when that is
+// a pipe, socket or terminal (or with SIGTERM); the lease is renewed meanwhile.
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,16 @@
 
 namespace dlock::cli {
 namespace {
+
+// Whether stdin's end is something a user does: closing a pipe or a socket
+// (a coprocess, `exec {fd}>&-`) or Ctrl-D at a terminal. A shell gives a
+// background job /dev/null, and a file ends as soon as it is read: taking
+// their end for "let go" would release the lock the moment it is taken.
+bool stdin_is_a_channel() {
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) != 0) return false;
+    return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || isatty(STDIN_FILENO);
+}
 
 template <typename AnyLock>
 int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, Session& session) {
@@ -38,9 +49,13 @@ int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, 
     std::fflush(stdout);
 
     // Until stdin ends (or fails), a signal arrives, or the lease is lost.
+    // poll() skips a negative descriptor: stdin that is no channel is not watched.
+    const int input = stdin_is_a_channel() ? STDIN_FILENO : -1;
+    if (input < 0 && global.verbose)
+        complain("stdin is not a pipe, socket or terminal: holding " + options.label() +
+                 " until SIGTERM, SIGINT or SIGHUP");
     for (;;) {
-        pollfd fds[] = {{watch.signals.fd, POLLIN, 0}, {lost_signal.event_fd, POLLIN, 0},
-                        {STDIN_FILENO, POLLIN, 0}};
+        pollfd fds[] = {{watch.signals.fd, POLLIN, 0}, {lost_signal.event_fd, POLLIN, 0}, {input, POLLIN, 0}};
         if (poll(fds, 3, -1) < 0) {
             if (errno == EINTR) continue;
             break;
@@ -63,7 +78,7 @@ int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, 
             if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;  // what is written is ignored
         }
     }
-    return release(lock, options, events, session) ? exit_ok : exit_lost;
+    return release(lock, options, events, session, false) ? exit_ok : exit_lost;
 }
 
 }  // namespace

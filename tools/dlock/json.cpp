@@ -32,13 +32,13 @@ void append_escaped(std::string& out, unsigned char c) {
     out += escaped;
 }
 
-}  // namespace
-
-std::string json_string(std::string_view s) {
-    std::string out = "\"";
+// The one escaping of lock names, owners and labels, for JSON and for the
+// lines people read alike; quote: whether '"' is escaped too.
+std::string escape_bytes(std::string_view s, bool quote) {
+    std::string out;
     for (std::size_t i = 0; i < s.size();) {
         const auto c = static_cast<unsigned char>(s[i]);
-        if (c == '"' || c == '\\') {
+        if ((c == '"' && quote) || c == '\\') {
             out.push_back('\\');
             out.push_back(static_cast<char>(c));
         } else if (c < 0x20 || c == 0x7F) {
@@ -55,7 +55,13 @@ std::string json_string(std::string_view s) {
         }
         ++i;
     }
-    return out + "\"";
+    return out;
 }
+
+}  // namespace
+
+std::string json_string(std::string_view bytes) { return "\"" + escape_bytes(bytes, true) + "\""; }
+
+std::string text_line(std::string_view bytes) { return escape_bytes(bytes, false); }
 
 }  // namespace dlock::cli

@@ -46,9 +46,10 @@ std::string permits_of(Client& client, const std::string& key) {
 
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder) {
-    if (!global.quiet && isatty(STDERR_FILENO))
-        complain("waiting for " + options.label() + (holder.empty() ? std::string() : ", " + holder));
-    events.emit("waiting", "\"holder\": " + json_string(holder));
+    const bool for_people = !global.quiet && isatty(STDERR_FILENO);
+    events.report("waiting", "\"holder\": " + json_string(holder),
+                  for_people ? "waiting for " + options.label() + (holder.empty() ? std::string() : ", " + holder)
+                             : std::string());
 }
 
 }  // namespace dlock::cli

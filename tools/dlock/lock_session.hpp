@@ -186,9 +186,12 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
 
 // Releases and says exactly what happened when it was not a plain release:
 // the server's own refusal, and whether the lock is still there. False when
-// the lease turned out to be lost.
+// the lease turned out to be lost. loss_reported: the caller has already
+// said that this hold was lost (the unlock then fails with lease_lost too,
+// and a log must see one loss per hold, not two).
 template <typename AnyLock>
-bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, Session& session) {
+bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, Session& session,
+             bool loss_reported) {
     std::error_code ec;
     lock.unlock(ec);
     if (!ec) {
@@ -196,18 +199,18 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
         return true;
     }
     if (ec == errc::lease_lost) {
-        complain("the lock on " + options.label() + " was lost before the end");
-        events.emit("lost", "\"reason\": " + json_string(ec.message()));
+        if (!loss_reported)
+            events.report("lost", "\"reason\": " + json_string(ec.message()),
+                          "the lock on " + options.label() + " was lost before the end");
         return false;
     }
     const std::string server_text = last_server_error();
     std::string holder = session.describe_holder();
     std::string outcome = holder.empty() ? "the lock is no longer held"
                                          : "the lock stays until its lease ends (" + holder + ")";
-    complain("releasing " + options.label() + ": " + (server_text.empty() ? ec.message() : "Redis refused: " + server_text) +
-             "; " + outcome);
-    events.emit("release_failed",
-                "\"error\": " + json_string(server_text.empty() ? ec.message() : server_text));
+    events.report("release_failed", "\"error\": " + json_string(server_text.empty() ? ec.message() : server_text),
+                  "releasing " + options.label() + ": " +
+                      (server_text.empty() ? ec.message() : "Redis refused: " + server_text) + "; " + outcome);
     return true;
 }
 
@@ -259,7 +262,9 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     }
     acquirer.join();
     if (acquire_error) {
-        complain(acquire_detail);
+        // The detail carries Redis's own text (OOM, READONLY, NOPERM...): a
+        // log that only reads events must learn why nothing ran.
+        events.report("error", "\"error\": " + json_string(acquire_detail), acquire_detail);
         return exit_code_for(acquire_error);
     }
     if (interrupted_by) {
@@ -267,13 +272,13 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
         return 128 + interrupted_by;
     }
     if (!acquired) {
-        if (!global.quiet) {
-            std::string waited =
-                options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
-            complain(options.label() + (options.keys.size() > 1 ? " are not all free" : " is held by another owner") +
-                     "; not acquired " + waited);
-        }
-        events.emit("not_acquired");
+        const std::string waited =
+            options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
+        events.report("not_acquired", {},
+                      global.quiet ? std::string()
+                                   : options.label() +
+                                         (options.keys.size() > 1 ? " are not all free" : " is held by another owner") +
+                                         "; not acquired " + waited);
         return options.conflict_exit_code;
     }
     events.emit("acquired", token_fields(tokens_of(lock)) + ", \"lease_ms\": " + std::to_string(options.ttl.count()));

@@ -10,8 +10,11 @@
 //   dlock release --force KEY
 //   dlock demo [--processes N] [--threads N] [--bonuses N] [--json] [--url URL]
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "dlock/error.hpp"
 #include "dlock/semaphore.hpp"
 #include "duration.hpp"
+#include "event_log.hpp"
 #include "help_text.hpp"
 #include "run_command.hpp"
 
@@ -31,6 +35,22 @@
 namespace {
 
 using namespace dlock::cli;
+
+// A process started with descriptor 0, 1 or 2 closed hands the next
+// descriptor it opens that number: dlock's eventfd or its Redis socket would
+// become "stdin" (polled by hold) or "stderr" (complaints written into the
+// protocol), and the command run starts would get a closed descriptor that
+// its own first open() takes. /dev/null takes those places first.
+void open_closed_standard_descriptors() {
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int opened = open("/dev/null", O_RDWR);
+        if (opened >= 0 && opened != fd) {  // only when a lower one could not be opened
+            dup2(opened, fd);
+            close(opened);
+        }
+    }
+}
 
 // CLI11 takes durations as strings; this turns them into milliseconds or a usage error.
 std::chrono::milliseconds duration_option(const std::string& text, const char* option) {
@@ -49,6 +69,43 @@ bool is_command(CLI::App& app, const std::string& word) {
     return false;
 }
 
+// The leases the library takes, as --help and errors say them: from its
+// constants, so that the words cannot drift from the check.
+std::string lease_range() {
+    return format_duration(dlock::min_lease) + " and " + format_duration(dlock::max_lease);
+}
+
+// Where the command word is in args; args.size() when there is none.
+std::size_t command_position(CLI::App& app, const std::vector<std::string>& args) {
+    std::size_t i = 0;
+    while (i < args.size() && args[i] != "--" && !is_command(app, args[i])) ++i;
+    return i < args.size() && args[i] != "--" ? i : args.size();
+}
+
+// The lock's name: a word, or --key=NAME for a name that begins with '-'
+// (as a word it would be read as an option). The same --key everywhere; run
+// takes it repeated (AcquireFlags).
+constexpr const char* key_option_help = "the lock's name; --key=NAME for one that begins with '-'";
+void add_key(CLI::App& command, std::string& key) {
+    command.add_option("key,--key", key, key_option_help)->required();
+}
+
+// -h, --help and --version are taken only alone after the command: with
+// other words they are more likely a lock name from a variable (`dlock run
+// "$KEY" -- job` with KEY=-h), and help with exit 0 would skip the job, or
+// hand a coprocess's script the help as its token, without a word of error.
+void refuse_help_among_other_words(CLI::App& app, const std::vector<std::string>& args, bool has_command) {
+    const std::size_t command = command_position(app, args);
+    if (command == args.size()) return;
+    const std::size_t words = args.size() - command - 1 + (has_command ? 1 : 0);
+    for (std::size_t i = command + 1; i < args.size() && args[i] != "--"; ++i) {
+        const auto& word = args[i];
+        if ((word == "-h" || word == "--help" || word == "--version") && words > 1)
+            throw UsageError(word + " takes no other words after the command; a lock name that begins with '-' "
+                                    "goes in --key=" + word);
+    }
+}
+
 // The options `dlock run` and `dlock hold` share.
 struct AcquireFlags {
     std::string ttl = "30s", wait;
@@ -57,26 +114,28 @@ struct AcquireFlags {
     bool several_keys = false;  // run: KEY... and --key repeated hold all of them
     void add_to(CLI::App& command, RunOptions& run, bool several) {
         several_keys = several;
-        command.add_option("--ttl", ttl, "lease, renewed while held (default 30s)");
+        command.add_option("--ttl", ttl, "lease, renewed while held, between " + lease_range() + " (default 30s)");
         wait_option = command.add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
         command.add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_option);
         command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
             ->check(CLI::Range(0, 255));
+        // One --key for every command (add_key's words); run's takes it repeated.
         if (several) {
             command.add_option("key", positional_keys, "the lock's name; several: all of them, as one multi-lock");
-            command.add_option("--key", key_options, "a lock's name (repeat it for several; after the KEY arguments)")
+            command
+                .add_option("--key", key_options,
+                            std::string(key_option_help) + "; repeat it for several (after the KEY arguments)")
                 ->take_all()
                 ->allow_extra_args(false);
         } else {
             command.add_option("key", positional_keys, "the lock's name");
+            // One name, as for status (add_key): TEXT, not a list, in --help.
+            command.add_option_function<std::string>(
+                "--key", [this](const std::string& key) { key_options.push_back(key); }, key_option_help);
         }
     }
-    void resolve(RunOptions& run) const {
-        run.ttl = duration_option(ttl, "--ttl");
-        if (run.ttl.count() == 0 || run.ttl > dlock::max_lease)
-            throw CLI::ValidationError("--ttl", "must be between 1ms and 24h");
-        // Given but empty ("--wait $UNSET") is a usage error, not "forever".
-        if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
+    // First, so that run's events name the keys in every later complaint.
+    void resolve_keys(RunOptions& run) const {
         // KEY arguments, then --key values; a repeated key counts once.
         for (const auto* given : {&positional_keys, &key_options}) {
             for (const auto& key : *given) {
@@ -86,16 +145,29 @@ struct AcquireFlags {
         }
         if (run.keys.empty())
             throw UsageError(several_keys ? "missing KEY: dlock run KEY... -- COMMAND [ARG...]" : "missing KEY");
-        if (!several_keys && positional_keys.size() > 1)
-            throw UsageError("one KEY only (`dlock run` takes several): unexpected " + positional_keys[1]);
+        if (!several_keys && positional_keys.size() + key_options.size() > 1)
+            throw UsageError("one KEY only (`dlock run` takes several): unexpected " +
+                             (positional_keys.size() > 1 ? positional_keys[1] : key_options.back()));
+    }
+    void resolve(RunOptions& run) const {
+        resolve_keys(run);
+        resolve_durations(run);
+    }
+    void resolve_durations(RunOptions& run) const {
+        run.ttl = duration_option(ttl, "--ttl");
+        if (run.ttl < dlock::min_lease || run.ttl > dlock::max_lease)
+            throw CLI::ValidationError("--ttl", "must be between " + lease_range());
+        // Given but empty ("--wait $UNSET") is a usage error, not "forever".
+        if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
     }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    open_closed_standard_descriptors();
     // Everything after the first "--" is the command `dlock run` executes;
-    // CLI11 must not read its options as ours.
+    // CLI11 must not read its options as ours (other commands get it back).
     std::vector<std::string> args(argv + 1, argv + argc);
     std::vector<std::string> command;
     bool has_separator = false;
@@ -107,6 +179,13 @@ int main(int argc, char** argv) {
             break;
         }
     }
+
+    // With --json-events every line dlock writes on stderr is an event, its
+    // complaints too, even about the command line: a log shipper parses each
+    // line as JSON. Known before parsing, so that parse errors are events as
+    // well; the keys are filled in once read (null until then).
+    EventLog messages(true, {});
+    if (std::find(args.begin(), args.end(), "--json-events") != args.end()) send_messages_to(&messages);
 
     CLI::App app{"dlock: distributed locks on Redis", "dlock"};
     app.footer(help::global);
@@ -139,11 +218,14 @@ int main(int argc, char** argv) {
     auto* run_cmd = app.add_subcommand("run", "run a command while holding a lock");
     run_cmd->footer(help::run);
     run_flags.add_to(*run_cmd, run, true);
-    run_cmd->add_option("--on-lost", on_lost, "if the lease is lost: term (default), kill or ignore")
+    run_cmd
+        ->add_option("--on-lost", on_lost,
+                     "if the lease is lost: term (SIGTERM, SIGKILL after --grace), kill or ignore (default term)")
         ->check(CLI::IsMember({"term", "kill", "ignore"}));
     run_cmd->add_option("--grace", grace, "after SIGTERM on a lost lease, SIGKILL after this (default 10s)");
     run_cmd->add_option("-c,--command", shell_command, "run this string with /bin/sh -c (instead of -- COMMAND)");
-    run_cmd->add_flag("--json-events", run.json_events, "one JSON line per event on stderr");
+    run_cmd->add_flag("--json-events", run.json_events,
+                      "one JSON object per line on stderr for each event, dlock's errors and warnings too");
     run_cmd->add_option("--permits", run.permits,
                         "hold one of N permits of semaphore KEY instead of a lock (N: the limit, set if new)");
     run_cmd->add_flag("--shared", run.shared,
@@ -151,7 +233,8 @@ int main(int argc, char** argv) {
 
     RunOptions hold;
     AcquireFlags hold_flags;
-    auto* hold_cmd = app.add_subcommand("hold", "hold a lock until stdin closes or a signal: print its token first");
+    auto* hold_cmd = app.add_subcommand(
+        "hold", "hold a lock until a signal, or until stdin (a pipe or terminal) closes: print its token first");
     hold_cmd->footer(help::hold);
     hold_flags.add_to(*hold_cmd, hold, false);
     hold_cmd->add_flag("--json", hold.json, "print key, token, lease and holder as one JSON object");
@@ -161,7 +244,7 @@ int main(int argc, char** argv) {
     status_cmd->footer(help::status);
     status_cmd->add_flag("--json", status.json, "one JSON object");
     status_cmd->add_flag("--exit-status", status.exit_status, "exit 0 when held, 1 when free (for probes)");
-    status_cmd->add_option("key", status.key, "the lock's name")->required();
+    add_key(*status_cmd, status.key);
 
     WaitFreeOptions wait_free;
     std::string wait_free_timeout;
@@ -169,21 +252,22 @@ int main(int argc, char** argv) {
     wait_free_cmd->footer(help::wait_free);
     auto* wait_free_timeout_option =
         wait_free_cmd->add_option("--timeout", wait_free_timeout, "give up after this long (default: never)");
-    wait_free_cmd->add_option("key", wait_free.key, "the lock's name")->required();
+    add_key(*wait_free_cmd, wait_free.key);
 
     std::string list_pattern = "*";
     bool list_json = false;
     auto* list_cmd = app.add_subcommand("list", "the locks held now: holder, hold count, lease left, token");
     list_cmd->footer(help::list);
     list_cmd->add_flag("--json", list_json, "one JSON object per line");
-    list_cmd->add_option("pattern", list_pattern, "a glob on lock names (default *)");
+    list_cmd->add_option("pattern,--pattern", list_pattern,
+                         "a glob on lock names (default *); --pattern=P for one that begins with '-'");
 
     std::string release_key;
     bool force = false;
     auto* release_cmd = app.add_subcommand("release", "remove a lock whoever holds it (its holder is told)");
     release_cmd->footer(help::release);
     release_cmd->add_flag("--force", force, "required: this breaks someone else's lock");
-    release_cmd->add_option("key", release_key, "the lock's name")->required();
+    add_key(*release_cmd, release_key);
 
     DemoOptions demo;
     std::string demo_url;
@@ -194,6 +278,18 @@ int main(int argc, char** argv) {
     demo_cmd->add_option("--bonuses", demo.bonuses, "bonuses in the pool (default 10)")->check(CLI::Range(1, 100000));
     demo_cmd->add_flag("--json", demo.json, "a JSON summary");
     demo_cmd->add_option("--url", demo_url, "Redis URL; default: start a private redis-server");
+
+    // For every other command -- only ends the options, as everywhere:
+    // `dlock status -- -weird` names a lock that begins with '-'.
+    if (has_separator) {
+        const auto at = command_position(app, args);
+        if (at == args.size() || args[at] != "run") {
+            args.push_back("--");
+            args.insert(args.end(), command.begin(), command.end());
+            command.clear();
+            has_separator = false;
+        }
+    }
 
     try {
         // -h is help, as everywhere; a word after it that is not a command
@@ -207,13 +303,18 @@ int main(int argc, char** argv) {
             throw UsageError("-h is --help; to name a server say --url redis://" +
                              (next.find(':') != next.rfind(':') ? "[" + next + "]" : next));
         }
+        refuse_help_among_other_words(app, args, has_separator);
         std::vector<const char*> pointers{argv[0]};
         for (const auto& a : args) pointers.push_back(a.c_str());
         app.parse(static_cast<int>(pointers.size()), pointers.data());
+        // The word may have been another option's value (-c --json-events).
+        if (!run.json_events) send_messages_to(nullptr);
         global.connect_timeout = duration_option(connect_timeout, "--connect-timeout");
         if (global.connect_timeout.count() == 0) throw CLI::ValidationError("--connect-timeout", "must be positive");
         if (*run_cmd) {
-            run_flags.resolve(run);
+            run_flags.resolve_keys(run);
+            if (run.json_events) messages = EventLog(true, run.keys);  // the keys are known now
+            run_flags.resolve_durations(run);
             run.grace = duration_option(grace, "--grace");
             if (run_cmd->count("--permits") > 0 && (run.permits == 0 || run.permits > dlock::max_semaphore_limit))
                 throw CLI::ValidationError("--permits", "must be between 1 and " +
@@ -225,8 +326,6 @@ int main(int argc, char** argv) {
             run.command = shell_command.empty() ? command : std::vector<std::string>{"/bin/sh", "-c", shell_command};
             if (run.command.empty())
                 throw UsageError("run: missing command: dlock run KEY... -- COMMAND [ARG...] (or -c 'SHELL COMMAND')");
-        } else if (has_separator) {
-            throw UsageError("only `dlock run` takes a command after --");
         }
         if (*hold_cmd) hold_flags.resolve(hold);
         if (wait_free_timeout_option->count() > 0)

@@ -83,7 +83,7 @@ int status_to_exit_code(int status) {
 bool dies_with_dlock(pid_t dlock_pid, OnLost on_lost) {
     if (on_lost == OnLost::ignore) return true;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
-        std::fprintf(stderr, "dlock: cannot tie the command to dlock: %s\n", std::strerror(errno));
+        complain(std::string("cannot tie the command to dlock: ") + std::strerror(errno));
         return false;
     }
     // dlock may have died between fork() and prctl(): then no signal will
@@ -98,7 +98,9 @@ bool dies_with_dlock(pid_t dlock_pid, OnLost on_lost) {
     pthread_sigmask(SIG_SETMASK, &original, nullptr);
     execvpe(argv[0], argv.data(), env.data());
     int code = errno == ENOENT ? 127 : 126;  // as shells do
-    std::fprintf(stderr, "dlock: %s: %s\n", argv[0], std::strerror(errno));
+    // An event too with --json-events (complain knows): the message log
+    // was copied into this process with the rest of dlock's memory.
+    complain(std::string(argv[0]) + ": " + std::strerror(errno));
     _exit(code);
 }
 
@@ -113,7 +115,8 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
     const EventLog events(options.json_events, options.keys);
     if (auto failed = acquire_watching_signals(global, options, lock, session, events)) return *failed;
     const auto tokens = tokens_of(lock);
-    if (global.verbose) {
+    // The "acquired" event already said so.
+    if (global.verbose && !events.enabled()) {
         std::string said = tokens.size() == 1 ? "token " + std::to_string(tokens.front().second) : "tokens";
         for (const auto& [key, token] : tokens)
             if (tokens.size() > 1) said += (said == "tokens" ? " " : ", ") + key + " " + std::to_string(token);
@@ -178,8 +181,8 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
                 const char* action = options.on_lost == OnLost::term   ? "sending SIGTERM to the command"
                                      : options.on_lost == OnLost::kill ? "killing the command"
                                                                        : "letting the command finish";
-                complain("lost the lock on " + options.label() + " (" + reason.message() + "); " + action);
-                events.emit("lost", "\"reason\": " + json_string(reason.message()));
+                events.report("lost", "\"reason\": " + json_string(reason.message()),
+                              "lost the lock on " + options.label() + " (" + reason.message() + "); " + action);
                 if (options.on_lost == OnLost::term) {
                     kill(child, SIGTERM);
                     kill_at = Clock::now() + options.grace;
@@ -199,7 +202,7 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
     }
     events.emit("exited", WIFSIGNALED(status) ? "\"signal\": " + std::to_string(WTERMSIG(status))
                                               : "\"exit_code\": " + std::to_string(status_to_exit_code(status)));
-    if (!release(lock, options, events, session) && !lost) lost = true;
+    if (!release(lock, options, events, session, lost)) lost = true;
     return lost ? exit_lost : status_to_exit_code(status);
 }
 

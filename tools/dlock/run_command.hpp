@@ -41,7 +41,8 @@ int run_under_lock(const GlobalOptions& global, const RunOptions& options);
 
 // Acquires, prints the fencing token (or, with json, one object) on stdout,
 // keeps the lease renewed until SIGTERM, SIGINT or SIGHUP arrives or stdin
-// reaches its end, then releases. Returns exit_ok after a clean release,
+// reaches its end (only when stdin is a pipe, socket or terminal: /dev/null
+// and files end at once), then releases. Returns exit_ok after a clean release,
 // exit_lost when the lease was lost meanwhile, the conflict code when not
 // acquired in time, exit_usage / exit_unavailable on errors.
 int hold_until_told(const GlobalOptions& global, const RunOptions& options);
