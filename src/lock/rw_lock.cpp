@@ -46,6 +46,7 @@ RwLockCore::RwLockCore(std::shared_ptr<ClientCore> client_, std::string name, co
       // Its own queue, apart from a Lock's of the same name (whose hand-offs
       // claim sleeping heads).
       queue_name_("rw\n" + name),
+      reader_queue_name_("rw-read\n" + name),
       handle_owner_(options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string RwLockCore::current_owner() const {
@@ -200,9 +201,12 @@ bool RwLockCore::acquire(RwSide side, std::optional<LockClock::time_point> deadl
         }
         single_attempt = true;
     }
+    // One attempt waits up to a command timeout for its answer, but never
+    // past the caller's deadline when it had one still ahead (an upgrade).
     const auto wait_until = [&]() -> std::optional<LockClock::time_point> {
         if (!single_attempt) return deadline;
-        return LockClock::now() + client->options().command_timeout;
+        const auto answer_by = LockClock::now() + client->options().command_timeout;
+        return deadline && *deadline > LockClock::now() ? std::min(answer_by, *deadline) : answer_by;
     };
     if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop)) return false;
     auto& ticket = operation.ticket;
@@ -248,12 +252,15 @@ bool RwLockCore::acquire(RwSide side, std::optional<LockClock::time_point> deadl
     };
     // The writer taking the read side (a downgrade) never waits for anyone.
     const bool downgrade = side == RwSide::read && hold_is_held(own_write);
-    if (single_attempt || downgrade || !service->existing_queue(queue_name_)) {
+    // Readers first: this process's readers queue apart from its writers,
+    // so that a waiting writer of ours does not hold them back either.
+    const auto& queue_name = side == RwSide::read && prefer_readers_ ? reader_queue_name_ : queue_name_;
+    if (single_attempt || downgrade || !service->existing_queue(queue_name)) {
         auto result = attempt(side, first_mode, owner, slot, ticket, wait_until(), stop, ec, last_operation);
         if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
         answered = true;
     }
-    auto queue = service->queue(queue_name_);
+    auto queue = service->queue(queue_name);
     const auto place = queue->enqueue();
     struct Leave {
         NameQueue& queue;

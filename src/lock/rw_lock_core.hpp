@@ -99,6 +99,7 @@ private:
     const std::shared_ptr<const LockIdentity> read_;
     const bool prefer_readers_;
     const std::string queue_name_;    // the name's local wait queue (both sides)
+    const std::string reader_queue_name_;  // readers' own, with prefer_readers
     const std::string handle_owner_;  // Ownership::handle only
     Contributions contributions_;  // owners this object made holds for
 };

@@ -21,6 +21,9 @@ local function must_wait(ms)
   raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
   if ARGV[4] == 'wait' then
     redis.call('ZADD', KEYS[6], now + tonumber(ARGV[2]), ARGV[1])
+    -- After the mark (a write refused when Redis is out of memory): the
+    -- marks of writers that died waiting leave, so the set cannot grow.
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
     extend_expiry(KEYS[6], ARGV[2])
   end
   return {0, ms}

@@ -7,6 +7,8 @@
 -- Returns 1 when a mark was taken back, 0 when there was none.
 raise_tombstone(KEYS[2], ARGV[2], ARGV[3])
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+-- Marks of writers that died waiting have run out: they hold nobody back.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', server_ms())
 if redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('PUBLISH', KEYS[3], 'released')
 end
