@@ -21,6 +21,7 @@
 #include "dlock/lock.hpp"
 #include "dlock/rw_lock.hpp"
 #include "eventually.hpp"
+#include "held_reader.hpp"
 #include "redis_server.hpp"
 #include "reply_lost.hpp"
 #include "tcp_proxy.hpp"
@@ -41,35 +42,7 @@ long ms_since(Clock::time_point t) {
     return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
 }
 
-// Holds the read side on a thread of its own until released.
-class Reader {
-public:
-    explicit Reader(dlock::RwLock& lock) : thread_([this, &lock] {
-        lock.lock_shared();
-        held_ = true;
-        std::unique_lock guard(mutex_);
-        cv_.wait(guard, [&] { return release_; });
-        lock.unlock_shared();
-    }) {
-        EXPECT_TRUE(eventually([&] { return held_.load(); }));
-    }
-    void release() {
-        {
-            std::lock_guard guard(mutex_);
-            release_ = true;
-        }
-        cv_.notify_all();
-        if (thread_.joinable()) thread_.join();
-    }
-    ~Reader() { release(); }
-
-private:
-    std::atomic<bool> held_{false};
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool release_ = false;
-    std::thread thread_;
-};
+using Reader = dlock::support::HeldReader;
 
 // A child process whose writer marks itself waiting (lease `lease`), then is
 // killed: its mark stays in :wwait with a deadline that passes.

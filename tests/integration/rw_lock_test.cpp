@@ -18,6 +18,7 @@
 #include "eventually.hpp"
 #include "lockable.hpp"
 #include "lock/lock_scripts.hpp"
+#include "held_reader.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -43,35 +44,7 @@ long reader_members(const dlock::support::RedisServer& server, const std::string
     return std::stol(server.cli({"ZCARD", key_of(name) + ":readers"}));
 }
 
-// Holds the read side on a thread of its own (another owner) until told.
-class Reader {
-public:
-    Reader(dlock::RwLock& lock) : thread_([this, &lock] {
-        lock.lock_shared();
-        held_ = true;
-        std::unique_lock guard(mutex_);
-        cv_.wait(guard, [&] { return release_; });
-        lock.unlock_shared();
-    }) {
-        EXPECT_TRUE(eventually([&] { return held_.load(); }));
-    }
-    void release() {
-        {
-            std::lock_guard guard(mutex_);
-            release_ = true;
-        }
-        cv_.notify_all();
-        if (thread_.joinable()) thread_.join();
-    }
-    ~Reader() { release(); }
-
-private:
-    std::atomic<bool> held_{false};
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool release_ = false;
-    std::thread thread_;
-};
+using Reader = dlock::support::HeldReader;
 
 }  // namespace
 
