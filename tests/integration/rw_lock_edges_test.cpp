@@ -65,7 +65,7 @@ void leave_a_dead_writers_mark(dlock::support::RedisServer& server, const std::s
 // lock (writers may then starve)" — also a reader that waits in a process
 // where a writer waits too: the readers of a readers-first lock queue apart
 // from the process's writers.
-TEST(RwLockEdges, ReadersFirstReaderIsNotHeldBehindAWaitingWriterOfItsOwnProcess) {
+TEST(RwLockEdges, ReadersFirstReaderIsNotHeldBehindAWaitingWriterOfItsOwnClient) {
     dlock::support::RedisServer server;
     dlock::Client remote(server.uri());
     auto remote_lock = remote.rw_lock("doc");
@@ -143,7 +143,7 @@ TEST(RwLockEdges, AnUpgradeTryKeepsTheCallersDeadline) {
 // once, not when the mark runs out" — also when a writer that died waiting
 // left a mark that has run out (it holds nobody back, and must not keep the
 // withdrawal from waking the readers).
-TEST(RwLockEdges, AWithdrawnMarkWakesReadersAlsoWhenADeadWritersMarkRanOut) {
+TEST(RwLockEdges, AWithdrawnMarkWakesReadersAlsoWhenAKilledWriterProcessMarkRanOut) {
     dlock::support::RedisServer server;
     dlock::Client holder(server.uri());
     auto holder_lock = holder.rw_lock("doc");
@@ -183,7 +183,7 @@ TEST(RwLockEdges, AWithdrawnMarkWakesReadersAlsoWhenADeadWritersMarkRanOut) {
 // Marks of writers that died waiting leave the set at the next mark a
 // waiting writer sets (its refresh, every lease/3), so the set cannot grow
 // without bound on a name that stays contended.
-TEST(RwLockEdges, DeadWritersMarksDoNotAccumulate) {
+TEST(RwLockEdges, MarksOfKilledWriterProcessesDoNotAccumulate) {
     dlock::support::RedisServer server;
     dlock::Client holder(server.uri());
     auto holder_lock = holder.rw_lock("doc");
@@ -254,7 +254,7 @@ TEST(RwLockEdges, ForceReleaseOfTheWriteSideWakesReadersAndTellsTheWriter) {
 // with its lease, also when a live reader's renewal is the first script to
 // run after that lease ended (the common case): the state hash does not grow
 // by three fields per crashed reader for as long as the name is read.
-TEST(RwLockEdges, CrashedReadersStateLeavesWhenARenewalPrunesThem) {
+TEST(RwLockEdges, StateOfKilledReaderProcessesLeavesWhenARenewalPrunesThem) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
     auto lock = client.rw_lock("doc", {.lease = 300ms});
