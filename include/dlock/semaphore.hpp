@@ -142,7 +142,9 @@ public:
 private:
     friend class Semaphore;
     void release_if_held() noexcept;
-    Permit(std::shared_ptr<detail::SemaphoreCore> core, std::shared_ptr<detail::Hold> hold) noexcept;
+    // Made only inside the library, so not exported from it.
+    [[gnu::visibility("hidden")]] Permit(std::shared_ptr<detail::SemaphoreCore> core,
+                                         std::shared_ptr<detail::Hold> hold) noexcept;
     std::shared_ptr<detail::SemaphoreCore> core_;
     std::shared_ptr<detail::Hold> hold_;
 };
