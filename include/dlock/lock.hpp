@@ -49,6 +49,8 @@
 // release. Requires Redis 7.0 or later.
 #pragma once
 
+#include "dlock/deadline.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -170,13 +172,11 @@ public:
     // after the deadline; throws command_timeout if no attempt was answered.
     template <typename Rep, typename Period>
     [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-        return acquire_until(std::chrono::steady_clock::now() +
-                             std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+        return acquire_until(steady_deadline_in(timeout));
     }
     template <typename Clock, typename Duration>
     [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-        return acquire_until(std::chrono::steady_clock::now() +
-                             std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now()));
+        return acquire_until(steady_deadline_at(deadline));
     }
     bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept;
     // Waits until deadline or until stop is requested, whichever is first.

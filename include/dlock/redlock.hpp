@@ -40,6 +40,8 @@
 // Clocks: std::chrono::steady_clock, as Lock. Thread-safety: as Lock.
 #pragma once
 
+#include "dlock/deadline.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -156,13 +158,11 @@ public:
     // last attempt had too few answers.
     template <typename Rep, typename Period>
     [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-        return acquire_until(std::chrono::steady_clock::now() +
-                             std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+        return acquire_until(steady_deadline_in(timeout));
     }
     template <typename Clock, typename Duration>
     [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-        return acquire_until(std::chrono::steady_clock::now() +
-                             std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now()));
+        return acquire_until(steady_deadline_at(deadline));
     }
     bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept;
     [[nodiscard]] bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop);

@@ -71,6 +71,8 @@
 // Thread-safety: an RwLock may be shared by many threads. Requires Redis 7.0.
 #pragma once
 
+#include "dlock/deadline.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -140,13 +142,11 @@ public:
     // side: one attempt whatever the timeout).
     template <typename Rep, typename Period>
     [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-        return acquire_until(false, std::chrono::steady_clock::now() +
-                                        std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+        return acquire_until(false, steady_deadline_in(timeout));
     }
     template <typename Clock, typename Duration>
     [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-        return acquire_until(false, std::chrono::steady_clock::now() +
-                                        std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now()));
+        return acquire_until(false, steady_deadline_at(deadline));
     }
     [[nodiscard]] bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
     // Releases one write hold. Never throws; failures go to on_unlock_error.
@@ -165,13 +165,11 @@ public:
     [[nodiscard]] bool try_lock_shared(std::error_code& ec) noexcept;
     template <typename Rep, typename Period>
     [[nodiscard]] bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& timeout) {
-        return acquire_until(true, std::chrono::steady_clock::now() +
-                                       std::chrono::ceil<std::chrono::steady_clock::duration>(timeout));
+        return acquire_until(true, steady_deadline_in(timeout));
     }
     template <typename Clock, typename Duration>
     [[nodiscard]] bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-        return acquire_until(true, std::chrono::steady_clock::now() +
-                                       std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now()));
+        return acquire_until(true, steady_deadline_at(deadline));
     }
     [[nodiscard]] bool try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
     // Releases one read hold. Never throws; failures go to on_unlock_error.

@@ -61,6 +61,8 @@
 // Requires Redis 7.0 or later.
 #pragma once
 
+#include "dlock/deadline.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -177,14 +179,12 @@ public:
     // command_timeout if no attempt was answered.
     template <typename Rep, typename Period>
     [[nodiscard]] Permit try_acquire_for(const std::chrono::duration<Rep, Period>& timeout, unsigned k = 1) {
-        return acquire_until(std::chrono::steady_clock::now() +
-                                 std::chrono::ceil<std::chrono::steady_clock::duration>(timeout),
+        return acquire_until(steady_deadline_in(timeout),
                              k, {});
     }
     template <typename Clock, typename Duration>
     [[nodiscard]] Permit try_acquire_until(const std::chrono::time_point<Clock, Duration>& deadline, unsigned k = 1) {
-        return acquire_until(std::chrono::steady_clock::now() +
-                                 std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now()),
+        return acquire_until(steady_deadline_at(deadline),
                              k, {});
     }
     [[nodiscard]] Permit try_acquire_until(std::chrono::steady_clock::time_point deadline, unsigned k,

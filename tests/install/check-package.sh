@@ -19,7 +19,7 @@ files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' | grep -v '/$')
 required=(
     /usr/bin/dlock
     /usr/include/dlock/client.hpp /usr/include/dlock/lock.hpp /usr/include/dlock/error.hpp
-    /usr/include/dlock/multi_lock.hpp
+    /usr/include/dlock/multi_lock.hpp /usr/include/dlock/deadline.hpp
     /usr/lib/libdlock.so /usr/lib/libdlock.so.0 /usr/lib/libdlock.a
     /usr/lib/cmake/dlock/dlockConfig.cmake /usr/lib/cmake/dlock/dlockConfigVersion.cmake
     /usr/lib/cmake/dlock/dlockTargets.cmake
