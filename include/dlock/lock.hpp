@@ -28,12 +28,19 @@
 // server's clock does not step back. After a lock is free nothing of it stays
 // in Redis longer than LockOptions::retention.
 //
-// Waiting never polls: a waiter sleeps until a release message arrives on the
-// lock's channel (one subscriber connection per client, shared) or until the
-// holder's remaining lease runs out. Threads of one process waiting for the
-// same name queue locally in arrival order, and only the first talks to Redis;
-// a thread of the same process releasing the lock may hand it straight to
-// that first waiter (LockOptions::handoff_slice).
+// Waiting never polls. Threads of one process waiting for the same name queue
+// locally in arrival order, and only the first of them talks to Redis: it
+// takes a place in the lock's line on the server (processes are served in
+// arrival order). A release hands the lock straight to the first waiter in
+// line (direct grant: a new fencing token, and a notice on that waiter's
+// client's inbox, the one subscriber connection per client); only that
+// waiter wakes, confirms the grant in one round trip (its validity counts
+// from that request, on its own clock) and returns holding the lock. A place
+// is kept alive by the client's lease keeper (LockOptions::waiter_lease); a
+// waiter also wakes when the holder's lease must have ended. A thread of the
+// same process releasing the lock may instead hand it straight to its
+// process's first waiter (LockOptions::handoff_slice); a FairLock
+// (fair_lock.hpp) never does, and puts every waiting thread in the line.
 //
 // Clocks: every deadline and validity is on std::chrono::steady_clock;
 // try_lock_until accepts other clocks and converts once, at the call.
@@ -143,6 +150,15 @@ struct LockOptions {
     // after the fence expires (lock.hpp, "Fencing tokens"). 1 s .. 30 days;
     // default 10 min.
     std::chrono::milliseconds retention = default_retention;
+    // Waiting in line (see "Waiting" above): how long a waiter's place in
+    // the server's line outlives its client's last refresh. The client's
+    // lease keeper refreshes it every waiter_lease / 3 while the waiter
+    // waits, so a waiter whose process died leaves the line within
+    // waiter_lease; a lock granted to a waiter that has not confirmed it is
+    // leased for waiter_lease (the releasing client's), so a waiter that
+    // died just as it was granted the lock costs at most that. 100 ms ..
+    // 1 min; default 1.5 s.
+    std::chrono::milliseconds waiter_lease{1500};
 };
 
 class Lock {
@@ -198,6 +214,10 @@ public:
     std::chrono::steady_clock::time_point valid_until() const;  // time_point{} when not held
 
     const std::string& name() const noexcept;
+
+protected:
+    struct FairTag {};
+    Lock(Client& client, std::string name, LockOptions options, FairTag);
 
 private:
     friend class detail::MultiLockCore;  // its roll-back releases within the call's deadline

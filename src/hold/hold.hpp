@@ -83,7 +83,8 @@ struct LockIdentity {
           keys(name),
           options(std::move(options_)),
           lease_ms(std::to_string(options.lease.count())),
-          retention_ms(std::to_string(options.retention.count())) {}
+          retention_ms(std::to_string(options.retention.count())),
+          waiter_lease_ms(std::to_string(options.waiter_lease.count())) {}
     virtual ~LockIdentity() = default;
 
     // A renewal of owner's hold: its answer is 1 when extended, 0 when the
@@ -93,11 +94,18 @@ struct LockIdentity {
     // fresh operation id). Its answer is not read.
     virtual HoldCall final_release(const std::string& owner, const std::string& operation) const;
 
+    // release.lua's keys and arguments: release `how_many` holds (or "all")
+    // of owner as operation; undoing: only if that operation was the last.
+    // A final release grants the lock to the first waiter in line.
+    HoldCall release(const std::string& owner, const std::string& operation, std::string how_many,
+                     const std::string& undoing = {}) const;
+
     std::string name;
     LockKeys keys;
     LockOptions options;
     std::string lease_ms;
     std::string retention_ms;
+    std::string waiter_lease_ms;  // a waiter's place in line, and a direct grant's lease
 };
 
 // A Redlock's identity: every hold in a Masters' lease keeper has one.

@@ -118,9 +118,15 @@ std::vector<std::pair<std::string, LockInfo>> list_locks(Client& client, std::st
 std::optional<std::string> force_release(Client& client, std::string_view name) {
     validate_name(name);
     detail::LockKeys keys(name);
-    const auto channel = keys.channel();
-    std::string_view k[] = {keys.lock, channel};
-    return detail::read_force_release(client.eval(detail::force_release_script(), k, {}));
+    const auto channel = keys.channel(), fence = keys.fence(), line = keys.line(), places = keys.places();
+    std::string_view k[] = {keys.lock, channel, fence, line, places};
+    // The first waiter in line is granted the lock, for the default
+    // waiter_lease until it confirms; the fence is kept as a release keeps it.
+    const LockOptions defaults;
+    const auto grant_ms = std::to_string(defaults.waiter_lease.count()),
+               retention_ms = std::to_string(defaults.retention.count());
+    std::string_view a[] = {grant_ms, retention_ms};
+    return detail::read_force_release(client.eval(detail::force_release_script(), k, a));
 }
 
 }  // namespace dlock

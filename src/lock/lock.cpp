@@ -5,6 +5,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
 #include "hold/hold_queries.hpp"
 #include "lock_core.hpp"
 #include "lock_scripts.hpp"
@@ -22,15 +23,17 @@ std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions 
     validate_replica_ack(options.replica_ack);
     validate_handoff_slice(options.handoff_slice);
     validate_retention(options.retention);
+    validate_waiter_lease(options.waiter_lease);
     return std::make_shared<const LockIdentity>(std::move(name), std::move(options));
 }
 
 }  // namespace
 
-LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options)
+LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options, bool fair)
     : client(std::move(client_)),
       service(LockService::of(*client)),
       identity(make_identity(std::move(name), std::move(options))),
+      fair_(fair),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string LockCore::current_owner() const {
@@ -49,18 +52,51 @@ LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, Clie
 }
 
 void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket) {
-    const auto& keys = identity->keys;
-    const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
-    const auto op = service->next_operation_id();
-    std::string_view k[] = {keys.lock, fence, channel, tombstone};
-    std::string_view a[] = {owner, identity->lease_ms, op, "1", identity->retention_ms, operation};
-    auto call = RetriedCall::start(client, release_script(), k, a, retry_window_end());
+    send_unattended(identity->release(owner, service->next_operation_id(), "1", operation), std::move(ticket));
+}
+
+void LockCore::send_unattended(const HoldCall& call, std::shared_ptr<GateTicket> ticket) {
+    const HoldCallViews views(call);
+    auto sent = RetriedCall::start(client, *call.script, views.keys, views.argv, retry_window_end());
     std::error_code ignored_ec;
     Reply ignored;
     // Nobody waits for it; the ticket (if any) is left when it settles.
-    (void)call->wait(LockClock::time_point::min(), {}, ignored_ec, ignored,
-                     [ticket](std::error_code, Reply&&) {});
+    (void)sent->wait(LockClock::time_point::min(), {}, ignored_ec, ignored, [ticket](std::error_code, Reply&&) {});
 }
+
+// A waiter's place in the server's line, while it waits: grant notices and
+// the lease keeper's refreshes reach it through LineWaiters. Leaving
+// without the lock gives the place back, and with it a grant that came
+// too late to be confirmed (line_leave.lua), so that nobody behind waits
+// for a lock that nobody will use.
+class LinePlace {
+public:
+    LinePlace(LockCore& core, const std::string& owner, std::function<void()> wake)
+        : core_(core), owner_(owner), waiter_(core.service->line_waiters().join(core.identity, owner, std::move(wake))) {}
+    ~LinePlace() {
+        core_.service->line_waiters().leave(waiter_);
+        if (!taken_ || kept_) return;
+        try {
+            const auto& id = *core_.identity;
+            core_.send_unattended({&line_leave_script(),
+                                   {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places(), id.keys.channel()},
+                                   {owner_, id.waiter_lease_ms, id.retention_ms}});
+        } catch (...) {
+            // Best effort: the place ends waiter_lease after its last refresh.
+        }
+    }
+    LinePlace(const LinePlace&) = delete;
+    LinePlace& operator=(const LinePlace&) = delete;
+
+    void taken() { taken_ = true; }  // an acquisition that may take a place was sent
+    void kept() { kept_ = true; }    // granted: the grant took the owner out of the line
+
+private:
+    LockCore& core_;
+    const std::string& owner_;
+    std::shared_ptr<LineWaiters::Waiter> waiter_;
+    bool taken_ = false, kept_ = false;
+};
 
 bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant,
                             const std::string& operation) {
@@ -74,13 +110,16 @@ bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Gra
 }
 
 LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
-                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop) {
+                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                                        bool take_place) {
     const auto& keys = identity->keys;
-    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
+    const auto fence = keys.fence(), tombstone = keys.tombstone(owner), line = keys.line(), places = keys.places();
     const auto operation = service->next_operation_id();
-    std::string_view k[] = {keys.lock, fence, tombstone};
+    std::string_view k[] = {keys.lock, fence, tombstone, line, places};
     const auto holder = OwnerIds::holder_label();
-    std::string_view a[] = {owner, identity->lease_ms, operation, mode, identity->retention_ms, "1", holder};
+    const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
+    std::string_view a[] = {owner,          identity->lease_ms, operation, mode, identity->retention_ms, "1", holder,
+                            place,          identity->waiter_lease_ms};
     // Granted after the caller gave up, or its outcome never learnt: nobody
     // will use it. The undo also keeps a late copy from applying later. The
     // handler may run after the Lock is gone, so it keeps this core alive.
@@ -147,13 +186,13 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
 
 LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                                     std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                                    std::error_code& ec) {
-    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop);
+                                    std::error_code& ec, bool take_place) {
+    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop, take_place);
     if (!answer.known) return {Outcome::walked_away};
     if (answer.ec == errc::wrong_type) {
         const auto& keys = identity->keys;
-        throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + " or " + keys.tombstone(owner) +
-                                   " holds data that is not a dlock lock");
+        throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + ", " + keys.tombstone(owner) + ", " +
+                                   keys.line() + " or " + keys.places() + " holds data that is not a dlock lock");
     }
     if ((ec = answer.ec)) {
         note_server_error(answer.ec, answer.reply);
@@ -200,15 +239,25 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
         if (!lost) return false;
     }
 
+    if (fair_) {
+        // Every waiting thread stands in the server's line itself: strict
+        // arrival order across threads and processes.
+        if (single_attempt) {
+            auto result = attempt(owner, *slot, ticket_of_call, wait_until(), stop, ec);
+            if (result.outcome == Outcome::walked_away && !stop.stop_requested()) ec = errc::command_timeout;
+            return result.outcome == Outcome::acquired;
+        }
+        return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, std::make_shared<NameQueue>(), false,
+                            false);
+    }
     bool answered = false;
-    auto result_of = [&](const Attempt& a) {
-        if (a.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = errc::command_timeout;
-        return a.outcome == Outcome::acquired;
-    };
     // Nobody of ours is waiting: try straight away, without the queue.
     if (single_attempt || !service->existing_queue(identity->name)) {
         auto result = attempt(owner, *slot, ticket_of_call, wait_until(), stop, ec);
-        if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
+        if (result.outcome != Outcome::busy || single_attempt) {
+            if (result.outcome == Outcome::walked_away && !stop.stop_requested()) ec = errc::command_timeout;
+            return result.outcome == Outcome::acquired;
+        }
         answered = true;
     }
     auto queue = service->queue(identity->name);
@@ -219,32 +268,53 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
         ~Leave() { queue.leave(ticket); }
     } leave{*queue, ticket};
     if (!queue->wait_turn(ticket, deadline, stop)) return false;
-    bool subscribed = false;
+    // Only the first of this process's waiters stands in the server's line.
+    return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, queue, true, answered);
+}
+
+bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                            std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
+                            const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered) {
+    LinePlace place(*this, owner, [weak = std::weak_ptr<NameQueue>(signal)] {
+        if (auto queue = weak.lock()) queue->bump();
+    });
+    // Grant notices come on the inbox: make sure it listens before the first
+    // wait (at once, but for a client's first wait). Were one missed, the
+    // next refresh of the place finds the grant.
+    {
+        auto until = LockClock::now() + client->options().command_timeout;
+        if (deadline) until = std::min(until, *deadline);
+        (void)service->inbox_active(until);
+    }
+    const bool acknowledged = identity->options.replica_ack.replicas > 0;
     for (;;) {
-        const auto seen = queue->generation();
-        auto result = attempt(owner, *slot, ticket_of_call, deadline, stop, ec);
-        if (result.outcome != Outcome::busy) return result_of(result);
-        answered = true;
-        auto now = LockClock::now();
-        if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
-        if (!subscribed) {
-            // Subscribe, then try again at once: a release published before
-            // the subscription was active would otherwise go unseen.
-            auto until = now + client->options().command_timeout;
-            if (deadline) until = std::min(until, *deadline);
-            subscribed = queue->ensure_subscribed({&client, 1}, 1, identity->keys.channel(), until, stop);
-            continue;
+        const auto seen = signal->generation();
+        place.taken();
+        auto result = attempt(owner, slot, ticket, deadline, stop, ec, true);
+        if (result.outcome == Outcome::acquired) {
+            place.kept();
+            return true;
         }
-        // Sleep until a release, or until the holder's lease must have ended,
-        // or until a thread of this process hands the lock over.
+        if (result.outcome != Outcome::busy) {
+            if (result.outcome == Outcome::walked_away && !answered && !stop.stop_requested())
+                ec = errc::command_timeout;
+            return false;
+        }
+        answered = true;
+        const auto now = LockClock::now();
+        if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
+        // Sleep until the grant notice, or until the holder's lease must
+        // have ended (a holder that died releases nothing), or until a
+        // thread of this process hands the lock over.
         auto wake_at = now + result.pttl + std::chrono::milliseconds(1);
         if (deadline) wake_at = std::min(wake_at, *deadline);
-        if (identity->options.replica_ack.replicas > 0) {
-            queue->wait_change(seen, wake_at, stop);  // a hand-off would skip the WAIT
-            continue;
-        }
-        if (auto handed = queue->sleep_as_head(seen, wake_at, deadline, stop, owner, identity->lease_ms)) {
-            if (record_grant(owner, *slot, handed->grant, handed->operation)) return true;
+        if (!local_queue || acknowledged) {
+            signal->wait_change(seen, wake_at, stop);  // a hand-off would skip the WAIT
+        } else if (auto handed = signal->sleep_as_head(seen, wake_at, deadline, stop, owner, identity->lease_ms)) {
+            if (record_grant(owner, slot, handed->grant, handed->operation)) {
+                place.kept();
+                return true;
+            }
         }
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
     }
@@ -265,7 +335,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     // The releasing caller waits for the hand-off to its end (its unlock
     // waits for an answer in any case); the head waits at most until its
     // own deadline.
-    auto answer = run(hand_off_script(), {keys.lock, fence, tombstone},
+    auto answer = run(hand_off_script(), {keys.lock, fence, tombstone, keys.line(), keys.places()},
                       {hold->owner, next, next_lease, operation, identity->retention_ms}, std::nullopt, {}, no_gate, {});
     ec = answer.ec;
     const auto handed_token = ec ? std::nullopt : read_hand_off(answer.reply);
@@ -290,13 +360,8 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     // it), then our own hold, before the waiter tries again.
     undo(next, operation);
     GateTicket held_by_caller;
-    const auto release_op = service->next_operation_id();
-    const auto channel = keys.channel();
-    std::error_code ignored;
-    auto own = run(release_script(), {keys.lock, fence, channel, tombstone},
-                   {hold->owner, identity->lease_ms, release_op, "all", identity->retention_ms}, std::nullopt, {},
-                   held_by_caller, {});
-    (void)own;
+    (void)run(identity->release(hold->owner, service->next_operation_id(), "all"), std::nullopt, {}, held_by_caller,
+              {});
     queue->finish_handoff(head, std::nullopt);
     return true;
 }
@@ -310,18 +375,13 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     if (final_release) {
         if (!hold->begin_final_release()) return release_holds(owner, slot, ticket, holds, ec, wait_until);
         // A hand-off waits for its answer: only for callers without a deadline.
-        if (!wait_until && hand_off(hold, slot, ec)) return;
+        if (!fair_ && !wait_until && hand_off(hold, slot, ec)) return;
     }
-    const auto& keys = identity->keys;
-    const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
-    const auto operation = service->next_operation_id();
     // The number of holds, also for the final release: if the server counts
     // more of ours than we do, it keeps them, says so, and its answer wins.
-    const auto how_many = std::to_string(holds);
     // unlock() waits for the answer, up to the retry window; a caller with
     // a deadline only until then.
-    auto answer = run(release_script(), {keys.lock, fence, channel, tombstone},
-                      {owner, identity->lease_ms, operation, how_many, identity->retention_ms}, wait_until, {},
+    auto answer = run(identity->release(owner, service->next_operation_id(), std::to_string(holds)), wait_until, {},
                       ticket, {});
     apply_release(*service, slot, hold, holds, final_release, identity->options.lease, answer, ec);
 }
@@ -367,6 +427,12 @@ detail::LockCore& checked(const std::shared_ptr<detail::LockCore>& core) {
 
 Lock::Lock(Client& client, std::string name, LockOptions options)
     : core_(std::make_shared<detail::LockCore>(client.core(), std::move(name), std::move(options))) {}
+
+Lock::Lock(Client& client, std::string name, LockOptions options, FairTag)
+    : core_(std::make_shared<detail::LockCore>(client.core(), std::move(name), std::move(options), true)) {}
+
+FairLock::FairLock(Client& client, std::string name, LockOptions options)
+    : Lock(client, std::move(name), std::move(options), FairTag{}) {}
 
 Lock::Lock(Lock&&) noexcept = default;
 

@@ -19,7 +19,10 @@ namespace dlock::detail {
 
 class LockCore : public std::enable_shared_from_this<LockCore> {
 public:
-    LockCore(std::shared_ptr<ClientCore> client, std::string name, LockOptions options);
+    // fair: every waiting thread stands in the server's line itself and no
+    // local hand-off skips it (FairLock); otherwise only the first of this
+    // process's waiting threads does, and hand-offs may (Lock).
+    LockCore(std::shared_ptr<ClientCore> client, std::string name, LockOptions options, bool fair = false);
 
     std::string current_owner() const;
     std::shared_ptr<Hold> hold_of(const std::string& owner) const {
@@ -43,6 +46,7 @@ public:
     const std::shared_ptr<const LockIdentity> identity;
 
 private:
+    friend class LinePlace;
     enum class Outcome { acquired, busy, failed, walked_away };
     struct Attempt {
         Outcome outcome;
@@ -67,14 +71,25 @@ private:
     // dedicated connection, bounded alike by wait_until and stop. A grant
     // nobody will use (the caller walked away, too few replicas confirmed
     // it: replicas_not_acknowledged) is undone.
+    // With take_place, a busy answer keeps (or takes) the owner's place in
+    // the server's line.
     Answer send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
-                        std::optional<LockClock::time_point> wait_until, std::stop_token stop);
+                        std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                        bool take_place = false);
 
     bool reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
                  std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
                  bool& lost);
     Attempt attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
-                    std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec);
+                    std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
+                    bool take_place = false);
+    // Waits in the server's line until granted (directly, by the release
+    // before ours, or by this process's hand-off when local_queue is given),
+    // the deadline, stop, or failure. `signal` wakes the waiter: a grant
+    // notice, a refresh that found the grant, a resubscription.
+    bool wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                      std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
+                      const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered);
     // A grant confirmed by the server: a new hold, tracked and renewed, or
     // (its validity already over) undone. False when undone.
     bool record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant, const std::string& operation);
@@ -88,8 +103,16 @@ private:
     // Sends a release of operation `operation`'s effect (only if nothing
     // came after it) without waiting: the cleanup of a grant nobody uses.
     void undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket = {});
+    // Sends call without waiting for it (retried within the retry window).
+    void send_unattended(const HoldCall& call, std::shared_ptr<GateTicket> ticket = {});
+    Answer run(const HoldCall& call, std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
+        const HoldCallViews views(call);
+        return run(*call.script, views.keys, views.argv, wait_until, stop, ticket, std::move(undo));
+    }
     LockClock::time_point retry_window_end() const;
 
+    const bool fair_;
     const std::string handle_owner_;  // Ownership::handle only
     // The owners this object made holds for; what it made is counted on
     // each hold (Hold::contribute), and dies with the hold.

@@ -27,6 +27,11 @@ struct LockKeys {
         return key;
     }
 
+    // The line of waiters (prelude.lua, "The line"): sorted set waiter ->
+    // arrival number, and sorted set waiter -> server-time (ms) end of its place.
+    std::string line() const { return lock + ":line"; }
+    std::string places() const { return lock + ":places"; }
+
     // Read-write lock (rw_lock.hpp): the writer is the lock hash above, and
     // the fence, channel and write tombstones are the ones above too.
     // sorted set reader -> server-time deadline (ms)

@@ -12,6 +12,9 @@ const Script& force_release_script();
 const Script& inspect_script();
 const Script& raise_fence_script();
 const Script& hand_off_script();
+// The line of queued locks (prelude.lua, "The line").
+const Script& line_refresh_script();
+const Script& line_leave_script();
 // The read-write lock's own (its write side also uses release and renew).
 const Script& rw_write_acquire_script();
 const Script& rw_write_withdraw_script();

@@ -17,15 +17,22 @@ HoldCall LockIdentity::renewal(const std::string& owner) const {
     return {&renew_script(), {keys.lock, keys.fence()}, {owner, lease_ms, retention_ms, "0"}};
 }
 
-HoldCall LockIdentity::final_release(const std::string& owner, const std::string& operation) const {
+HoldCall LockIdentity::release(const std::string& owner, const std::string& operation, std::string how_many,
+                               const std::string& undoing) const {
     return {&release_script(),
-            {keys.lock, keys.fence(), keys.channel(), keys.tombstone(owner)},
-            {owner, lease_ms, operation, "all", retention_ms}};
+            {keys.lock, keys.fence(), keys.channel(), keys.tombstone(owner), keys.line(), keys.places()},
+            {owner, lease_ms, operation, std::move(how_many), retention_ms, undoing, waiter_lease_ms}};
+}
+
+HoldCall LockIdentity::final_release(const std::string& owner, const std::string& operation) const {
+    return release(owner, operation, "all");
 }
 
 
 LockService::LockService(ClientCore& core)
-    : core_(core), keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }) {
+    : core_(core),
+      keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }),
+      line_waiters_(core, [this](auto& due) { send_line_refreshes(due); }) {
     core_.before_stop([this] { release_all_on_stop(); });
     listen_to_inbox();
     check_eviction_policy();
@@ -46,7 +53,11 @@ void LockService::listen_to_inbox() {
 }
 
 void LockService::on_inbox(Subscription::Event event, std::string_view payload) {
-    if (event == Subscription::Event::resubscribed) return keeper_.renew_all_now();
+    if (event == Subscription::Event::resubscribed) {
+        line_waiters_.wake_all();
+        return keeper_.renew_all_now();
+    }
+    if (const auto grant = read_grant_notice(payload)) return line_waiters_.granted(grant->name, grant->owner);
     const auto notice = read_revocation(payload);
     if (!notice) return;
     const std::string name(notice->name), owner(notice->owner);
@@ -99,6 +110,33 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         commands.emplace_back(command);  // `due` keeps the hold alive through the submit
         deadline = std::min(deadline, LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
         dones.push_back([this, hold, sent](std::error_code ec, Reply&& reply) { on_renewed(hold, sent, ec, reply); });
+    }
+    core_.submit_many(commands, dones, deadline);
+}
+
+void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::Waiter>>& due) {
+    std::vector<std::string_view> commands;
+    std::vector<Completion> dones;
+    auto deadline = LockClock::time_point::max();
+    for (auto& waiter : due) {
+        auto& command = waiter->refresh_command;
+        if (command.empty()) {
+            const auto& id = *waiter->identity;
+            std::string_view keys[] = {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places()};
+            std::string_view argv[] = {waiter->owner, id.waiter_lease_ms, id.retention_ms};
+            append_eval(command, "EVALSHA", line_refresh_script().sha1(), keys, argv);
+        }
+        commands.emplace_back(command);
+        // A deadline shorter than the command timeout would give up on the
+        // shared connection (and everything in flight on it) sooner than
+        // any other command does.
+        deadline = std::min(deadline, LockClock::now() + core_.options().command_timeout);
+        dones.push_back([waiter](std::error_code ec, Reply&& reply) {
+            // NOSCRIPT (a restarted server) is an error like any other here:
+            // the waiter's own next attempt loads the scripts again.
+            if (ec == errc::no_script) return waiter->wake();
+            LineWaiters::refreshed(*waiter, ec, reply);
+        });
     }
     core_.submit_many(commands, dones, deadline);
 }

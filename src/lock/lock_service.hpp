@@ -8,6 +8,8 @@
 // owner (force-release) publishes there, so the holder hears of it within a
 // round trip instead of at its next renewal. After the subscriber
 // reconnects (messages may have been missed), every hold is renewed at once.
+// Direct grants to a waiter in a lock's line are announced there too
+// (line_waiters.hpp).
 #pragma once
 
 #include <memory>
@@ -16,6 +18,7 @@
 #include "hold/channel_watch.hpp"
 #include "hold/hold_registry.hpp"
 #include "hold/lease_keeper.hpp"
+#include "hold/line_waiters.hpp"
 #include "hold/name_queue.hpp"
 #include "hold/owner_ids.hpp"
 
@@ -36,12 +39,18 @@ public:
     // sides of one name, each with its own hold, count and gate.
     HoldRegistry& shared_holds() noexcept { return shared_holds_; }
     asio::io_context& io() noexcept { return core_.io(); }
+    // This client's waiters in servers' lines (queued locks).
+    LineWaiters& line_waiters() noexcept { return line_waiters_; }
+    // True once the inbox subscription is confirmed (grant notices reach
+    // this client); waits until deadline at the most.
+    bool inbox_active(LockClock::time_point deadline) const { return inbox_ && inbox_.wait_active(deadline); }
 
 private:
     // Renewals due together leave in one write on the command connection.
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
     // With LockOptions::replica_ack: renew, then WAIT, on a dedicated connection.
     void send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent);
+    void send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::Waiter>>& due);
     void on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
                     const Reply& reply);
     void release_all_on_stop();
@@ -54,6 +63,7 @@ private:
     ChannelWatches watches_;
     HoldRegistry shared_holds_;
     LeaseKeeper keeper_;
+    LineWaiters line_waiters_;
     Subscription inbox_;
 };
 

@@ -30,6 +30,11 @@ inline void validate_handoff_slice(std::chrono::microseconds slice) {
         throw Error(errc::invalid_argument, "handoff_slice must be 0 .. 1 min");
 }
 
+inline void validate_waiter_lease(std::chrono::milliseconds waiter_lease) {
+    if (waiter_lease < std::chrono::milliseconds(100) || waiter_lease > std::chrono::minutes(1))
+        throw Error(errc::invalid_argument, "waiter_lease must be 100 ms .. 1 min");
+}
+
 inline void validate_replica_ack(const ReplicaAck& ack) {
     if (ack.replicas == 0) return;
     if (ack.timeout < std::chrono::milliseconds(1) || ack.timeout > std::chrono::hours(1))

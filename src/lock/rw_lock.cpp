@@ -76,7 +76,8 @@ HoldCall RwLockCore::acquire_call(RwSide side, const std::string& owner, std::st
 HoldCall RwLockCore::release_call(RwSide side, const std::string& owner, const std::string& operation,
                                     std::string how_many, const std::string& undoing) const {
     const auto& id = identity(side);
-    auto call = id.final_release(owner, operation);  // each side's release script, keys and arguments
+    if (side == RwSide::write) return id.release(owner, operation, std::move(how_many), undoing);
+    auto call = id.final_release(owner, operation);  // the read side's script, keys and arguments
     call.argv[3] = std::move(how_many);
     if (!undoing.empty()) call.argv.push_back(undoing);
     return call;

@@ -105,8 +105,9 @@ std::optional<std::string> read_force_release(const Reply& reply) {
     return reply.elements[0].text;
 }
 
-std::optional<Revocation> read_revocation(std::string_view payload) {
-    constexpr std::string_view verb = "revoked ";
+namespace {
+
+std::optional<Revocation> read_inbox_notice(std::string_view payload, std::string_view verb) {
     constexpr std::string_view key_prefix = "dlock:{";
     if (payload.substr(0, verb.size()) != verb) return std::nullopt;
     payload.remove_prefix(verb.size());
@@ -129,5 +130,11 @@ std::optional<Revocation> read_revocation(std::string_view payload) {
         return std::nullopt;
     return Revocation{*owner, token, key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1)};
 }
+
+}  // namespace
+
+std::optional<Revocation> read_revocation(std::string_view payload) { return read_inbox_notice(payload, "revoked "); }
+
+std::optional<Revocation> read_grant_notice(std::string_view payload) { return read_inbox_notice(payload, "granted "); }
 
 }  // namespace dlock::detail

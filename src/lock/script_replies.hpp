@@ -83,5 +83,8 @@ struct Revocation {
     std::string_view name;
 };
 std::optional<Revocation> read_revocation(std::string_view payload);
+// The notice of a direct grant to a waiter in the lock's line (prelude.lua,
+// grant_first_in_line): "granted <owner> <token> dlock:{<name>}", read alike.
+std::optional<Revocation> read_grant_notice(std::string_view payload);
 
 }  // namespace dlock::detail

@@ -4,6 +4,12 @@
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'fresh' or 'reenter'
 -- ARGV[5] retention ms   ARGV[6] '1': floor every token at the server's clock; '0': only a new counter
 -- ARGV[7] (optional) who the holder is, for operators ("host=.. pid=.. thread=.."); kept by a fresh grant only
+-- With a line (prelude.lua, "The line"): KEYS[4] line   KEYS[5] places
+--   ARGV[8] place ms: when busy, take (or keep) a place in line for that long; '' for none (try_lock)
+--   ARGV[9] grant ms: the lease of a direct grant this call makes to the first waiter
+--   A free lock goes to the first in line: the caller when it is first (or nobody waits), else
+--   that waiter (direct grant), and the caller is answered busy. A 'fresh' acquisition of a lock
+--   directly granted to the caller confirms the grant: full lease, new operation id, same token.
 -- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does,
 -- {-1} for 'reenter' when the caller does not hold it any more, {-2} for a late copy of an older operation.
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
@@ -15,6 +21,9 @@ if owner == ARGV[1] then
   if ARGV[4] == 'reenter' then
     return reenter_exclusive(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[5])
   end
+  if redis.call('HGET', KEYS[1], 'granted') then
+    return confirm_grant(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[5], ARGV[7])
+  end
   -- 'fresh' although the server still has a hold of this owner that its
   -- client no longer tracks (a release that failed in transit, a grant
   -- whose reply was lost): the new grant replaces it, count 1, new token.
@@ -24,6 +33,19 @@ elseif owner then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then pttl = tonumber(ARGV[2]) end
   raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
+  if KEYS[5] and ARGV[8] ~= '' then take_place(KEYS[4], KEYS[5], ARGV[1], server_ms(), tonumber(ARGV[8])) end
   return {0, pttl}
+elseif KEYS[5] then
+  local now = server_ms()
+  prune_line(KEYS[4], KEYS[5], now)
+  local first = first_in_line(KEYS[4])
+  if first and first ~= ARGV[1] then
+    -- Free, but others were first: the first of them gets it, and the caller waits its turn.
+    grant_first_in_line(KEYS[1], KEYS[2], KEYS[4], KEYS[5], now, tonumber(ARGV[9]), tonumber(ARGV[5]))
+    raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
+    if ARGV[8] ~= '' then take_place(KEYS[4], KEYS[5], ARGV[1], now, tonumber(ARGV[8])) end
+    return {0, tonumber(ARGV[9])}
+  end
+  if first then leave_line(KEYS[4], KEYS[5], ARGV[1]) end
 end
 return grant_exclusive(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[6] == '1', ARGV[7])

@@ -3,6 +3,7 @@
 -- KEYS[1] lock hash   KEYS[2] fence hash   KEYS[3] the current owner's release tombstone
 -- ARGV[1] current owner   ARGV[2] next owner   ARGV[3] next owner's lease ms   ARGV[4] operation id
 -- ARGV[5] retention ms
+-- KEYS[4] line   KEYS[5] places (prelude.lua, "The line"): the next owner leaves the line
 -- Returns {1, token} with the next owner's new fencing token, or {0} when the
 -- caller does not hold the lock exactly once (lost, or still re-entered).
 -- A retry with the same operation id answers as the first copy did.
@@ -19,6 +20,7 @@ if op_number(ARGV[4]) <= op_number(redis.call('HGET', KEYS[1], 'seq')) then
   return {0}
 end
 local token = next_token(KEYS[2], true)
+if KEYS[5] then leave_line(KEYS[4], KEYS[5], ARGV[2]) end
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'count', 1, 'seq', ARGV[4], 'token', string.format('%.0f', token))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 keep_fence(KEYS[2], ARGV[3] + ARGV[5])

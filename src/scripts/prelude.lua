@@ -138,3 +138,74 @@ local function first_deadline_in(set, now, except)
   end
   return nil
 end
+
+-- The line (queued waiting, Lock and FairLock): waiters in arrival order on
+-- the server, and direct grant. Two sorted sets under the lock's hash tag:
+-- the line (waiter -> arrival number) and the waiters' places (waiter -> the
+-- server time, ms, its place ends unless its client refreshes it). A waiter
+-- is an owner id: one owner waits for one lock at a time.
+-- Scripts that may grant take them as optional KEYS: without them (Redlock)
+-- there is no line and nothing here runs.
+
+-- Waiters whose client stopped refreshing leave the line.
+local function prune_line(line, places, now)
+  local gone = redis.call('ZRANGEBYSCORE', places, '-inf', now)
+  if #gone > 0 then
+    redis.call('ZREM', line, unpack(gone))
+    redis.call('ZREMRANGEBYSCORE', places, '-inf', now)
+  end
+end
+
+local function first_in_line(line)
+  return redis.call('ZRANGE', line, 0, 0)[1]
+end
+
+-- Keeps waiter's place for place_ms more; a new waiter goes to the end.
+local function take_place(line, places, waiter, now, place_ms)
+  if not redis.call('ZSCORE', line, waiter) then
+    local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')
+    redis.call('ZADD', line, (tonumber(last[2]) or 0) + 1, waiter)
+  end
+  redis.call('ZADD', places, now + place_ms, waiter)
+  extend_expiry(line, place_ms)
+  extend_expiry(places, place_ms)
+end
+
+local function leave_line(line, places, waiter)
+  redis.call('ZREM', line, waiter)
+  redis.call('ZREM', places, waiter)
+end
+
+-- Direct grant: the free lock goes to the first waiter in line, who is told
+-- on its client's inbox ('granted <owner> <token> <lock key>'). The grant is
+-- marked unconfirmed and leased for grant_ms only: the waiter's client
+-- confirms it with its next acquisition (which sets the full lease and
+-- starts the validity on its own clock), and a waiter that died meanwhile
+-- blocks the lock for grant_ms at most. Returns the new owner, or nil when
+-- nobody is in line.
+local function grant_first_in_line(lock, fence, line, places, now, grant_ms, retention)
+  prune_line(line, places, now)
+  local waiter = first_in_line(line)
+  if not waiter then return nil end
+  leave_line(line, places, waiter)
+  local token = next_token(fence, true)
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, 'owner', waiter, 'count', 1, 'seq', '0', 'token', string.format('%.0f', token),
+             'granted', '1')
+  redis.call('PEXPIRE', lock, grant_ms)
+  keep_fence(fence, grant_ms + retention)
+  redis.call('PUBLISH', 'dlock:inbox:' .. string.match(waiter, '^[^:]*'),
+             'granted ' .. waiter .. ' ' .. string.format('%.0f', token) .. ' ' .. lock)
+  return waiter
+end
+
+-- The waiter a lock was granted to confirms it: the full lease from now, its
+-- operation id (a resent copy of this call answers the same), its label.
+local function confirm_grant(lock, fence, op_id, lease, retention, label)
+  redis.call('HDEL', lock, 'granted')
+  redis.call('HSET', lock, 'seq', op_id)
+  if label and label ~= '' then redis.call('HSET', lock, 'holder', label) end
+  redis.call('PEXPIRE', lock, lease)
+  keep_fence(fence, lease + retention)
+  return {1, tonumber(redis.call('HGET', lock, 'token')), 1}
+end

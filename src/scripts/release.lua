@@ -4,7 +4,9 @@
 -- ARGV[5] retention ms   ARGV[6] (optional) an operation id: release only if that operation
 --   was the owner's last one (undoing a grant or re-entry nobody will use, and nothing else);
 --   if it has not applied, the owner's tombstone is raised past it, so it never will
--- Returns the holds left (0: released, waiters told), -1 when the caller does not hold
+-- With a line (prelude.lua, "The line"): KEYS[5] line   KEYS[6] places   ARGV[7] grant ms:
+--   a final release hands the lock straight to the first waiter in line (direct grant)
+-- Returns the holds left (0: released; waiters told, or the first in line granted), -1 when the caller does not hold
 -- the lock, -2 for a late copy of an older operation, -3 when ARGV[6] was not the last.
 -- A retry with the same operation id answers as the first copy did: the final release
 -- leaves its operation id in the owner's own tombstone, which expires after retention.
@@ -37,5 +39,9 @@ end
 redis.call('DEL', KEYS[1])
 raise_tombstone(KEYS[4], ARGV[3], ARGV[5])
 keep_fence(KEYS[2], tonumber(ARGV[5]))
+if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], server_ms(), tonumber(ARGV[7]),
+                                   tonumber(ARGV[5])) then
+  return 0
+end
 redis.call('PUBLISH', KEYS[3], 'released')
 return 0

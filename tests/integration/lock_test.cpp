@@ -507,9 +507,9 @@ TEST(LockHandOff, AWaiterOfTheSameProcessIsHandedTheLockWithoutARelease) {
         waiter_token.set_value(lock.fencing_token());
         lock.unlock();
     });
-    // The waiter queues, tries once, subscribes and sleeps as the head (the
-    // first SUBSCRIBE is the client's inbox).
-    ASSERT_TRUE(eventually([&] { return server.command_calls("subscribe") == 2; }));
+    // The waiter queues, tries once, takes its place in the server's line
+    // and sleeps as the head.
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("handed") + ":line"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     lock.unlock();
     auto token = waiter_token.get_future().get();
@@ -528,10 +528,12 @@ TEST(LockHandOff, AZeroSliceAlwaysReleases) {
     std::thread waiter([&] {
         if (lock.try_lock_for(10s)) lock.unlock();
     });
-    ASSERT_TRUE(eventually([&] { return server.command_calls("subscribe") == 2; }));  // inbox, then the lock's channel
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("released") + ":line"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     lock.unlock();
     waiter.join();
+    // The release granted the lock to the waiter in line (one notice on its
+    // inbox), and the waiter's release told the lock's channel.
     EXPECT_EQ(server.command_calls("publish"), 2);
     EXPECT_THROW(client.lock("x", {.handoff_slice = -1us}), dlock::Error);
 }

@@ -131,7 +131,8 @@ TEST(MultiLock, WaitsForTheBlockingNameByPushNotByPolling) {
     dlock::Client a(server.uri()), b(server.uri());
     auto blocker = b.lock("q");
     blocker.lock();  // 30 s lease: only the release message can wake the waiter in time
-    dlock::MultiLock lock(a, {"q", "p", "r"});
+    // Its place in the line is refreshed once a minute: nothing else may be sent.
+    dlock::MultiLock lock(a, {"q", "p", "r"}, {.waiter_lease = std::chrono::minutes(1)});
     auto waiter = std::async(std::launch::async, [&] {
         lock.lock();
         const auto at = Clock::now();

@@ -1,0 +1,98 @@
+#include "line_waiters.hpp"
+
+#include <algorithm>
+
+namespace dlock::detail {
+
+LineWaiters::LineWaiters(ClientCore& home, SendRefreshes send)
+    : home_(home), send_(std::move(send)), timer_(home.io()) {
+    home_.on_io_shutdown([this] { shutdown(); });
+}
+
+void LineWaiters::shutdown() {
+    {
+        std::lock_guard lock(mutex_);
+        shut_down_ = true;
+        waiters_.clear();
+    }
+    timer_.cancel();
+}
+
+std::shared_ptr<LineWaiters::Waiter> LineWaiters::join(std::shared_ptr<const LockIdentity> identity, std::string owner,
+                                                       std::function<void()> wake) {
+    auto waiter = std::make_shared<Waiter>(Waiter{std::move(identity), std::move(owner), std::move(wake), {}});
+    bool start = false;
+    {
+        std::lock_guard lock(mutex_);
+        if (shut_down_) return waiter;
+        waiters_[{waiter->identity->name, waiter->owner}] = waiter;
+        start = !ticking_;
+        ticking_ = true;
+    }
+    // The place was just taken: the first refresh is due a tick later.
+    if (start) asio::post(home_.io(), [this, period = waiter->identity->options.waiter_lease / 3] { arm(period); });
+    return waiter;
+}
+
+void LineWaiters::leave(const std::shared_ptr<Waiter>& waiter) {
+    std::lock_guard lock(mutex_);
+    auto it = waiters_.find(std::pair(waiter->identity->name, waiter->owner));
+    if (it != waiters_.end() && it->second == waiter) waiters_.erase(it);
+}
+
+void LineWaiters::granted(std::string_view name, std::string_view owner) {
+    std::shared_ptr<Waiter> waiter;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = waiters_.find(std::pair(std::string(name), std::string(owner)));
+        if (it == waiters_.end()) return;
+        waiter = it->second;
+    }
+    waiter->wake();
+}
+
+void LineWaiters::wake_all() {
+    std::vector<std::shared_ptr<Waiter>> all;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto& [key, waiter] : waiters_) all.push_back(waiter);
+    }
+    for (auto& waiter : all) waiter->wake();
+}
+
+void LineWaiters::refreshed(const Waiter& waiter, std::error_code ec, const Reply& reply) {
+    if (ec) return;
+    if (reply.is_integer() && reply.integer == 1) return;
+    waiter.wake();
+}
+
+// Every waiter is refreshed each tick: a tick is a third of the shortest
+// waiter_lease among them, so each place is refreshed at least twice before
+// it would end, even when one refresh is lost.
+void LineWaiters::on_tick() {
+    std::vector<std::shared_ptr<Waiter>> due;
+    auto period = std::chrono::milliseconds::max();
+    {
+        std::lock_guard lock(mutex_);
+        if (shut_down_) return;
+        if (waiters_.empty()) {
+            ticking_ = false;
+            return;
+        }
+        for (auto& [key, waiter] : waiters_) {
+            due.push_back(waiter);
+            period = std::min(period, waiter->identity->options.waiter_lease / 3);
+        }
+    }
+    send_(due);
+    arm(period);
+}
+
+void LineWaiters::arm(std::chrono::milliseconds period) {
+    timer_.expires_after(period);
+    timer_.async_wait([this](std::error_code ec) {
+        if (!ec) on_tick();
+    });
+}
+
+}  // namespace dlock::detail
