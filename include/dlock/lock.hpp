@@ -206,6 +206,21 @@ public:
     // local hold is gone either way).
     void unlock(std::error_code& ec) noexcept;
 
+    // Releases one hold and returns once the release is on its way, without
+    // waiting for the server's answer: the caller holds nothing from the
+    // return on (is_held() false, no more renewals), and any request this
+    // client sends next goes out after the release on the same connection,
+    // so the server runs the release first and mutual exclusion is as with
+    // unlock(). What it does not promise: that the release has reached the
+    // server (other clients may wait until it does, or, if it never does —
+    // a crash, the server unreachable past the retry window — until the
+    // lease ends), or that it succeeded: a release the server refuses
+    // (lease_lost) or that fails goes to LockOptions::on_unlock_error, run
+    // on the client's I/O thread. No hand-off to this process's waiters on
+    // this path. A re-entered hold (count > 1) is released as unlock()
+    // does, waiting for the answer. Never throws.
+    void unlock_nowait() noexcept;
+
     // All of these are about the caller's own hold (thread or handle).
     bool is_held() const;                                  // held, not lost, lease still valid
     unsigned hold_count() const;                           // 0 when not held

@@ -401,6 +401,48 @@ void LockCore::release(std::error_code& ec, std::optional<LockClock::time_point>
     release_holds(owner, operation.slot(), operation.ticket, 1, ec, wait_until);
 }
 
+void LockCore::release_nowait(std::error_code& ec) {
+    ec.clear();
+    clear_server_error();
+    const auto owner = current_owner();
+    OwnerOperation operation(service->holds(), identity->name, owner);
+    if (!operation.enter(std::nullopt, {})) {
+        ec = errc::command_timeout;
+        return;
+    }
+    auto& slot = operation.slot();
+    const auto hold = slot.current();
+    if (hold) hold->withdraw(this);
+    if (refuse_release_of_final(slot, hold, 1, ec)) return;
+    if (hold->view().count > 1 || !hold->begin_final_release())
+        return release_holds(owner, slot, operation.ticket, 1, ec);
+    // Released here from now on: not renewed, not counted, not held. The
+    // owner's next request is sent after this one on the same connection,
+    // so the server runs the release first; a resent copy that arrives
+    // after the owner's next acquisition is an older operation and is
+    // ignored (release.lua). If it never applies, the lease ends the lock.
+    hold->release_unanswered();
+    slot.clear(hold);
+    service->keeper().forget(hold);
+    const auto call = identity->release(owner, service->next_operation_id(), "1");
+    const HoldCallViews views(call);
+    auto sent = RetriedCall::start(client, *call.script, views.keys, views.argv, retry_window_end());
+    auto report = [identity = identity](std::error_code outcome, const Reply& reply) {
+        if (!outcome) {
+            const auto released = read_release(reply);
+            if (released.kind == Release::Kind::not_ours) outcome = errc::lease_lost;
+            else if (released.kind == Release::Kind::malformed) outcome = errc::protocol_error;
+        }
+        report_unlock_error(*identity, outcome);
+    };
+    std::error_code answered_ec;
+    Reply answered;
+    // Already answered (it can be, on a fast connection): reported here.
+    if (sent->wait(LockClock::time_point::min(), {}, answered_ec, answered,
+                   [report](std::error_code late_ec, Reply&& reply) { report(late_ec, reply); }))
+        report(answered_ec, answered);
+}
+
 void LockCore::release_outstanding() noexcept {
     try {
         if (client->usable()) return;  // a closed client released everything already
@@ -508,6 +550,17 @@ void Lock::unlock(std::error_code& ec) noexcept {
         return;
     }
     detail::release_noexcept(*core_, ec);
+}
+
+void Lock::unlock_nowait() noexcept {
+    if (!core_) return;
+    std::error_code ec;
+    try {
+        core_->release_nowait(ec);
+    } catch (...) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+    }
+    detail::report_unlock_error(*core_->identity, ec);
 }
 
 namespace {

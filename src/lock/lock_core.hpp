@@ -37,6 +37,12 @@ public:
     // goes on without the caller, who holds nothing from then on, and ec is
     // command_timeout (no hand-off to a local waiter on this path).
     void release(std::error_code& ec, std::optional<LockClock::time_point> wait_until = std::nullopt);
+    // Releases one hold of the calling owner without waiting for the
+    // server's answer to a final release (Lock::unlock_nowait): the hold is
+    // released here at once, and the release's outcome, when it comes, goes
+    // to on_unlock_error on the I/O thread. A release that leaves holds
+    // (re-entered) waits as release() does.
+    void release_nowait(std::error_code& ec);
     // Releases the holds this object made and did not release (destructor,
     // move-assignment). Best effort; never throws.
     void release_outstanding() noexcept;
