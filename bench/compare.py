@@ -472,12 +472,13 @@ def markdown(report):
     if "server_cpu_us_per_op" in m and cap.get("server_cpu_us_per_pair"):
         calls = m.get("server_calls_per_op", {})
         lines.append("")
-        lines.append("Server CPU per lock+unlock: dlock's many names %s µs (%s µs inside scripts; per lock+unlock "
-                     "%s script calls, %s fresh grants, %s final releases), redis-benchmark on the same script "
-                     "paths %s µs (%s µs inside scripts): %s ×." % (
-                         fmt(m["server_cpu_us_per_op"], 2), fmt(m.get("server_script_us_per_op"), 2),
-                         fmt(calls.get("evalsha", 0) + calls.get("eval", 0), 2), fmt(calls.get("time", 0), 2),
-                         fmt(calls.get("publish", 0), 2), fmt(cap["server_cpu_us_per_pair"], 2),
+        lines.append("Server CPU per lock+unlock (INFO cpu): dlock's many names %s µs (per lock+unlock %s script "
+                     "calls, %s fresh grants, %s final releases; wall-clock time inside scripts, which preemption "
+                     "on a busy machine inflates, %s µs), redis-benchmark on the same script paths %s µs (inside "
+                     "scripts %s µs): %s ×." % (
+                         fmt(m["server_cpu_us_per_op"], 2), fmt(calls.get("evalsha", 0) + calls.get("eval", 0), 2),
+                         fmt(calls.get("time", 0), 2), fmt(calls.get("publish", 0), 2),
+                         fmt(m.get("server_script_us_per_op"), 2), fmt(cap["server_cpu_us_per_pair"], 2),
                          fmt(cap.get("script_us_per_pair"), 2),
                          fmt(m["server_cpu_us_per_op"] / cap["server_cpu_us_per_pair"], 2)))
     mu, mc = (results["dlock"].get(k, {}) for k in ("multi", "multi_contended"))
@@ -698,12 +699,16 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--charts-from", metavar="COMPARE_JSON",
-                        help="only draw the charts again from an earlier report (its machine, date and run)")
+                        help="only write compare.md and draw the charts again from an earlier report (its "
+                             "machine, date and run), measuring nothing")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.charts_from:
         with open(args.charts_from) as f:
-            charts(json.load(f), args.out)
+            report = json.load(f)
+        with open(os.path.join(args.out, "compare.md"), "w") as f:
+            f.write(markdown(report))
+        charts(report, args.out)
         return 0
     if not args.build:
         parser.error("--build is required (unless --charts-from)")
