@@ -3,8 +3,17 @@
 // The peers' runners (bench/peers/) take the same flags and print the same
 // fields, so the orchestrator treats every library alike.
 //
+// Besides times, every scenario reports what a lock operation costs the
+// process (all threads): client CPU, context switches and heap allocations
+// per operation (cost_json), figures a busy machine does not move the way it
+// moves latencies.
+//
+//   --kind lock (default)
+//       the exclusive lock type that uncontended, contended, many and watchdog
+//       drive (exclusive_scenario below)
 //   --scenario uncontended  --url U --n N
-//       lock+unlock latency, with PING and EVALSHA round trips in the same loop
+//       lock+unlock latency, with PING and EVALSHA round trips in the same loop;
+//       then N lock+unlock alone for their cost
 //   --scenario contended    --url U --processes P --tasks T --duration-ms D --cs-us C [--permits N]
 //       P processes x T threads on one name; a non-atomic GET/SET counter on
 //       the server checks exclusion. With --permits N: a semaphore of N
@@ -15,7 +24,8 @@
 //   --scenario watchdog     --url U --locks L --lease-ms M --duration-ms D
 //       L held locks: renewal commands/s (server side), client CPU, heap per lock
 //   --scenario redlock      --url U --urls A,B,C,D,E --n N
-//       lock+unlock over five masters next to one master
+//       lock+unlock over five masters next to one master (latencies in turns,
+//       then N of each alone for their cost)
 //   --scenario multi        --url U --n N
 //       a 3-name MultiLock's lock+unlock next to one Lock's
 //   --scenario multi_contended --url U --processes P --tasks T --duration-ms D
@@ -41,6 +51,7 @@
 #include <sstream>
 #include <thread>
 
+#include "allocation_count.hpp"
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
 #include "dlock/multi_lock.hpp"
@@ -74,14 +85,57 @@ std::string quantiles_json(Samples& samples) {
     return out + "]";
 }
 
-// Client CPU and context switches per operation, for where-the-time-goes.
-std::string usage_json(const Usage& before, const Usage& after, long ops) {
-    char out[160];
-    std::snprintf(out, sizeof out, "\"client_cpu_us_per_op\": %.1f, \"context_switches_per_op\": %.1f",
-                  (after.cpu_seconds - before.cpu_seconds) * 1e6 / static_cast<double>(std::max(ops, 1L)),
-                  static_cast<double>(after.context_switches - before.context_switches) /
-                      static_cast<double>(std::max(ops, 1L)));
+// What the process spent, all threads: CPU (user + system), context
+// switches (voluntary + involuntary) and heap allocations. Differences of two
+// snapshots are a phase's cost; trivially copyable, so forked workers hand
+// theirs back through shared memory.
+struct Cost {
+    double cpu_seconds = 0;
+    long context_switches = 0;
+    std::uint64_t allocations = 0;
+    std::uint64_t frees = 0;
+
+    static Cost now() {
+        const auto usage = usage_of(false);
+        const auto heap = allocation_count();
+        return {usage.cpu_seconds, usage.context_switches, heap.allocations, heap.frees};
+    }
+    Cost operator-(const Cost& before) const {
+        return {cpu_seconds - before.cpu_seconds, context_switches - before.context_switches,
+                allocations - before.allocations, frees - before.frees};
+    }
+    Cost& operator+=(const Cost& other) {
+        cpu_seconds += other.cpu_seconds;
+        context_switches += other.context_switches;
+        allocations += other.allocations;
+        frees += other.frees;
+        return *this;
+    }
+};
+
+// A phase's cost per operation as JSON fields, each name after prefix.
+// frees_per_op below allocations_per_op means memory kept per operation.
+std::string cost_json(const Cost& spent, long ops, const std::string& prefix = "") {
+    const double n = static_cast<double>(std::max(ops, 1L));
+    const char* p = prefix.c_str();
+    char out[384];
+    std::snprintf(out, sizeof out,
+                  "\"%sclient_cpu_us_per_op\": %.2f, \"%scontext_switches_per_op\": %.3f, "
+                  "\"%sallocations_per_op\": %.2f, \"%sfrees_per_op\": %.2f",
+                  p, spent.cpu_seconds * 1e6 / n, p, static_cast<double>(spent.context_switches) / n, p,
+                  static_cast<double>(spent.allocations) / n, p, static_cast<double>(spent.frees) / n);
     return out;
+}
+
+// The cost of n lock+unlock in a row, with nothing else in the loop.
+template <typename L>
+Cost cost_of_cycles(long n, L& lock) {
+    const auto before = Cost::now();
+    for (long i = 0; i < n; ++i) {
+        lock.lock();
+        lock.unlock();
+    }
+    return Cost::now() - before;
 }
 
 void busy_wait(std::chrono::microseconds d) {
@@ -101,10 +155,11 @@ long script_calls(dlock::Client& client) {
     return total;
 }
 
+template <typename L>
 int uncontended(const Flags& f) {
     const long n = f.number("n", 10'000);
     dlock::Client client(f.text("url"));
-    auto lock = client.lock("bench:uncontended");
+    L lock(client, "bench:uncontended");
     const dlock::Script script("return ARGV[1]");
     std::string_view ping[] = {"PING"};
     std::vector<std::string_view> no_keys, args{"x"};
@@ -128,16 +183,11 @@ int uncontended(const Flags& f) {
         eval_lat.add(t2 - t1);
         lock_lat.add(t3 - t2);
     }
-    const auto before = usage_of(false);
-    for (long i = 0; i < n; ++i) {  // lock+unlock alone, for its CPU cost
-        lock.lock();
-        lock.unlock();
-    }
-    const auto usage = usage_json(before, usage_of(false), n);
+    const auto cost = cost_json(cost_of_cycles(n, lock), n);
     std::printf("{\"p50_us\": %.2f, \"p99_us\": %.2f, \"ops_per_s\": %.1f, \"ping_p50_us\": %.2f, "
                 "\"evalsha_p50_us\": %.2f, %s, \"quantiles_us\": %s}\n",
                 lock_lat.percentile(50), lock_lat.percentile(99), 1e6 / lock_lat.mean(), ping_lat.percentile(50),
-                eval_lat.percentile(50), usage.c_str(), quantiles_json(lock_lat).c_str());
+                eval_lat.percentile(50), cost.c_str(), quantiles_json(lock_lat).c_str());
     return 0;
 }
 
@@ -148,6 +198,7 @@ struct Shared {
     long samples[256];
     int failures;
     long max_inside;  // semaphore: the most holders the server counted at once
+    Cost cost[256];   // each process's, over the measured phase
 };
 
 // P processes x T threads on one lock that make_lock(client, process) gives.
@@ -169,7 +220,6 @@ int contended_on(const Flags& f, MakeLock make_lock) {
     auto* shared = static_cast<Shared*>(
         mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     std::vector<pid_t> children;
-    const auto children_before = usage_of(true);
     const auto start_at = Clock::now() + 500ms;  // every process starts racing together
     for (int p = 0; p < processes; ++p) {
         pid_t pid = fork();
@@ -219,13 +269,21 @@ int contended_on(const Flags& f, MakeLock make_lock) {
                     }
                 });
             }
+            // The measured phase of this process, all its threads: from the
+            // start of the race until its last worker is done (set-up before
+            // and teardown after stay out).
+            std::this_thread::sleep_until(start_at);
+            const auto before = Cost::now();
             for (auto& w : workers) w.join();
+            shared->cost[p] = Cost::now() - before;
             _exit(0);
         }
         children.push_back(pid);
     }
     for (auto pid : children) waitpid(pid, nullptr, 0);
     const int workers = processes * tasks;
+    Cost spent;
+    for (int p = 0; p < processes; ++p) spent += shared->cost[p];
     long total = 0;
     double sum = 0, sum_sq = 0;
     Samples waits;
@@ -240,7 +298,7 @@ int contended_on(const Flags& f, MakeLock make_lock) {
     auto counter = client.command({"GET", counter_key});
     long counted = counter.is_nil() ? 0 : std::stol(counter.text);
     double jain = sum_sq > 0 ? (sum * sum) / (workers * sum_sq) : 0;
-    const auto usage = usage_json(children_before, usage_of(true), total);
+    const auto cost = cost_json(spent, total);
     if (permits > 0) {
         // No shared counter here: at most `permits` holders at once, as the server counted them.
         counted = shared->max_inside > static_cast<long>(permits) ? -1 : total;
@@ -253,13 +311,14 @@ int contended_on(const Flags& f, MakeLock make_lock) {
                 "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s, %s}\n",
                 total, static_cast<double>(total) / std::chrono::duration<double>(duration).count(),
                 waits.percentile(50), waits.percentile(99), waits.max(), jain, counted,
-                counted == total ? "true" : "false", usage.c_str());
+                counted == total ? "true" : "false", cost.c_str());
     munmap(shared, sizeof(Shared));
     return 0;
 }
 
+template <typename L>
 int contended(const Flags& f) {
-    return contended_on(f, [](dlock::Client& client, int) { return client.lock("bench:contended"); });
+    return contended_on(f, [](dlock::Client& client, int) { return L(client, "bench:contended"); });
 }
 
 int multi_contended(const Flags& f) {
@@ -374,19 +433,20 @@ int rwlock(const Flags& f) {
     return 0;
 }
 
+template <typename L>
 int many(const Flags& f) {
     const int tasks = static_cast<int>(f.number("tasks", 64));
     const long names = f.number("names", 10'000);
     const auto duration = std::chrono::milliseconds(f.number("duration-ms", 5000));
     dlock::Client client(f.text("url"));
     client.wait_connected();
-    std::vector<dlock::Lock> locks;
+    std::vector<L> locks;
     locks.reserve(static_cast<std::size_t>(names));
-    for (long i = 0; i < names; ++i) locks.push_back(client.lock("bench:many:" + std::to_string(i)));
+    for (long i = 0; i < names; ++i) locks.emplace_back(client, "bench:many:" + std::to_string(i));
     std::atomic<long> done{0};
     const auto start_at = Clock::now() + 100ms, stop_at = start_at + duration;
     std::this_thread::sleep_until(start_at);
-    const auto before = usage_of(false);
+    const auto before = Cost::now();
     std::vector<std::thread> workers;
     for (int t = 0; t < tasks; ++t)
         workers.emplace_back([&, t] {
@@ -403,22 +463,23 @@ int many(const Flags& f) {
             done += mine;
         });
     for (auto& w : workers) w.join();
-    const auto usage = usage_json(before, usage_of(false), done.load());
+    const auto cost = cost_json(Cost::now() - before, done.load());
     std::printf("{\"ops\": %ld, \"ops_per_s\": %.1f, %s}\n", done.load(),
-                static_cast<double>(done.load()) / std::chrono::duration<double>(duration).count(), usage.c_str());
+                static_cast<double>(done.load()) / std::chrono::duration<double>(duration).count(), cost.c_str());
     return 0;
 }
 
+template <typename L>
 int watchdog(const Flags& f) {
     const long n = f.number("locks", 10'000);
     const auto lease = std::chrono::milliseconds(f.number("lease-ms", 3000));
     const auto window = std::chrono::milliseconds(f.number("duration-ms", 10'000));
     dlock::Client client(f.text("url"));
     client.wait_connected();
-    std::vector<dlock::Lock> locks;
+    std::vector<L> locks;
     locks.reserve(static_cast<std::size_t>(n));
     auto heap_before = mallinfo2().uordblks;
-    for (long i = 0; i < n; ++i) locks.push_back(client.lock("bench:held:" + std::to_string(i), {.lease = lease}));
+    for (long i = 0; i < n; ++i) locks.push_back(L(client, "bench:held:" + std::to_string(i), {.lease = lease}));
     for (auto& l : locks) l.lock();
     std::this_thread::sleep_for(lease / 2);  // settle into the renewal rhythm
     long calls_before = script_calls(client);
@@ -477,10 +538,13 @@ int redlock(const Flags& f) {
     dlock::Redlock five(masters, "bench:redlock5");
     Samples single_lat, five_lat;
     interleaved_latencies(n, single, single_lat, five, five_lat);
+    const auto single_cost = cost_of_cycles(n, single), five_cost = cost_of_cycles(n, five);
     std::printf("{\"single_p50_us\": %.2f, \"single_p99_us\": %.2f, \"five_p50_us\": %.2f, \"five_p99_us\": %.2f, "
-                "\"five_over_single_p50\": %.3f}\n",
+                "\"five_over_single_p50\": %.3f, %s, %s, \"five_over_single_cpu\": %.3f}\n",
                 single_lat.percentile(50), single_lat.percentile(99), five_lat.percentile(50),
-                five_lat.percentile(99), five_lat.percentile(50) / single_lat.percentile(50));
+                five_lat.percentile(99), five_lat.percentile(50) / single_lat.percentile(50),
+                cost_json(single_cost, n, "single_").c_str(), cost_json(five_cost, n, "five_").c_str(),
+                five_cost.cpu_seconds / std::max(single_cost.cpu_seconds, 1e-9));
     return 0;
 }
 
@@ -498,16 +562,34 @@ int multi(const Flags& f) {
     return 0;
 }
 
+// The scenarios over one exclusive lock, written once for any type L with
+// Lock's API: made as L(client, name) or L(client, name, {.lease = ...}),
+// moved into a vector, driven by lock() and unlock() alone. nullopt: the
+// scenario is not one of them.
+template <typename L>
+std::optional<int> exclusive_scenario(const Flags& f, const std::string& scenario) {
+    if (scenario == "uncontended") return uncontended<L>(f);
+    if (scenario == "contended") return contended<L>(f);
+    if (scenario == "many") return many<L>(f);
+    if (scenario == "watchdog") return watchdog<L>(f);
+    return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     Flags f{argc, argv};
-    const auto scenario = f.text("scenario");
+    const auto scenario = f.text("scenario"), kind = f.text("kind", "lock");
     try {
-        if (scenario == "uncontended") return uncontended(f);
-        if (scenario == "contended") return contended(f);
-        if (scenario == "many") return many(f);
-        if (scenario == "watchdog") return watchdog(f);
+        // --kind: another exclusive lock type with Lock's API is one more line
+        // here (and a label for it in compare.py's DLOCK_KINDS).
+        std::optional<int> result;
+        if (kind == "lock") result = exclusive_scenario<dlock::Lock>(f, scenario);
+        else {
+            std::fprintf(stderr, "dlock_runner: unknown --kind '%s'\n", kind.c_str());
+            return 2;
+        }
+        if (result) return *result;
         if (scenario == "redlock") return redlock(f);
         if (scenario == "multi") return multi(f);
         if (scenario == "multi_contended") return multi_contended(f);

@@ -6,6 +6,10 @@
 //
 // default: each library as its users get it; tuned: its retry interval cut
 // to 1 ms (its best case). Every lease is 30 s, like dlock's default.
+// Besides times, each scenario reports the client CPU and context switches
+// per operation of its measured phase (all threads of the process: the event
+// loop, libuv's pool, V8's helpers; every worker process in the contended
+// one), as dlock's runner does.
 'use strict';
 const { fork } = require('child_process');
 const Redis = require('ioredis');
@@ -38,6 +42,22 @@ function quantiles(sorted) {
   const out = [];
   for (let i = 0; i <= 200; i++) out.push(percentile(sorted, i / 2));
   return out;
+}
+
+// CPU (user + system, µs) and context switches (voluntary + involuntary) of
+// this process so far, all its threads: getrusage(RUSAGE_SELF) through libuv.
+function usage() {
+  const u = process.resourceUsage();
+  return { cpuUs: u.userCPUTime + u.systemCPUTime, switches: u.voluntaryContextSwitches + u.involuntaryContextSwitches };
+}
+
+function spent(before, after) {
+  return { cpuUs: after.cpuUs - before.cpuUs, switches: after.switches - before.switches };
+}
+
+function costFields(cost, ops, prefix = '') {
+  const n = Math.max(ops, 1);
+  return { [prefix + 'client_cpu_us_per_op']: cost.cpuUs / n, [prefix + 'context_switches_per_op']: cost.switches / n };
 }
 
 function busyWait(us) {
@@ -97,16 +117,21 @@ async function uncontended(f) {
   const locker = makeLocker(f.lib, f.mode, [c], 'bench:uncontended');
   for (let i = 0; i < n / 10 + 10; i++) { await locker.acquire(); await locker.release(); }
   const lat = [];
+  const before = usage();
   for (let i = 0; i < n; i++) {
     const t0 = now();
     await locker.acquire();
     await locker.release();
     lat.push(now() - t0);
   }
+  const cost = spent(before, usage());
   const total = lat.reduce((a, b) => a + b, 0);
   lat.sort((a, b) => a - b);
   c.disconnect();
-  return { p50_us: percentile(lat, 50), p99_us: percentile(lat, 99), ops_per_s: (1e6 * n) / total, quantiles_us: quantiles(lat) };
+  return {
+    p50_us: percentile(lat, 50), p99_us: percentile(lat, 99), ops_per_s: (1e6 * n) / total,
+    ...costFields(cost, n), quantiles_us: quantiles(lat),
+  };
 }
 
 // One process of the contended scenario: `tasks` concurrent workers.
@@ -115,6 +140,8 @@ async function contendedWorker(f) {
   const startAt = Number(f['start-at']), stopAt = startAt + Number(f['duration-ms']);
   const c = client(f.url);
   while (Date.now() < startAt) await new Promise((r) => setTimeout(r, 1));
+  // This process's measured phase: from the start of the race until its last task is done.
+  const before = usage();
   const permits = Number(f.permits || 0);
   let maxInside = 0;
   const results = await Promise.all(Array.from({ length: tasks }, async () => {
@@ -145,8 +172,9 @@ async function contendedWorker(f) {
     }
     return { count, waits };
   }));
+  const cost = spent(before, usage());
   c.disconnect();
-  return results.map((r) => ({ ...r, maxInside }));
+  return { workers: results.map((r) => ({ ...r, maxInside })), cost };
 }
 
 async function contended(f) {
@@ -162,7 +190,9 @@ async function contended(f) {
     child.on('exit', (code) => { if (code) reject(new Error('worker exited ' + code)); });
   }));
   const perProcess = await Promise.all(children);
-  const workers = perProcess.flat();
+  const workers = perProcess.flatMap((p) => p.workers);
+  const cost = perProcess.reduce((a, p) => ({ cpuUs: a.cpuUs + p.cost.cpuUs, switches: a.switches + p.cost.switches }),
+    { cpuUs: 0, switches: 0 });
   const total = workers.reduce((a, w) => a + w.count, 0);
   const sum = total, sumSq = workers.reduce((a, w) => a + w.count * w.count, 0);
   const waits = workers.flatMap((w) => w.waits).sort((a, b) => a - b);
@@ -181,6 +211,7 @@ async function contended(f) {
     jain: sumSq > 0 ? (sum * sum) / (workers.length * sumSq) : 0,
     counter: counted,
     counter_exact: counted === total,
+    ...costFields(cost, total),
   };
 }
 
@@ -191,6 +222,7 @@ async function many(f) {
   await c.ping();
   const stopAt = Date.now() + duration;
   let ops = 0;
+  const before = usage();
   await Promise.all(Array.from({ length: tasks }, async () => {
     const lockers = new Map();
     while (Date.now() < stopAt) {
@@ -202,8 +234,9 @@ async function many(f) {
       ops++;
     }
   }));
+  const cost = spent(before, usage());
   c.disconnect();
-  return { ops, ops_per_s: ops / (duration / 1000) };
+  return { ops, ops_per_s: ops / (duration / 1000), ...costFields(cost, ops) };
 }
 
 async function redlockScenario(f) {
@@ -221,12 +254,21 @@ async function redlockScenario(f) {
   for (let i = 0; i < n / 10 + 10; i++) { await measure(one); await measure(five); }
   const a = [], b = [];
   for (let i = 0; i < n; i++) { await measure(one, a); await measure(five, b); }
+  // Then n of each alone, for their cost with nothing else in the loop.
+  const costOf = async (locker) => {
+    const before = usage();
+    for (let i = 0; i < n; i++) await measure(locker);
+    return spent(before, usage());
+  };
+  const oneCost = await costOf(one), fiveCost = await costOf(five);
   a.sort((x, y) => x - y); b.sort((x, y) => x - y);
   single.disconnect(); masters.forEach((m) => m.disconnect());
   return {
     single_p50_us: percentile(a, 50), single_p99_us: percentile(a, 99),
     five_p50_us: percentile(b, 50), five_p99_us: percentile(b, 99),
     five_over_single_p50: percentile(b, 50) / percentile(a, 50),
+    ...costFields(oneCost, n, 'single_'), ...costFields(fiveCost, n, 'five_'),
+    five_over_single_cpu: fiveCost.cpuUs / Math.max(oneCost.cpuUs, 1e-3),
   };
 }
 

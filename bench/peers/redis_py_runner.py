@@ -7,10 +7,14 @@ bench/dlock_runner.cpp).
 default: Lock as its users get it (sleep=0.1 s between attempts);
 tuned: sleep=0.001 s (its best case). Every lease is 30 s, like dlock's.
 redis-py has no Redlock and no lease renewal: those scenarios are not run.
+Besides times, each scenario reports the client CPU and context switches per
+operation of its measured phase (all threads of the process, or of every
+worker process in the contended one), as dlock's runner does.
 """
 import json
 import multiprocessing
 import random
+import resource
 import sys
 import threading
 import time
@@ -39,6 +43,22 @@ def percentile(sorted_values, q):
     return sorted_values[min(len(sorted_values) - 1, max(0, rank))]
 
 
+def usage():
+    """(CPU seconds, user + system; context switches, voluntary + involuntary)
+    of this process so far, all its threads."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return (u.ru_utime + u.ru_stime, u.ru_nvcsw + u.ru_nivcsw)
+
+
+def spent(before, after):
+    return (after[0] - before[0], after[1] - before[1])
+
+
+def cost_fields(cost, ops):
+    ops = max(ops, 1)
+    return {"client_cpu_us_per_op": cost[0] * 1e6 / ops, "context_switches_per_op": cost[1] / ops}
+
+
 def make_lock(client, name, mode):
     sleep = 0.001 if mode == "tuned" else 0.1  # 0.1 s is redis-py's default
     return client.lock(name, timeout=LEASE_S, sleep=sleep)
@@ -58,15 +78,17 @@ def uncontended(f):
         lock.acquire()
         lock.release()
     lat = []
+    before = usage()
     for _ in range(n):
         t0 = now_us()
         lock.acquire()
         lock.release()
         lat.append(now_us() - t0)
+    cost = spent(before, usage())
     total = sum(lat)
     lat.sort()
     return {"p50_us": percentile(lat, 50), "p99_us": percentile(lat, 99), "ops_per_s": 1e6 * n / total,
-            "quantiles_us": [percentile(lat, i / 2.0) for i in range(201)]}
+            **cost_fields(cost, n), "quantiles_us": [percentile(lat, i / 2.0) for i in range(201)]}
 
 
 def contended_process(f, start_at, results):
@@ -98,9 +120,13 @@ def contended_process(f, start_at, results):
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(tasks)]
     for t in threads:
         t.start()
+    # This process's measured phase: from the start of the race until its
+    # last worker is done.
+    time.sleep(max(0.0, start_at - time.time()))
+    before = usage()
     for t in threads:
         t.join()
-    results.put(per_worker)
+    results.put({"workers": per_worker, "cost": spent(before, usage())})
 
 
 def contended(f):
@@ -113,9 +139,11 @@ def contended(f):
     children = [context.Process(target=contended_process, args=(f, start_at, results)) for _ in range(processes)]
     for child in children:
         child.start()
-    workers = []
+    workers, cost = [], (0.0, 0)
     for _ in children:
-        workers.extend(results.get())
+        result = results.get()
+        workers.extend(result["workers"])
+        cost = (cost[0] + result["cost"][0], cost[1] + result["cost"][1])
     for child in children:
         child.join()
     total = sum(w["count"] for w in workers)
@@ -126,7 +154,7 @@ def contended(f):
             "wait_p50_us": percentile(waits, 50), "wait_p99_us": percentile(waits, 99),
             "wait_max_us": waits[-1] if waits else 0.0,
             "jain": (total * total) / (len(workers) * sum_sq) if sum_sq else 0.0,
-            "counter": counted, "counter_exact": counted == total}
+            "counter": counted, "counter_exact": counted == total, **cost_fields(cost, total)}
 
 
 def many(f):
@@ -145,11 +173,13 @@ def many(f):
             counts[index] += 1
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(tasks)]
+    before = usage()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return {"ops": sum(counts), "ops_per_s": sum(counts) / duration}
+    return {"ops": sum(counts), "ops_per_s": sum(counts) / duration,
+            **cost_fields(spent(before, usage()), sum(counts))}
 
 
 def main():
