@@ -96,7 +96,7 @@ def run_json(command, limit):
 # dlock's exclusive lock kinds, as (label, dlock_runner --kind): each runs the
 # scenarios written for any lock with Lock's API (KIND_SCENARIOS). The first
 # is dlock::Lock, which the goals are about, and runs the others too.
-DLOCK_KINDS = [("dlock", "lock")]
+DLOCK_KINDS = [("dlock", "lock"), ("dlock FairLock", "fair")]
 KIND_SCENARIOS = ["uncontended", "contended", "contended_cs100", "many", "watchdog"]
 LOCK_ONLY_SCENARIOS = ["redlock", "multi", "multi_contended", "semaphore", "rwlock_read_mostly", "rwlock_exclusive"]
 
@@ -294,7 +294,7 @@ def git_commit():
 def best_peer(results, scenario, field):
     best = None
     for label, by_scenario in results.items():
-        if label == "dlock" or scenario not in by_scenario or "error" in by_scenario[scenario]:
+        if label.startswith("dlock") or scenario not in by_scenario or "error" in by_scenario[scenario]:
             continue
         value = by_scenario[scenario][field]
         if best is None or value > best[1]:

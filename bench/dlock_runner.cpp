@@ -8,7 +8,7 @@
 // per operation (cost_json), figures a busy machine does not move the way it
 // moves latencies.
 //
-//   --kind lock (default)
+//   --kind lock (default) | fair
 //       the exclusive lock type that uncontended, contended, many and watchdog
 //       drive (exclusive_scenario below)
 //   --scenario uncontended  --url U --n N
@@ -54,6 +54,7 @@
 #include "allocation_count.hpp"
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
+#include "dlock/fair_lock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
 #include "dlock/semaphore.hpp"
@@ -163,7 +164,7 @@ int uncontended(const Flags& f) {
     const dlock::Script script("return ARGV[1]");
     std::string_view ping[] = {"PING"};
     std::vector<std::string_view> no_keys, args{"x"};
-    Samples ping_lat, eval_lat, lock_lat;
+    Samples ping_lat, eval_lat, lock_lat, nowait_lat;
     for (long i = 0; i < n / 10 + 10; ++i) {  // warm-up: connections, scripts, caches
         client.command(ping);
         client.eval(script, no_keys, args);
@@ -179,15 +180,21 @@ int uncontended(const Flags& f) {
         lock.lock();
         lock.unlock();
         auto t3 = Clock::now();
+        // lock + unlock_nowait: the release's answer is read while the next
+        // lock is on its way, so one cycle costs about one round trip.
+        lock.lock();
+        lock.unlock_nowait();
+        auto t4 = Clock::now();
         ping_lat.add(t1 - t0);
         eval_lat.add(t2 - t1);
         lock_lat.add(t3 - t2);
+        nowait_lat.add(t4 - t3);
     }
     const auto cost = cost_json(cost_of_cycles(n, lock), n);
     std::printf("{\"p50_us\": %.2f, \"p99_us\": %.2f, \"ops_per_s\": %.1f, \"ping_p50_us\": %.2f, "
-                "\"evalsha_p50_us\": %.2f, %s, \"quantiles_us\": %s}\n",
+                "\"evalsha_p50_us\": %.2f, \"nowait_p50_us\": %.2f, %s, \"quantiles_us\": %s}\n",
                 lock_lat.percentile(50), lock_lat.percentile(99), 1e6 / lock_lat.mean(), ping_lat.percentile(50),
-                eval_lat.percentile(50), cost.c_str(), quantiles_json(lock_lat).c_str());
+                eval_lat.percentile(50), nowait_lat.percentile(50), cost.c_str(), quantiles_json(lock_lat).c_str());
     return 0;
 }
 
@@ -585,6 +592,7 @@ int main(int argc, char** argv) {
         // here (and a label for it in compare.py's DLOCK_KINDS).
         std::optional<int> result;
         if (kind == "lock") result = exclusive_scenario<dlock::Lock>(f, scenario);
+        else if (kind == "fair") result = exclusive_scenario<dlock::FairLock>(f, scenario);
         else {
             std::fprintf(stderr, "dlock_runner: unknown --kind '%s'\n", kind.c_str());
             return 2;

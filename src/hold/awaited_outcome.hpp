@@ -52,7 +52,10 @@ public:
             on_stop.emplace(stop, std::function<void()>([&] {
                                 if (!woken_by_stop.exchange(true)) done_.release();
                             }));
-        if (!client.spin_for(done_)) {
+        if (deadline && *deadline <= Clock::now()) {
+            // Nobody waits (a release sent unattended): no spin either.
+            (void)done_.try_acquire();
+        } else if (!client.spin_for(done_)) {
             if (deadline) (void)done_.try_acquire_until(*deadline);
             else done_.acquire();
         }
