@@ -21,16 +21,20 @@ void LineWaiters::shutdown() {
 std::shared_ptr<LineWaiters::Waiter> LineWaiters::join(std::shared_ptr<const LockIdentity> identity, std::string owner,
                                                        std::function<void()> wake) {
     auto waiter = std::make_shared<Waiter>(Waiter{std::move(identity), std::move(owner), std::move(wake), {}});
-    bool start = false;
+    const auto period = waiter->identity->options.waiter_lease / 3;
+    bool arm_now = false;
     {
         std::lock_guard lock(mutex_);
         if (shut_down_) return waiter;
         waiters_[{waiter->identity->name, waiter->owner}] = waiter;
-        start = !ticking_;
+        // Not ticking, or ticking too slowly for this waiter's place: the
+        // timer is (re)armed for this period. The place was just taken: its
+        // first refresh is due a period later.
+        arm_now = !ticking_ || period < period_;
+        if (arm_now) period_ = period;
         ticking_ = true;
     }
-    // The place was just taken: the first refresh is due a tick later.
-    if (start) asio::post(home_.io(), [this, period = waiter->identity->options.waiter_lease / 3] { arm(period); });
+    if (arm_now) asio::post(home_.io(), [this, period] { arm(period); });
     return waiter;
 }
 
@@ -83,13 +87,18 @@ void LineWaiters::on_tick() {
             due.push_back(waiter);
             period = std::min(period, waiter->identity->options.waiter_lease / 3);
         }
+        period_ = period;
     }
     send_(due);
     arm(period);
 }
 
 void LineWaiters::arm(std::chrono::milliseconds period) {
-    timer_.expires_after(period);
+    {
+        std::lock_guard lock(mutex_);
+        if (shut_down_) return;
+    }
+    timer_.expires_after(period);  // cancels a wait armed for a longer period
     timer_.async_wait([this](std::error_code ec) {
         if (!ec) on_tick();
     });

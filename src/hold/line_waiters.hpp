@@ -69,6 +69,7 @@ private:
     std::mutex mutex_;
     std::map<std::pair<std::string, std::string>, std::shared_ptr<Waiter>, std::less<>> waiters_;
     bool ticking_ = false;
+    std::chrono::milliseconds period_{0};  // of the timer as armed last
     bool shut_down_ = false;
 };
 

@@ -247,8 +247,11 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
             if (result.outcome == Outcome::walked_away && !stop.stop_requested()) ec = errc::command_timeout;
             return result.outcome == Outcome::acquired;
         }
-        return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, std::make_shared<NameQueue>(), false,
-                            false);
+        // A queue of one: its only waiter is its head, which is what
+        // generation(), bump() and wait_change() work on.
+        auto signal = std::make_shared<NameQueue>();
+        (void)signal->enqueue();
+        return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, signal, false, false);
     }
     bool answered = false;
     // Nobody of ours is waiting: try straight away, without the queue.
@@ -278,14 +281,7 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
     LinePlace place(*this, owner, [weak = std::weak_ptr<NameQueue>(signal)] {
         if (auto queue = weak.lock()) queue->bump();
     });
-    // Grant notices come on the inbox: make sure it listens before the first
-    // wait (at once, but for a client's first wait). Were one missed, the
-    // next refresh of the place finds the grant.
-    {
-        auto until = LockClock::now() + client->options().command_timeout;
-        if (deadline) until = std::min(until, *deadline);
-        (void)service->inbox_active(until);
-    }
+    bool inbox_checked = false;
     const bool acknowledged = identity->options.replica_ack.replicas > 0;
     for (;;) {
         const auto seen = signal->generation();
@@ -301,6 +297,15 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
             return false;
         }
         answered = true;
+        if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
+        if (!inbox_checked) {
+            // Grant notices come on the inbox: before the first sleep, make
+            // sure it listens (it does at once, but for a client's first
+            // wait). If it cannot (the subscriber is down), the waiter sleeps
+            // anyway: a refresh of its place finds a grant it was not told of.
+            inbox_checked = true;
+            if (!wait_for_inbox(deadline, stop)) continue;  // a grant may have come before it listened
+        }
         const auto now = LockClock::now();
         if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
         // Sleep until the grant notice, or until the holder's lease must
@@ -318,6 +323,19 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
         }
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
     }
+}
+
+bool LockCore::wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
+    if (service->inbox_active(LockClock::time_point::min())) return true;
+    auto until = LockClock::now() + client->options().command_timeout;
+    if (deadline) until = std::min(until, *deadline);
+    // In slices, so that a stop request is honoured within one.
+    constexpr std::chrono::milliseconds slice{10};
+    while (!stop.stop_requested()) {
+        const auto now = LockClock::now();
+        if (now >= until || service->inbox_active(std::min(until, now + slice))) return false;
+    }
+    return false;
 }
 
 bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std::error_code& ec) {

@@ -14,6 +14,11 @@ end
 if owner ~= ARGV[1] or redis.call('HGET', KEYS[1], 'count') ~= '1' then
   return {0}
 end
+-- Granted to the caller from the line and not confirmed yet: its client does
+-- not know it holds it, so this is a late copy of an older hand-off.
+if redis.call('HGET', KEYS[1], 'granted') then
+  return {0}
+end
 -- A late copy of an older hand-off (the giver has acquired afresh since)
 -- must not take the new hold away from it.
 if op_number(ARGV[4]) <= op_number(redis.call('HGET', KEYS[1], 'seq')) then

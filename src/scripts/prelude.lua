@@ -178,15 +178,18 @@ end
 
 -- Direct grant: the free lock goes to the first waiter in line, who is told
 -- on its client's inbox ('granted <owner> <token> <lock key>'). The grant is
--- marked unconfirmed and leased for grant_ms only: the waiter's client
--- confirms it with its next acquisition (which sets the full lease and
--- starts the validity on its own clock), and a waiter that died meanwhile
--- blocks the lock for grant_ms at most. Returns the new owner, or nil when
--- nobody is in line.
+-- marked unconfirmed and leased for grant_ms, or for what was left of the
+-- waiter's place if that is longer (the waiter's own waiter_lease, which a
+-- slow waiter chose long enough to answer in): the waiter's client confirms
+-- it with its next acquisition (which sets the full lease and starts the
+-- validity on its own clock), and a waiter that died meanwhile blocks the
+-- lock that long at most. Returns the new owner, or nil when nobody is in line.
 local function grant_first_in_line(lock, fence, line, places, now, grant_ms, retention)
   prune_line(line, places, now)
   local waiter = first_in_line(line)
   if not waiter then return nil end
+  local place_left = (tonumber(redis.call('ZSCORE', places, waiter)) or now) - now
+  if place_left > grant_ms then grant_ms = place_left end
   leave_line(line, places, waiter)
   local token = next_token(fence, true)
   redis.call('DEL', lock)

@@ -18,6 +18,16 @@ if owner ~= ARGV[1] then
   if undoing then raise_tombstone(KEYS[4], ARGV[6], ARGV[5]) end
   return -1
 end
+-- Granted to the caller from the line and not confirmed yet: its client does
+-- not know it holds it, so this is a late copy of an older release (a grant
+-- its client gives up on leaves by line_leave.lua).
+if redis.call('HGET', KEYS[1], 'granted') then
+  if undoing then
+    raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
+    return -3
+  end
+  return -2
+end
 local op = op_number(ARGV[3])
 local seq = op_number(redis.call('HGET', KEYS[1], 'seq'))
 if op == seq then return tonumber(redis.call('HGET', KEYS[1], 'count')) end

@@ -1,0 +1,188 @@
+// Waiting in the server's line: the cases a review of direct grant found broken,
+// each failing before its fix.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
+#include "dlock/lock.hpp"
+#include "eventually.hpp"
+#include "redis_server.hpp"
+#include "tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::eventually;
+
+namespace {
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+// A FairLock waiter sleeps on a local queue of one; it used to sleep on an
+// empty one (undefined behaviour: the process crashed).
+TEST(LockLine, AFairLockThatMustWaitSleepsInLine) {
+    dlock::support::RedisServer server;
+    dlock::Client holder(server.uri()), waiter(server.uri());
+    dlock::Lock held(holder, "fair-busy");
+    held.lock();
+    dlock::FairLock fair(waiter, "fair-busy");
+    EXPECT_FALSE(fair.try_lock_for(300ms));  // crashed: it slept on an empty local queue
+    auto got = std::async(std::launch::async, [&] {
+        const bool ok = fair.try_lock_for(10s);
+        if (ok) fair.unlock();
+        return ok;
+    });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("fair-busy") + ":line"}) == "1"; }));
+    held.unlock();
+    EXPECT_TRUE(got.get());
+}
+
+// A waiter that joins a client's refresh timer with a shorter waiter_lease
+// than the others re-arms it: before, its first refresh came at the old
+// (long) tick, its place ended first, the release found nobody in line, and
+// the waiter slept until that tick.
+TEST(LockLine, AShortWaiterLeaseJoiningALongOneKeepsItsPlace) {
+    dlock::support::RedisServer server;
+    dlock::Client holder(server.uri());
+    dlock::Client waiter(server.uri());
+    dlock::Lock a(holder, "long-a", {.lease = 30s});
+    dlock::Lock b(holder, "short-b", {.lease = 30s});
+    a.lock();
+    b.lock();
+
+    // A waiter with a long waiter_lease starts the client's refresh timer (tick every 10 s).
+    std::thread long_waiter([&] {
+        dlock::Lock fa(waiter, "long-a", {.waiter_lease = 30s});
+        if (fa.try_lock_for(25s)) fa.unlock();
+    });
+    std::this_thread::sleep_for(300ms);
+
+    std::promise<double> got;
+    std::thread short_waiter([&] {
+        dlock::Lock fb(waiter, "short-b", {.waiter_lease = 100ms});
+        const bool ok = fb.try_lock_for(25s);
+        const auto at = Clock::now();
+        got.set_value(ok ? secs(at.time_since_epoch()) : -1.0);
+        if (ok) fb.unlock();
+    });
+    std::this_thread::sleep_for(1s);
+    // Its place should be refreshed every ~33 ms; it is not.
+    const auto places = server.cli({"ZCARD", key_of("short-b") + ":places"});
+    const auto released_at = Clock::now();
+    b.unlock();
+    auto future = got.get_future();
+    const double at = future.get();
+    ASSERT_GT(at, 0) << "never acquired";
+    const double waited = at - secs(released_at.time_since_epoch());
+    EXPECT_LT(waited, 1.0) << "acquired " << waited << " s after the release (places in line at release: "
+                           << places << ")";
+    short_waiter.join();
+    a.unlock();
+    long_waiter.join();
+}
+
+// A direct grant lasts at least what was left of the waiter's place (its own
+// waiter_lease): leased only for the releasing client's, a waiter whose
+// confirmation takes longer found the lock granted to the next in line, went
+// to the end of the line, and never got the lock while others took it.
+TEST(LockLine, AWaiterSlowerThanTheReleasersWaiterLeaseIsGrantedForItsOwn) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client slow(proxy.uri(), {.command_timeout = 3s});
+    slow.wait_connected();
+    dlock::Client fast1(server.uri()), fast2(server.uri());
+    const dlock::LockOptions quick{.lease = 5s, .waiter_lease = 100ms};
+    std::atomic<bool> stop{false};
+    std::atomic<int> cycles{0};
+    dlock::Lock f1(fast1, "starve", quick);
+    f1.lock();
+    auto churn = [&](dlock::Client& c) {
+        dlock::Lock l(c, "starve", quick);
+        while (!stop) {
+            if (l.try_lock_for(1s)) {
+                ++cycles;
+                std::this_thread::sleep_for(20ms);
+                l.unlock();
+            }
+        }
+    };
+    // The slow waiter arrives first (replies reach it 300 ms late).
+    proxy.delay_replies(300ms);
+    std::promise<bool> got;
+    std::thread slow_waiter([&] {
+        dlock::Lock s(slow, "starve", {.lease = 5s});
+        const bool ok = s.try_lock_for(6s);
+        got.set_value(ok);
+        if (ok) s.unlock();
+    });
+    std::this_thread::sleep_for(500ms);  // its busy attempt took its place, first in line
+    std::thread t2([&] { churn(fast2); });
+    std::thread t1([&] { churn(fast1); });
+    std::this_thread::sleep_for(100ms);
+    f1.unlock();  // granted to the slow waiter, leased 100 ms
+    const bool ok = got.get_future().get();
+    stop = true;
+    t1.join();
+    t2.join();
+    slow_waiter.join();
+    EXPECT_TRUE(ok) << "first in line, never got the lock in 6 s while others took it " << cycles.load()
+                    << " times";
+}
+
+// With the subscriber down (its connections refused while the command
+// connection stays up), a free lock is taken at once, and a waiter honours
+// its stop request: the wait for the inbox comes after the first busy
+// answer, in slices. It used to come first, for up to command_timeout.
+TEST(LockLine, WithTheSubscriberDownAFreeLockIsTakenAndStopIsHonoured) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client client(proxy.uri(), {.command_timeout = 3s});
+    client.wait_connected();
+    // The command connection is up; the subscriber (opened with the first
+    // lock of this client) cannot connect: its inbox never becomes active.
+    proxy.refuse_new(true);
+    dlock::FairLock fair(client, "free-one");
+    const auto start = Clock::now();
+    bool got = false;
+    std::string error;
+    try {
+        got = fair.try_lock_for(1s);
+    } catch (const dlock::Error& e) {
+        error = e.what();
+    }
+    const double took = secs(Clock::now() - start);
+    EXPECT_TRUE(got) << "a free FairLock, try_lock_for(1s): not acquired after " << took << " s (" << error
+                     << "); EXISTS=" << server.cli({"EXISTS", key_of("free-one")});
+    EXPECT_LT(took, 0.5) << "a free FairLock took " << took << " s to acquire";
+    if (got) fair.unlock();
+
+    // lock(stop): the lock is held elsewhere, stop is requested at 100 ms.
+    dlock::Client other(server.uri());
+    dlock::Lock held(other, "held-one");
+    held.lock();
+    dlock::Lock waiting(client, "held-one");
+    std::stop_source stop;
+    std::thread stopper([&] {
+        std::this_thread::sleep_for(100ms);
+        stop.request_stop();
+    });
+    const auto start2 = Clock::now();
+    bool got2 = false;
+    try {
+        got2 = waiting.lock(stop.get_token());
+    } catch (const dlock::Error& e) {
+        std::cerr << "lock(stop) threw " << e.what() << "\n";
+    }
+    const double took2 = secs(Clock::now() - start2);
+    stopper.join();
+    EXPECT_FALSE(got2);
+    EXPECT_LT(took2, 0.5) << "lock(stop) returned " << took2 << " s after the call, stop requested at 0.1 s";
+    proxy.refuse_new(false);
+    held.unlock();
+}
+
