@@ -155,9 +155,10 @@ struct LockOptions {
     // lease keeper refreshes it every waiter_lease / 3 while the waiter
     // waits, so a waiter whose process died leaves the line within
     // waiter_lease; a lock granted to a waiter that has not confirmed it is
-    // leased for waiter_lease (the releasing client's), so a waiter that
-    // died just as it was granted the lock costs at most that. 100 ms ..
-    // 1 min; default 1.5 s.
+    // leased for the longer of the releasing client's waiter_lease and what
+    // was left of the waiter's place (at most its own waiter_lease), so a
+    // waiter that died just as it was granted the lock costs at most that.
+    // 100 ms .. 1 min; default 1.5 s.
     std::chrono::milliseconds waiter_lease{1500};
 };
 

@@ -122,7 +122,9 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
         auto& command = waiter->refresh_command;
         if (command.empty()) {
             const auto& id = *waiter->identity;
-            std::string_view keys[] = {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places()};
+            // The key names live until the command is formatted.
+            const auto fence = id.keys.fence(), line = id.keys.line(), places = id.keys.places();
+            std::string_view keys[] = {id.keys.lock, fence, line, places};
             std::string_view argv[] = {waiter->owner, id.waiter_lease_ms, id.retention_ms};
             append_eval(command, "EVALSHA", line_refresh_script().sha1(), keys, argv);
         }
@@ -131,11 +133,19 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
         // shared connection (and everything in flight on it) sooner than
         // any other command does.
         deadline = std::min(deadline, LockClock::now() + core_.options().command_timeout);
-        dones.push_back([waiter](std::error_code ec, Reply&& reply) {
-            // NOSCRIPT (a restarted server) is an error like any other here:
-            // the waiter's own next attempt loads the scripts again.
-            if (ec == errc::no_script) return waiter->wake();
-            LineWaiters::refreshed(*waiter, ec, reply);
+        dones.push_back([this, waiter](std::error_code ec, Reply&& reply) {
+            if (ec != errc::no_script) return LineWaiters::refreshed(*waiter, ec, reply);
+            // The server does not know the script yet (its first refresh, or
+            // after a restart): the same refresh through the path that falls
+            // back to EVAL, which also loads it for the next EVALSHA. Waking
+            // the waiter instead would make it ask for the lock every tick.
+            const auto& id = *waiter->identity;
+            const auto fence = id.keys.fence(), line = id.keys.line(), places = id.keys.places();
+            std::string_view keys[] = {id.keys.lock, fence, line, places};
+            std::string_view argv[] = {waiter->owner, id.waiter_lease_ms, id.retention_ms};
+            core_.eval_async(line_refresh_script(), keys, argv,
+                             [waiter](std::error_code e, Reply&& r) { LineWaiters::refreshed(*waiter, e, r); },
+                             LockClock::now() + core_.options().command_timeout);
         });
     }
     core_.submit_many(commands, dones, deadline);

@@ -186,3 +186,33 @@ TEST(LockLine, WithTheSubscriberDownAFreeLockIsTakenAndStopIsHonoured) {
     held.unlock();
 }
 
+
+// A waiter's place is kept by its client's refreshes, not by asking for the
+// lock again: the refresh script used to be sent by EVALSHA only, so a
+// server that had not loaded it answered NOSCRIPT every time, and the waiter
+// was woken to try the lock every tick (its tombstone, the id of its last
+// busy attempt, rose with each).
+TEST(LockLine, AWaitersPlaceIsRefreshedWithoutAskingForTheLockAgain) {
+    dlock::support::RedisServer server;
+    dlock::Client holder(server.uri()), waiting(server.uri());
+    dlock::Lock held(holder, "kept-place");
+    held.lock();
+    dlock::FairLock fair(waiting, "kept-place", {.waiter_lease = 300ms});
+    auto got = std::async(std::launch::async, [&] {
+        const bool ok = fair.try_lock_for(10s);
+        if (ok) fair.unlock();
+        return ok;
+    });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("kept-place") + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(100ms);
+    const auto owner = server.cli({"ZRANGE", key_of("kept-place") + ":line", "0", "0"});
+    const auto tombstone = key_of("kept-place") + ":done:" + owner;
+    const auto last_attempt = server.cli({"GET", tombstone});
+    const auto place_end = std::stoll(server.cli({"ZSCORE", key_of("kept-place") + ":places", owner}));
+    std::this_thread::sleep_for(1s);  // about ten refreshes
+    EXPECT_EQ(server.cli({"GET", tombstone}), last_attempt) << "the waiter asked for the lock again while it waited";
+    EXPECT_GT(std::stoll(server.cli({"ZSCORE", key_of("kept-place") + ":places", owner})), place_end + 500)
+        << "its place was not refreshed";
+    held.unlock();
+    EXPECT_TRUE(got.get());
+}
