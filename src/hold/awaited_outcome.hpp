@@ -52,10 +52,7 @@ public:
             on_stop.emplace(stop, std::function<void()>([&] {
                                 if (!woken_by_stop.exchange(true)) done_.release();
                             }));
-        if (deadline && *deadline <= Clock::now()) {
-            // Nobody waits (a release sent unattended): no spin either.
-            (void)done_.try_acquire();
-        } else if (!client.spin_for(done_)) {
+        if (!client.spin_for(done_)) {
             if (deadline) (void)done_.try_acquire_until(*deadline);
             else done_.acquire();
         }
@@ -67,6 +64,19 @@ public:
         }
         walked_away_ = true;
         if_walked_away_ = std::move(if_walked_away);
+        return false;
+    }
+
+    // Walks away at once, without a spin or a sleep (a caller that never
+    // waits): true with `out` set when the outcome is there already.
+    bool leave_now(Outcome& out, Handler if_walked_away) {
+        std::lock_guard lock(mutex_);
+        if (delivered_) {
+            out = std::move(*outcome_);
+            return true;
+        }
+        if_walked_away_ = std::move(if_walked_away);
+        walked_away_ = true;
         return false;
     }
 

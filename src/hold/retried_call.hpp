@@ -49,6 +49,19 @@ public:
     bool wait(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec, Reply& reply,
               Done if_walked_away);
 
+    // As wait() with no time to wait at all: no spin, no sleep (a caller that
+    // never waits for the answer, Lock::unlock_nowait).
+    bool leave_now(std::error_code& ec, Reply& reply, Done if_answered_later) {
+        Answer answer;
+        if (!outcome_.leave_now(answer, [handler = std::move(if_answered_later)](Answer&& late) {
+                if (handler) handler(late.ec, std::move(late.reply));
+            }))
+            return false;
+        ec = answer.ec;
+        reply = std::move(answer.reply);
+        return true;
+    }
+
     // When the first copy left: a lease granted by any copy started no earlier.
     Clock::time_point first_sent() const noexcept { return first_sent_; }
 

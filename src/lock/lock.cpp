@@ -456,8 +456,8 @@ void LockCore::release_nowait(std::error_code& ec) {
     std::error_code answered_ec;
     Reply answered;
     // Already answered (it can be, on a fast connection): reported here.
-    if (sent->wait(LockClock::time_point::min(), {}, answered_ec, answered,
-                   [report](std::error_code late_ec, Reply&& reply) { report(late_ec, reply); }))
+    if (sent->leave_now(answered_ec, answered,
+                        [report](std::error_code late_ec, Reply&& reply) { report(late_ec, reply); }))
         report(answered_ec, answered);
 }
 
