@@ -35,6 +35,7 @@
 // drift, and never back: the scripts only ever lengthen a lease (PEXPIRE GT).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -106,6 +107,23 @@ struct LockIdentity {
     std::string lease_ms;
     std::string retention_ms;
     std::string waiter_lease_ms;  // a waiter's place in line, and a direct grant's lease
+};
+
+// release.lua's keys and arguments for one release (what
+// LockIdentity::release makes), as views into the identity and into the
+// strings passed in, which must outlive it: the hot path's, without copies.
+struct ReleaseViews {
+    ReleaseViews(const LockIdentity& id, std::string_view owner, std::string_view operation,
+                 std::string_view how_many, std::string_view undoing = {})
+        : tombstone(id.keys.tombstone(owner)),
+          keys{id.keys.lock, id.keys.fence(), id.keys.channel(), tombstone, id.keys.line(), id.keys.places()},
+          argv{owner, id.lease_ms, operation, how_many, id.retention_ms, undoing, id.waiter_lease_ms} {}
+    ReleaseViews(const ReleaseViews&) = delete;
+    ReleaseViews& operator=(const ReleaseViews&) = delete;
+
+    const std::string tombstone;
+    const std::array<std::string_view, 6> keys;
+    const std::array<std::string_view, 7> argv;
 };
 
 // A Redlock's identity: every hold in a Masters' lease keeper has one.

@@ -113,9 +113,9 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
                                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                         bool take_place) {
     const auto& keys = identity->keys;
-    const auto fence = keys.fence(), tombstone = keys.tombstone(owner), line = keys.line(), places = keys.places();
+    const auto tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
-    std::string_view k[] = {keys.lock, fence, tombstone, line, places};
+    std::string_view k[] = {keys.lock, keys.fence(), tombstone, keys.line(), keys.places()};
     const auto holder = OwnerIds::holder_label();
     const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
     std::string_view a[] = {owner,          identity->lease_ms, operation, mode, identity->retention_ms, "1", holder,
@@ -242,11 +242,7 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
     if (fair_) {
         // Every waiting thread stands in the server's line itself: strict
         // arrival order across threads and processes.
-        if (single_attempt) {
-            auto result = attempt(owner, *slot, ticket_of_call, wait_until(), stop, ec);
-            if (result.outcome == Outcome::walked_away && !stop.stop_requested()) ec = errc::command_timeout;
-            return result.outcome == Outcome::acquired;
-        }
+        if (single_attempt) return acquired(attempt(owner, *slot, ticket_of_call, wait_until(), stop, ec), false, stop, ec);
         // A queue of one: its only waiter is its head, which is what
         // generation(), bump() and wait_change() work on.
         auto signal = std::make_shared<NameQueue>();
@@ -257,10 +253,7 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
     // Nobody of ours is waiting: try straight away, without the queue.
     if (single_attempt || !service->existing_queue(identity->name)) {
         auto result = attempt(owner, *slot, ticket_of_call, wait_until(), stop, ec);
-        if (result.outcome != Outcome::busy || single_attempt) {
-            if (result.outcome == Outcome::walked_away && !stop.stop_requested()) ec = errc::command_timeout;
-            return result.outcome == Outcome::acquired;
-        }
+        if (result.outcome != Outcome::busy || single_attempt) return acquired(result, false, stop, ec);
         answered = true;
     }
     auto queue = service->queue(identity->name);
@@ -287,15 +280,8 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
         const auto seen = signal->generation();
         place.taken();
         auto result = attempt(owner, slot, ticket, deadline, stop, ec, true);
-        if (result.outcome == Outcome::acquired) {
-            place.kept();
-            return true;
-        }
-        if (result.outcome != Outcome::busy) {
-            if (result.outcome == Outcome::walked_away && !answered && !stop.stop_requested())
-                ec = errc::command_timeout;
-            return false;
-        }
+        if (result.outcome == Outcome::acquired) place.kept();
+        if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec);
         answered = true;
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
         if (!inbox_checked) {
@@ -325,6 +311,13 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
     }
 }
 
+bool LockCore::acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec) {
+    // Walked away at the deadline before any attempt was answered: the
+    // server never said busy, so the caller learns it timed out.
+    if (attempt.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = errc::command_timeout;
+    return attempt.outcome == Outcome::acquired;
+}
+
 bool LockCore::wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
     if (service->inbox_active(LockClock::time_point::min())) return true;
     auto until = LockClock::now() + client->options().command_timeout;
@@ -347,7 +340,8 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     std::uint64_t head = 0;
     if (!queue || !queue->claim_head(next, next_lease, head)) return false;
     const auto& keys = identity->keys;
-    const auto fence = keys.fence(), tombstone = keys.tombstone(hold->owner);
+    const auto& fence = keys.fence();
+    const auto tombstone = keys.tombstone(hold->owner);
     const auto operation = service->next_operation_id();
     GateTicket no_gate;  // the releasing caller holds its own; the head waits for this call
     // The releasing caller waits for the hand-off to its end (its unlock
@@ -399,8 +393,10 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     // more of ours than we do, it keeps them, says so, and its answer wins.
     // unlock() waits for the answer, up to the retry window; a caller with
     // a deadline only until then.
-    auto answer = run(identity->release(owner, service->next_operation_id(), std::to_string(holds)), wait_until, {},
-                      ticket, {});
+    const auto operation = service->next_operation_id();
+    const auto how_many = std::to_string(holds);
+    const ReleaseViews release(*identity, owner, operation, how_many);
+    auto answer = run(release_script(), release.keys, release.argv, wait_until, {}, ticket, {});
     apply_release(*service, slot, hold, holds, final_release, identity->options.lease, answer, ec);
 }
 
@@ -442,9 +438,9 @@ void LockCore::release_nowait(std::error_code& ec) {
     hold->release_unanswered();
     slot.clear(hold);
     service->keeper().forget(hold);
-    const auto call = identity->release(owner, service->next_operation_id(), "1");
-    const HoldCallViews views(call);
-    auto sent = RetriedCall::start(client, *call.script, views.keys, views.argv, retry_window_end());
+    const auto release_op = service->next_operation_id();
+    const ReleaseViews release(*identity, owner, release_op, "1");
+    auto sent = RetriedCall::start(client, release_script(), release.keys, release.argv, retry_window_end());
     auto report = [identity = identity](std::error_code outcome, const Reply& reply) {
         if (!outcome) {
             const auto released = read_release(reply);

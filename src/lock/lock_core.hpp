@@ -117,6 +117,9 @@ private:
         return run(*call.script, views.keys, views.argv, wait_until, stop, ticket, std::move(undo));
     }
     LockClock::time_point retry_window_end() const;
+    // An attempt that ended the call (not busy): true when acquired; ec is
+    // command_timeout when it walked away and no attempt was ever answered.
+    static bool acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec);
     // Waits until the client's inbox listens, up to a command timeout, the
     // deadline or stop. True when it was listening already.
     bool wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop);

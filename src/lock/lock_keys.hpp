@@ -8,16 +8,22 @@
 namespace dlock::detail {
 
 struct LockKeys {
-    explicit LockKeys(std::string_view name) : lock("dlock:{" + std::string(name) + "}") {}
+    // The keys every acquisition and release names are made once, here:
+    // a lock object keeps five key names, and its calls make none.
+    explicit LockKeys(std::string_view name)
+        : lock("dlock:{" + std::string(name) + "}"),
+          fence_(lock + ":fence"),
+          channel_(lock + ":ch"),
+          line_(lock + ":line"),
+          places_(lock + ":places") {}
 
     // hash {owner, count, seq, token}, PEXPIRE = lease
     std::string lock;
     // hash {token: last fencing token}; expires retention after the lock is
     // free (lease + retention after the last acquisition or renewal).
-    // Made when needed: a held lock keeps only one key name in memory.
-    std::string fence() const { return lock + ":fence"; }
+    const std::string& fence() const { return fence_; }
     // a message on every full release
-    std::string channel() const { return lock + ":ch"; }
+    const std::string& channel() const { return channel_; }
     // string: the operation id of owner's last final release, so that a
     // retry of it is answered "released" and a late copy of an older
     // operation of that owner is ignored; expires after retention.
@@ -29,8 +35,8 @@ struct LockKeys {
 
     // The line of waiters (prelude.lua, "The line"): sorted set waiter ->
     // arrival number, and sorted set waiter -> server-time (ms) end of its place.
-    std::string line() const { return lock + ":line"; }
-    std::string places() const { return lock + ":places"; }
+    const std::string& line() const { return line_; }
+    const std::string& places() const { return places_; }
 
     // Read-write lock (rw_lock.hpp): the writer is the lock hash above, and
     // the fence, channel and write tombstones are the ones above too.
@@ -46,6 +52,9 @@ struct LockKeys {
         key.append(":rdone:").append(owner);
         return key;
     }
+
+private:
+    std::string fence_, channel_, line_, places_;
 };
 
 // Where scripts that take a lock away from its owner (force-release) tell

@@ -19,9 +19,8 @@ HoldCall LockIdentity::renewal(const std::string& owner) const {
 
 HoldCall LockIdentity::release(const std::string& owner, const std::string& operation, std::string how_many,
                                const std::string& undoing) const {
-    return {&release_script(),
-            {keys.lock, keys.fence(), keys.channel(), keys.tombstone(owner), keys.line(), keys.places()},
-            {owner, lease_ms, operation, std::move(how_many), retention_ms, undoing, waiter_lease_ms}};
+    const ReleaseViews views(*this, owner, operation, how_many, undoing);
+    return {&release_script(), {views.keys.begin(), views.keys.end()}, {views.argv.begin(), views.argv.end()}};
 }
 
 HoldCall LockIdentity::final_release(const std::string& owner, const std::string& operation) const {
@@ -122,9 +121,7 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
         auto& command = waiter->refresh_command;
         if (command.empty()) {
             const auto& id = *waiter->identity;
-            // The key names live until the command is formatted.
-            const auto fence = id.keys.fence(), line = id.keys.line(), places = id.keys.places();
-            std::string_view keys[] = {id.keys.lock, fence, line, places};
+            std::string_view keys[] = {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places()};
             std::string_view argv[] = {waiter->owner, id.waiter_lease_ms, id.retention_ms};
             append_eval(command, "EVALSHA", line_refresh_script().sha1(), keys, argv);
         }
@@ -136,16 +133,14 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
         dones.push_back([this, waiter](std::error_code ec, Reply&& reply) {
             if (ec != errc::no_script) return LineWaiters::refreshed(*waiter, ec, reply);
             // The server does not know the script yet (its first refresh, or
-            // after a restart): the same refresh through the path that falls
-            // back to EVAL, which also loads it for the next EVALSHA. Waking
-            // the waiter instead would make it ask for the lock every tick.
-            const auto& id = *waiter->identity;
-            const auto fence = id.keys.fence(), line = id.keys.line(), places = id.keys.places();
-            std::string_view keys[] = {id.keys.lock, fence, line, places};
-            std::string_view argv[] = {waiter->owner, id.waiter_lease_ms, id.retention_ms};
-            core_.eval_async(line_refresh_script(), keys, argv,
-                             [waiter](std::error_code e, Reply&& r) { LineWaiters::refreshed(*waiter, e, r); },
-                             LockClock::now() + core_.options().command_timeout);
+            // after a restart): the same refresh as EVAL, which also loads it
+            // for the next EVALSHA. Waking the waiter instead would make it
+            // ask for the lock every tick.
+            const auto& script = line_refresh_script();
+            core_.submit_formatted(
+                rewrite_evalsha_as_eval(waiter->refresh_command, script.sha1(), script.text()),
+                [waiter](std::error_code e, Reply&& r) { LineWaiters::refreshed(*waiter, e, r); },
+                LockClock::now() + core_.options().command_timeout);
         });
     }
     core_.submit_many(commands, dones, deadline);

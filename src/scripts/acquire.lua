@@ -35,13 +35,14 @@ elseif owner then
   raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
   if KEYS[5] and ARGV[8] ~= '' then take_place(KEYS[4], KEYS[5], ARGV[1], server_ms(), tonumber(ARGV[8])) end
   return {0, pttl}
-elseif KEYS[5] then
+elseif KEYS[5] and redis.call('EXISTS', KEYS[4]) == 1 then
+  -- Free, and somebody stands in line (a lock nobody waits for has no line key).
   local now = server_ms()
   prune_line(KEYS[4], KEYS[5], now)
   local first = first_in_line(KEYS[4])
   if first and first ~= ARGV[1] then
-    -- Free, but others were first: the first of them gets it, and the caller waits its turn.
-    grant_first_in_line(KEYS[1], KEYS[2], KEYS[4], KEYS[5], now, tonumber(ARGV[9]), tonumber(ARGV[5]))
+    -- Others were first: the first of them gets it, and the caller waits its turn.
+    grant_first_in_line(KEYS[1], KEYS[2], KEYS[4], KEYS[5], tonumber(ARGV[9]), tonumber(ARGV[5]), now)
     raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
     if ARGV[8] ~= '' then take_place(KEYS[4], KEYS[5], ARGV[1], now, tonumber(ARGV[8])) end
     return {0, tonumber(ARGV[9])}

@@ -10,8 +10,7 @@ if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] or not redis.call('HGET', KEY
 end
 redis.call('DEL', KEYS[1])
 keep_fence(KEYS[2], tonumber(ARGV[3]))
-if not grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], server_ms(), tonumber(ARGV[2]),
-                           tonumber(ARGV[3])) then
+if not grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[2]), tonumber(ARGV[3])) then
   redis.call('PUBLISH', KEYS[5], 'released')
 end
 return 1

@@ -11,8 +11,8 @@ local now = server_ms()
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner == ARGV[1] and redis.call('HGET', KEYS[1], 'granted') then return 2 end
 prune_line(KEYS[3], KEYS[4], now)
-if not owner and grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, tonumber(ARGV[2]),
-                                     tonumber(ARGV[3])) == ARGV[1] then
+if not owner and grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[2]), tonumber(ARGV[3]),
+                                     now) == ARGV[1] then
   return 2
 end
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end

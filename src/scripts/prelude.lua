@@ -184,7 +184,11 @@ end
 -- it with its next acquisition (which sets the full lease and starts the
 -- validity on its own clock), and a waiter that died meanwhile blocks the
 -- lock that long at most. Returns the new owner, or nil when nobody is in line.
-local function grant_first_in_line(lock, fence, line, places, now, grant_ms, retention)
+-- now (server ms) is read here when not given: a lock nobody waits for (no
+-- line key) costs one EXISTS, nothing more.
+local function grant_first_in_line(lock, fence, line, places, grant_ms, retention, now)
+  if redis.call('EXISTS', line) == 0 then return nil end
+  now = now or server_ms()
   prune_line(line, places, now)
   local waiter = first_in_line(line)
   if not waiter then return nil end
