@@ -6,7 +6,7 @@
 
 namespace dlock::detail {
 
-ScriptAnswer run_retried(const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
+ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
                          ClientCore::Args argv, LockClock::time_point give_up_by,
                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
                          std::function<void(std::error_code, const Reply&)> late) {
@@ -17,7 +17,8 @@ ScriptAnswer run_retried(const std::shared_ptr<ClientCore>& client, const Script
     // operation of this owner may start before its outcome is settled.
     auto carried = std::make_shared<GateTicket>();
     answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
-                              [carried, late = std::move(late)](std::error_code ec, Reply&& reply) {
+                              [carried, pending = service.unattended().begin(),
+                               late = std::move(late)](std::error_code ec, Reply&& reply) {
                                   if (late) late(ec, reply);
                               });
     if (!answer.known) *carried = std::move(ticket);

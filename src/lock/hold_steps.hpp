@@ -31,8 +31,9 @@ struct ScriptAnswer {
 
 // Runs script(keys, argv) through RetriedCall until give_up_by; the caller
 // waits until wait_until (none: until known) or stop. Walking away hands the
-// gate and `late` (called with the outcome when it comes) to the call.
-ScriptAnswer run_retried(const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
+// gate and `late` (called with the outcome when it comes) to the call, which
+// the client's close then waits for (service.unattended()).
+ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
                          ClientCore::Args argv, LockClock::time_point give_up_by,
                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
                          std::function<void(std::error_code, const Reply&)> late);

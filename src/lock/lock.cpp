@@ -48,7 +48,7 @@ LockClock::time_point LockCore::retry_window_end() const {
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
-    return run_retried(client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, std::move(undo));
+    return run_retried(*service, client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, std::move(undo));
 }
 
 void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket) {
@@ -57,11 +57,9 @@ void LockCore::undo(const std::string& owner, const std::string& operation, std:
 
 void LockCore::send_unattended(const HoldCall& call, std::shared_ptr<GateTicket> ticket) {
     const HoldCallViews views(call);
-    auto sent = RetriedCall::start(client, *call.script, views.keys, views.argv, retry_window_end());
-    std::error_code ignored_ec;
-    Reply ignored;
     // Nobody waits for it; the ticket (if any) is left when it settles.
-    (void)sent->wait(LockClock::time_point::min(), {}, ignored_ec, ignored, [ticket](std::error_code, Reply&&) {});
+    service->unattended().send(client, *call.script, views.keys, views.argv, retry_window_end(),
+                               [ticket](std::error_code, Reply&&) {});
 }
 
 // A waiter's place in the server's line, while it waits: grant notices and
@@ -440,21 +438,16 @@ void LockCore::release_nowait(std::error_code& ec) {
     service->keeper().forget(hold);
     const auto release_op = service->next_operation_id();
     const ReleaseViews release(*identity, owner, release_op, "1");
-    auto sent = RetriedCall::start(client, release_script(), release.keys, release.argv, retry_window_end());
-    auto report = [identity = identity](std::error_code outcome, const Reply& reply) {
-        if (!outcome) {
-            const auto released = read_release(reply);
-            if (released.kind == Release::Kind::not_ours) outcome = errc::lease_lost;
-            else if (released.kind == Release::Kind::malformed) outcome = errc::protocol_error;
-        }
-        report_unlock_error(*identity, outcome);
-    };
-    std::error_code answered_ec;
-    Reply answered;
-    // Already answered (it can be, on a fast connection): reported here.
-    if (sent->leave_now(answered_ec, answered,
-                        [report](std::error_code late_ec, Reply&& reply) { report(late_ec, reply); }))
-        report(answered_ec, answered);
+    service->unattended().send(client, release_script(), release.keys, release.argv, retry_window_end(),
+                               [identity = identity](std::error_code outcome, Reply&& reply) {
+                                   if (!outcome) {
+                                       const auto released = read_release(reply);
+                                       if (released.kind == Release::Kind::not_ours) outcome = errc::lease_lost;
+                                       else if (released.kind == Release::Kind::malformed)
+                                           outcome = errc::protocol_error;
+                                   }
+                                   report_unlock_error(*identity, outcome);
+                               });
 }
 
 void LockCore::release_outstanding() noexcept {

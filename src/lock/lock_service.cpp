@@ -196,6 +196,10 @@ void LockService::release_all_on_stop() {
     for (auto& [script, of_script] : calls) core_.eval_many(*script, of_script);
     // Bounded: every call completes by its command timeout.
     for (auto& f : done) f.wait();
+    // Undos, withdrawals and places given back that are still on their way
+    // (a NOSCRIPT answer's EVAL not sent yet): each ends by its retry window.
+    const auto& options = core_.options();
+    (void)unattended_.settle_by(Clock::now() + options.connect_timeout + options.command_timeout);
 }
 
 }  // namespace dlock::detail

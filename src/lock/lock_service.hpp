@@ -21,6 +21,7 @@
 #include "hold/line_waiters.hpp"
 #include "hold/name_queue.hpp"
 #include "hold/owner_ids.hpp"
+#include "hold/unattended_calls.hpp"
 
 namespace dlock::detail {
 
@@ -44,6 +45,8 @@ public:
     // True once the inbox subscription is confirmed (grant notices reach
     // this client); waits until deadline at the most.
     bool inbox_active(LockClock::time_point deadline) const { return inbox_ && inbox_.wait_active(deadline); }
+    // Calls nobody waits for; the client's close waits for them.
+    UnattendedCalls& unattended() noexcept { return unattended_; }
 
 private:
     // Renewals due together leave in one write on the command connection.
@@ -65,6 +68,7 @@ private:
     LeaseKeeper keeper_;
     LineWaiters line_waiters_;
     Subscription inbox_;
+    UnattendedCalls unattended_;
 };
 
 }  // namespace dlock::detail

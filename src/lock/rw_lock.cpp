@@ -87,16 +87,13 @@ RwLockCore::Answer RwLockCore::run(const HoldCall& call, std::optional<LockClock
                                    std::stop_token stop, GateTicket& ticket,
                                    std::function<void(std::error_code, const Reply&)> undo_late) {
     const HoldCallViews views(call);
-    return run_retried(client, *call.script, views.keys, views.argv, retry_window_end(), wait_until, stop, ticket,
+    return run_retried(*service, client, *call.script, views.keys, views.argv, retry_window_end(), wait_until, stop, ticket,
                        std::move(undo_late));
 }
 
 void RwLockCore::fire_and_forget(const HoldCall& call) {
     const HoldCallViews views(call);
-    auto retried = RetriedCall::start(client, *call.script, views.keys, views.argv, retry_window_end());
-    std::error_code ignored_ec;
-    Reply ignored;
-    (void)retried->wait(LockClock::time_point::min(), {}, ignored_ec, ignored, [](std::error_code, Reply&&) {});
+    service->unattended().send(client, *call.script, views.keys, views.argv, retry_window_end());
 }
 
 void RwLockCore::undo(RwSide side, const std::string& owner, const std::string& operation) {

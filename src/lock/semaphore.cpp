@@ -118,11 +118,8 @@ private:
     // back, a place in line is left, and a late copy never grants.
     void undo(const std::string& permit) {
         std::string_view argv[] = {permit, identity->retention_ms, "undo"};
-        auto call = RetriedCall::start(client, semaphore_release_script(), identity->keys_args(), argv,
-                                       retry_window_end());
-        std::error_code ignored_ec;
-        Reply ignored;
-        (void)call->wait(LockClock::time_point::min(), {}, ignored_ec, ignored, [](std::error_code, Reply&&) {});
+        service->unattended().send(client, semaphore_release_script(), identity->keys_args(), argv,
+                                   retry_window_end());
     }
 };
 

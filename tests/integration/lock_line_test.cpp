@@ -11,6 +11,7 @@
 #include "dlock/fair_lock.hpp"
 #include "dlock/lock.hpp"
 #include "eventually.hpp"
+#include "lock/lock_scripts.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
 
@@ -215,4 +216,31 @@ TEST(LockLine, AWaitersPlaceIsRefreshedWithoutAskingForTheLockAgain) {
         << "its place was not refreshed";
     held.unlock();
     EXPECT_TRUE(got.get());
+}
+
+// A lock granted from the line and not yet confirmed is not known to its new
+// owner's client: a late copy of that owner's older release or hand-off (one
+// that sat in a paused server's buffer) must leave it alone. With seq '0' on
+// such a grant, either used to pass the operation-id check: the release freed
+// the lock under the waiter, the hand-off moved it to a thread that had left.
+TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAnUnconfirmedGrantAlone) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    const auto key = key_of("granted-late");
+    const std::string owner = "c1:t1";
+    server.cli({"HSET", key, "owner", owner, "count", "1", "seq", "0", "token", "5", "granted", "1"});
+    server.cli({"PEXPIRE", key, "10000"});
+    std::string_view release_keys[] = {key, key + ":fence", key + ":ch", key + ":done:" + owner, key + ":line",
+                                       key + ":places"};
+    std::string_view release_argv[] = {owner, "30000", "7", "1", "600000", "", "1500"};
+    auto released = client.eval(dlock::detail::release_script(), release_keys, release_argv);
+    EXPECT_EQ(released.integer, -2) << "answered as a late copy";
+    std::string_view hand_off_keys[] = {key, key + ":fence", key + ":done:" + owner, key + ":line", key + ":places"};
+    std::string_view hand_off_argv[] = {owner, "c1:t2", "30000", "8", "600000"};
+    auto handed = client.eval(dlock::detail::hand_off_script(), hand_off_keys, hand_off_argv);
+    ASSERT_TRUE(handed.is_array());
+    EXPECT_EQ(handed.elements.at(0).integer, 0) << "not handed on";
+    EXPECT_EQ(server.cli({"HGET", key, "owner"}), owner);
+    EXPECT_EQ(server.cli({"HGET", key, "granted"}), "1");
+    EXPECT_EQ(server.cli({"HGET", key, "token"}), "5");
 }
