@@ -34,6 +34,9 @@ lease is renewed while it runs. --shared takes KEY's read side: any number of
 is lost it gets SIGTERM (--on-lost).
 If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
 ignore): nobody would renew the lease, and it must not run on after it expires.
+--fair takes a fair lock instead: waiters on every host get it strictly in the
+order they first found it taken (one key, one server; it excludes runs without
+--shared but does not wait for --shared ones: do not mix the two on one key).
 With --permits N it holds one of N permits of semaphore KEY instead (at most N
 commands at once, first come first served; DLOCK_FENCING_TOKEN is 0).
 
@@ -58,6 +61,7 @@ Examples:
   dlock run --json-events job -c './job 2>>/var/log/job.log' 2>>/var/log/job.events
   dlock run --wait 1m accounts:7 accounts:3 -- ./transfer 7 3
   dlock run --permits 4 encoder -- ./encode.sh
+  dlock run --fair --wait 10m deploy-queue -- ./deploy.sh   # strictly in turn
   dlock run --shared catalog -- ./export-catalog    # beside other --shared runs;
   dlock run catalog -- ./rebuild-catalog            # alone, after them
 

@@ -21,6 +21,7 @@
 
 #include "cli.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
@@ -150,6 +151,10 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
         complain("--shared takes one key and no --permits: it is the read side of one read-write lock");
         return exit_usage;
     }
+    if (options.fair && (options.shared || options.permits > 0 || options.keys.size() > 1 || global.urls.size() > 1)) {
+        complain("--fair takes one key on one server, without --shared or --permits: it is one fair lock");
+        return exit_usage;
+    }
     if (global.urls.size() > 1) {
         if (options.shared) {
             complain("--shared needs one server: a Redlock has no read side");
@@ -175,6 +180,12 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
             Session session{watch, lost, client, [&] { return holder_of_missing(client, lock); }};
             return body(lock, session);
         }
+    }
+    if (options.fair) {
+        // The same lock hash as a Lock or a write side on KEY, so it excludes
+        // them; unlike the write side it does not wait for --shared readers.
+        FairLock lock(client, options.keys.front(), lock_options);
+        return run_body(lock, client);
     }
     // The write side of KEY's read-write lock: exclusive, like a Lock on KEY
     // (the same key in Redis), and it also waits for --shared holders.

@@ -27,6 +27,7 @@ struct RunOptions {
     int conflict_exit_code = exit_conflict;
     bool json_events = false;  // run: one JSON line per event on stderr
     bool shared = false;       // run: the read side of KEY's read-write lock (rw_lock.hpp)
+    bool fair = false;         // a FairLock on KEY (fair_lock.hpp): strict arrival order across hosts
     bool json = false;         // hold: the token, lease and owner as one JSON object
     unsigned permits = 0;      // run --permits N: one of N permits of semaphore KEY; 0: a lock
 

@@ -16,8 +16,8 @@ _dlock() {
     done
     local options
     case $command in
-        run) options="--key --ttl --wait --no-wait --on-lost --grace --conflict-exit-code --json-events --permits --shared -c --command" ;;
-        hold) options="--key --ttl --wait --no-wait --conflict-exit-code --json" ;;
+        run) options="--key --ttl --wait --no-wait --fair --on-lost --grace --conflict-exit-code --json-events --permits --shared -c --command" ;;
+        hold) options="--key --ttl --wait --no-wait --fair --conflict-exit-code --json" ;;
         status) options="--key --json --exit-status" ;;
         wait-free) options="--key --timeout" ;;
         list) options="--pattern --json" ;;
