@@ -316,6 +316,8 @@ class CliKill(FaultClass):
 # The lock kinds the library clients can take, and how each client is told.
 KINDS = {
     "lock": dict(what="", args=lambda index: []),
+    "fair": dict(what="clients take a fair lock (one line on the server, direct grant)",
+                 args=lambda index: ["--kind", "fair"]),
     "multi": dict(what="clients hold a multi-lock over three names, each listing them in its own order",
                   args=lambda index: ["--kind", "multi"]),
     "rw": dict(what="clients 0 and 2 take a read-write lock's read side, 1 and 3 its write side",
@@ -335,5 +337,9 @@ def for_kind(base, kind):
 ALL = [HolderPause, HolderPauseCli, ServerPause, ServerRestartAof, ServerRestartEmpty, ScriptFlush, Failover,
        FailoverAck, BlackHole, RedlockPause, RedlockRestart, RedlockRestartHeld, CliKill]
 # Every lock kind faces the pauses and restarts.
-ALL += [for_kind(base, kind) for kind in KINDS if kind != "lock"
+ALL += [for_kind(base, kind) for kind in KINDS if kind not in ("lock", "fair")
         for base in (HolderPause, ServerPause, ServerRestartAof, ServerRestartEmpty)]
+# The fair lock, whose grants the release and the line's refreshes make on
+# the server, faces every single-server class in the contract.
+ALL += [for_kind(base, "fair") for base in (HolderPause, ServerPause, ServerRestartAof, ServerRestartEmpty,
+                                            ScriptFlush, FailoverAck, BlackHole)]

@@ -12,7 +12,7 @@
 //
 //   dlock_fault_client --lock URL[,URL...] --storage URL --name NAME --id ID
 //                      --log FILE --fenced-sha SHA1 [--lease-ms 1000] [--seconds 20] [--work-ms 40]
-//                      [--replica-ack N] [--ack-timeout-ms 200] [--kind lock|multi|permit|read|write] [--limit N]
+//                      [--replica-ack N] [--ack-timeout-ms 200] [--kind lock|fair|multi|permit|read|write] [--limit N]
 // Several --lock URLs make a Redlock over those masters. --kind multi takes a
 // MultiLock over NAME:a, NAME:b and NAME:c (listed in an order that depends
 // on ID, so clients list them differently) and fences its writes with the
@@ -43,6 +43,7 @@
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
 #include "dlock/rw_lock.hpp"
+#include "dlock/fair_lock.hpp"
 #include "dlock/semaphore.hpp"
 
 using namespace std::chrono_literals;
@@ -131,7 +132,9 @@ Settings parse(int argc, char** argv) {
     if (s.lock_urls.empty() || s.storage_url.empty() || s.name.empty() || s.id.empty() || s.log_path.empty() ||
         s.fenced_sha.empty())
         throw std::invalid_argument("--lock, --storage, --name, --id, --log and --fenced-sha are required");
-    if (s.kind != "lock" && s.kind != "multi" && s.kind != "permit" && s.kind != "read" && s.kind != "write") throw std::invalid_argument("unknown --kind " + s.kind);
+    if (s.kind != "lock" && s.kind != "fair" && s.kind != "multi" && s.kind != "permit" && s.kind != "read" &&
+        s.kind != "write")
+        throw std::invalid_argument("unknown --kind " + s.kind);
     if (s.kind != "lock" && s.lock_urls.size() > 1) throw std::invalid_argument("--kind " + s.kind + " takes one --lock URL");
     return s;
 }
@@ -307,6 +310,9 @@ int main(int argc, char** argv) {
                 run(lock, storage, s, log);
             } else if (s.kind == "read" || s.kind == "write") {
                 RwSide lock(client, s, options);
+                run(lock, storage, s, log);
+            } else if (s.kind == "fair") {
+                dlock::FairLock lock(client, s.name, options);
                 run(lock, storage, s, log);
             } else {
                 dlock::Lock lock(client, s.name, options);
