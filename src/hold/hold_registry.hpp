@@ -18,6 +18,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -104,15 +105,14 @@ public:
     // The slot of (name, owner), made on first use.
     std::shared_ptr<OwnerSlot> slot(const std::string& name, const std::string& owner) {
         std::lock_guard lock(mutex_);
-        auto& entry = slots_[key(name, owner)];
-        if (!entry) entry = std::make_shared<OwnerSlot>();
-        return entry;
+        if (auto it = slots_.find(KeyView{owner, name}); it != slots_.end()) return it->second;
+        return slots_.emplace(key(name, owner), std::make_shared<OwnerSlot>()).first->second;
     }
 
     // The current hold of (name, owner), or null; makes no slot.
     std::shared_ptr<Hold> current(const std::string& name, const std::string& owner) const {
         std::lock_guard lock(mutex_);
-        auto it = slots_.find(key(name, owner));
+        auto it = slots_.find(KeyView{owner, name});
         return it == slots_.end() ? nullptr : it->second->current();
     }
 
@@ -121,7 +121,7 @@ public:
     // from growing with every (name, owner) ever used.
     void release_if_idle(const std::string& name, const std::string& owner) {
         std::lock_guard lock(mutex_);
-        auto it = slots_.find(key(name, owner));
+        auto it = slots_.find(KeyView{owner, name});
         if (it == slots_.end() || it->second.use_count() > 1) return;
         auto hold = it->second->current();
         if ((hold && !hold->final()) || it->second->gate.busy()) return;
@@ -129,16 +129,45 @@ public:
     }
 
 private:
+    // A slot's key is owner + '\n' + name (owners never hold a newline).
+    // Lookups name it by its two parts, so that the lock's hot path makes
+    // no string to find a slot; only a new slot makes its key.
     static std::string key(const std::string& name, const std::string& owner) {
         std::string k;
         k.reserve(name.size() + owner.size() + 1);
-        k.append(owner).push_back('\n');  // owners never hold a newline
+        k.append(owner).push_back('\n');
         k.append(name);
         return k;
     }
+    struct KeyView {
+        std::string_view owner, name;
+    };
+    struct KeyHash {
+        using is_transparent = void;
+        // FNV-1a over the key's bytes, whichever form they come in.
+        static std::size_t mix(std::size_t h, std::string_view bytes) noexcept {
+            for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+            return h;
+        }
+        std::size_t operator()(std::string_view k) const noexcept { return mix(14695981039346656037ull, k); }
+        std::size_t operator()(const std::string& k) const noexcept { return (*this)(std::string_view(k)); }
+        std::size_t operator()(const KeyView& k) const noexcept {
+            return mix(mix(mix(14695981039346656037ull, k.owner), "\n"), k.name);
+        }
+    };
+    struct KeyEqual {
+        using is_transparent = void;
+        bool operator()(const std::string& a, const std::string& b) const noexcept { return a == b; }
+        bool operator()(const KeyView& v, const std::string& k) const noexcept { return (*this)(k, v); }
+        bool operator()(const std::string& k, const KeyView& v) const noexcept {
+            const std::string_view key(k);
+            return key.size() == v.owner.size() + 1 + v.name.size() && key.starts_with(v.owner) &&
+                   key[v.owner.size()] == '\n' && key.ends_with(v.name);
+        }
+    };
 
     mutable std::mutex mutex_;
-    std::unordered_map<std::string, std::shared_ptr<OwnerSlot>> slots_;
+    std::unordered_map<std::string, std::shared_ptr<OwnerSlot>, KeyHash, KeyEqual> slots_;
 };
 
 // One operation of an owner on a name: its slot, its gate entered for the

@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <climits>
 #include <random>
 
@@ -30,11 +31,19 @@ std::uint64_t this_thread_number() {
 
 OwnerIds::OwnerIds() : id_(random_id()) {}
 
-std::string OwnerIds::thread_owner() const { return with_thread(id_); }
+std::string OwnerIds::thread_owner() const {
+    // Made on every acquire and release: one allocation, not one per piece.
+    std::string owner;
+    owner.reserve(id_.size() + 2 + 20);
+    owner += id_;
+    return with_thread(std::move(owner));
+}
 
 std::string OwnerIds::with_thread(std::string base) {
+    char number[24];
+    const auto end = std::to_chars(number, number + sizeof number, this_thread_number()).ptr;
     base += ":t";
-    base += std::to_string(this_thread_number());
+    base.append(number, end);
     return base;
 }
 
@@ -47,8 +56,15 @@ std::string OwnerIds::holder_label() {
     // process, and the host name may change.
     char host[HOST_NAME_MAX + 1] = {};
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    return std::string("host=") + (host[0] ? host : "?") + " pid=" + std::to_string(getpid()) +
-           " thread=" + std::to_string(syscall(SYS_gettid));
+    char pid[24], thread[24];
+    const auto pid_end = std::to_chars(pid, pid + sizeof pid, getpid()).ptr;
+    const auto thread_end = std::to_chars(thread, thread + sizeof thread, syscall(SYS_gettid)).ptr;
+    std::string label;
+    label.reserve(64 + HOST_NAME_MAX);
+    label.append("host=").append(host[0] ? host : "?");
+    label.append(" pid=").append(pid, pid_end);
+    label.append(" thread=").append(thread, thread_end);
+    return label;
 }
 
 }  // namespace dlock::detail

@@ -2,11 +2,6 @@
 
 namespace dlock::detail {
 
-UnattendedCalls::Pending UnattendedCalls::begin() {
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
-    return Pending(nullptr, [this](void*) { end(); });
-}
-
 void UnattendedCalls::end() {
     // The common case (no close waiting) takes no lock.
     if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "retried_call.hpp"
 
@@ -25,12 +26,30 @@ namespace dlock::detail {
 
 class UnattendedCalls {
 public:
-    // Held while a call's outcome is still to come; the call counts as
-    // settled when the last copy is gone.
-    using Pending = std::shared_ptr<void>;
+    // Held while a call's outcome is still to come: every live copy counts
+    // (so a handler may be copied freely), and the call is settled when the
+    // last is gone. Copies allocate nothing: attended calls make one each.
+    class Pending {
+    public:
+        explicit Pending(UnattendedCalls& calls) noexcept : calls_(&calls) { calls_->add(); }
+        Pending(const Pending& other) noexcept : calls_(other.calls_) {
+            if (calls_) calls_->add();
+        }
+        Pending(Pending&& other) noexcept : calls_(std::exchange(other.calls_, nullptr)) {}
+        Pending& operator=(Pending other) noexcept {
+            std::swap(calls_, other.calls_);
+            return *this;
+        }
+        ~Pending() {
+            if (calls_) calls_->end();
+        }
 
-    // Counts one call as unsettled until the returned value is dropped.
-    Pending begin();
+    private:
+        UnattendedCalls* calls_;
+    };
+
+    // Counts one call as unsettled until the returned value (and every copy) is dropped.
+    Pending begin() noexcept { return Pending(*this); }
 
     // Sends script(keys, argv) (retried until give_up_by) and returns at
     // once; on_settled, if any, gets the outcome on the I/O thread.
@@ -42,6 +61,7 @@ public:
     bool settle_by(Clock::time_point deadline);
 
 private:
+    void add() noexcept { in_flight_.fetch_add(1, std::memory_order_relaxed); }
     void end();
 
     std::mutex mutex_;
