@@ -212,7 +212,11 @@ public:
     // return on (is_held() false, no more renewals), and any request this
     // client sends next goes out after the release on the same connection,
     // so the server runs the release first and mutual exclusion is as with
-    // unlock(). What it does not promise: that the release has reached the
+    // unlock(). (The release goes as EVAL, with the script's text, whenever
+    // the client has not yet seen the server run it on this connection, so
+    // that no NOSCRIPT detour can put it behind the next request; only an
+    // operator's SCRIPT FLUSH on a live connection can still do that, and
+    // the late release is then refused and reported.) What it does not promise: that the release has reached the
     // server (other clients may wait until it does, or, if it never does —
     // a crash, the server unreachable past the retry window — until the
     // lease ends), or that it succeeded: a release the server refuses

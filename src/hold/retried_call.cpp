@@ -21,11 +21,16 @@ RetriedCall::RetriedCall(std::shared_ptr<ClientCore> client, const Script& scrip
 
 std::shared_ptr<RetriedCall> RetriedCall::start(const std::shared_ptr<ClientCore>& client, const Script& script,
                                                 ClientCore::Args keys, ClientCore::Args argv,
-                                                Clock::time_point give_up_by) {
+                                                Clock::time_point give_up_by, Send how) {
     auto call = std::make_shared<RetriedCall>(client, script, give_up_by);
     append_eval(call->evalsha_, "EVALSHA", script.sha1(), keys, argv);
     call->first_sent_ = Clock::now();
-    call->send(call->evalsha_);
+    if (how == Send::eval_unless_cached && !client->script_cached(script)) {
+        call->sent_as_eval_ = true;
+        call->send(rewrite_evalsha_as_eval(call->evalsha_, script.sha1(), script.text()));
+    } else {
+        call->send(call->evalsha_);
+    }
     return call;
 }
 
@@ -45,6 +50,9 @@ void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
         sent_as_eval_ = true;
         return send(rewrite_evalsha_as_eval(evalsha_, script_.sha1(), script_.text()));
     }
+    // Anything but NOSCRIPT from the server (an answer, or an error the
+    // script raised) means the server has the script now.
+    if (!ec || ec == errc::server_error) client_->note_script_cached(script_);
     if (!ec || !retryable(ec)) return finish(ec, std::move(reply));
     if (outcome_unknown(ec)) was_sent_ = true;
     if (!was_sent_ || Clock::now() + retry_pause >= give_up_by_) return finish(ec, std::move(reply));
@@ -52,6 +60,10 @@ void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
     retry_timer_->expires_after(retry_pause);
     retry_timer_->async_wait([self = shared_from_this()](std::error_code timer_ec) {
         if (timer_ec) return self->finish(errc::client_closed, Reply{});
+        // The form last sent: once it went as EVAL, a copy after a reconnect
+        // (maybe to a restarted server) goes as EVAL too.
+        if (self->sent_as_eval_)
+            return self->send(rewrite_evalsha_as_eval(self->evalsha_, self->script_.sha1(), self->script_.text()));
         self->send(self->evalsha_);
     });
 }

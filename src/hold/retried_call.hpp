@@ -38,10 +38,16 @@ class RetriedCall : public std::enable_shared_from_this<RetriedCall> {
 public:
     using Done = std::function<void(std::error_code, Reply&&)>;
 
+    // How the first copy goes: EVALSHA (with the EVAL fallback on NOSCRIPT),
+    // or as EVAL at once unless the server is known to have the script
+    // (known_scripts.hpp): for a call that must not fall behind the
+    // client's next request.
+    enum class Send { evalsha, eval_unless_cached };
+
     // Sends script(keys, argv) now; retries until give_up_by at the latest.
     static std::shared_ptr<RetriedCall> start(const std::shared_ptr<ClientCore>& client, const Script& script,
                                               ClientCore::Args keys, ClientCore::Args argv,
-                                              Clock::time_point give_up_by);
+                                              Clock::time_point give_up_by, Send how = Send::evalsha);
 
     // Blocks until the outcome is known (true: ec and reply set), or until
     // deadline or stop (false: walked away; if_walked_away runs once on the

@@ -10,8 +10,9 @@ void UnattendedCalls::end() {
 }
 
 void UnattendedCalls::send(const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
-                           ClientCore::Args argv, Clock::time_point give_up_by, RetriedCall::Done on_settled) {
-    auto call = RetriedCall::start(client, script, keys, argv, give_up_by);
+                           ClientCore::Args argv, Clock::time_point give_up_by, RetriedCall::Done on_settled,
+                           RetriedCall::Send how) {
+    auto call = RetriedCall::start(client, script, keys, argv, give_up_by, how);
     std::error_code ec;
     Reply reply;
     auto settle = [pending = begin(), on_settled = std::move(on_settled)](std::error_code ec, Reply&& reply) {

@@ -54,7 +54,8 @@ public:
     // Sends script(keys, argv) (retried until give_up_by) and returns at
     // once; on_settled, if any, gets the outcome on the I/O thread.
     void send(const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
-              ClientCore::Args argv, Clock::time_point give_up_by, RetriedCall::Done on_settled = {});
+              ClientCore::Args argv, Clock::time_point give_up_by, RetriedCall::Done on_settled = {},
+              RetriedCall::Send how = RetriedCall::Send::evalsha);
 
     // Blocks until every call begun so far has settled, or until deadline:
     // true when all have.

@@ -447,7 +447,9 @@ void LockCore::release_nowait(std::error_code& ec) {
                                            outcome = errc::protocol_error;
                                    }
                                    report_unlock_error(*identity, outcome);
-                               });
+                               },
+                               // Never the NOSCRIPT detour: its EVAL would leave after the owner's next request.
+                               RetriedCall::Send::eval_unless_cached);
 }
 
 void LockCore::release_outstanding() noexcept {

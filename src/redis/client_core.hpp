@@ -16,6 +16,7 @@
 #include "dedicated_connections.hpp"
 #include "dlock/client_options.hpp"
 #include "dlock/script.hpp"
+#include "known_scripts.hpp"
 #include "dlock/server_address.hpp"
 #include "fork_guard.hpp"
 #include "subscriber.hpp"
@@ -80,6 +81,14 @@ public:
     // or the I/O thread would wait for them.
     void on_io_shutdown(std::function<void()> hook);
     std::error_code wait_connected();
+
+    // Whether the server has `script` cached as far as this client knows
+    // (known_scripts.hpp), and noting that it has: call on an answer to the
+    // script that was not NOSCRIPT, on the I/O thread as it arrives.
+    bool script_cached(const Script& script) const {
+        return known_scripts_.known(script.sha1(), commands_->sessions());
+    }
+    void note_script_cached(const Script& script) { known_scripts_.note(script.sha1(), commands_->sessions()); }
     std::string last_connect_error() const { return commands_->last_error_detail(); }
 
     asio::io_context& io() noexcept { return io_; }
@@ -146,6 +155,7 @@ private:
     std::mutex hooks_mutex_;
     std::vector<std::function<void()>> before_stop_;
     std::vector<std::function<void()>> on_io_shutdown_;
+    KnownScripts known_scripts_;
 };
 
 }  // namespace dlock::detail

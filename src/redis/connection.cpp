@@ -402,6 +402,7 @@ void Connection::become_ready() {
     }
     direct_writes_ = fd >= 0;
     state_ = State::ready;
+    sessions_.fetch_add(1, std::memory_order_acq_rel);
     last_error_.clear();
     writer_active_ = false;
     for (auto& item : waiting_) {

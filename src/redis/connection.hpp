@@ -26,6 +26,8 @@
 // deliver()).
 #pragma once
 
+#include <atomic>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -87,6 +89,10 @@ public:
 
     // What the last failed attempt said, for error messages.
     std::string last_error_detail() const;
+
+    // How many times the connection has become ready: a new number is a new
+    // session, maybe with another server process behind it. Any thread.
+    std::uint64_t sessions() const noexcept { return sessions_.load(std::memory_order_acquire); }
 
 private:
     enum class State { idle, connecting, ready, backoff, closed };
@@ -161,6 +167,7 @@ private:
     std::error_code last_error_;
     std::string last_error_detail_;
     std::uint64_t generation_ = 0;  // changes at every ready and every drop
+    std::atomic<std::uint64_t> sessions_{0};
     std::string out_;               // bytes not yet handed to a writer
     bool writer_active_ = false;
     bool direct_writes_ = false;

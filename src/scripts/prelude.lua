@@ -147,13 +147,16 @@ end
 -- Scripts that may grant take them as optional KEYS: without them (Redlock)
 -- there is no line and nothing here runs.
 
--- Waiters whose client stopped refreshing leave the line.
+-- Waiters whose client stopped refreshing leave the line. In slices: Lua
+-- unpacks at most a few thousand values into one call, and a crowd of
+-- waiters cut off together may have left more.
 local function prune_line(line, places, now)
   local gone = redis.call('ZRANGEBYSCORE', places, '-inf', now)
-  if #gone > 0 then
-    redis.call('ZREM', line, unpack(gone))
-    redis.call('ZREMRANGEBYSCORE', places, '-inf', now)
+  if #gone == 0 then return end
+  for first = 1, #gone, 1000 do
+    redis.call('ZREM', line, unpack(gone, first, math.min(first + 999, #gone)))
   end
+  redis.call('ZREMRANGEBYSCORE', places, '-inf', now)
 end
 
 local function first_in_line(line)

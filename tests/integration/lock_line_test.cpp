@@ -244,3 +244,31 @@ TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAnUnconfirmedGrantAlone) {
     EXPECT_EQ(server.cli({"HGET", key, "granted"}), "1");
     EXPECT_EQ(server.cli({"HGET", key, "token"}), "5");
 }
+
+// Places that ended together (a crowd of waiters cut off at once) are pruned
+// in slices: one ZREM of them all exceeded what Lua unpacks, so every script
+// of the name failed — and a release deleted the lock before failing,
+// granting nobody.
+TEST(LockLine, ACrowdOfEndedPlacesIsPrunedAndTheLockStillChangesHands) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Lock holder(client, "crowd", {.ownership = dlock::Ownership::handle});
+    holder.lock();
+    const auto ended = std::to_string(server.time_us() / 1000 - 1);
+    server.cli({"EVAL",
+                // (double quotes: RedisServer::cli quotes each argument with single ones)
+                "for i = 1, 9000 do redis.call(\"ZADD\", KEYS[1], i, \"gone\" .. i .. \":t1\") "
+                "redis.call(\"ZADD\", KEYS[2], ARGV[1], \"gone\" .. i .. \":t1\") end "
+                "redis.call(\"PEXPIRE\", KEYS[1], 60000) redis.call(\"PEXPIRE\", KEYS[2], 60000)",
+                "2", key_of("crowd") + ":line", key_of("crowd") + ":places", ended});
+    ASSERT_EQ(server.cli({"ZCARD", key_of("crowd") + ":line"}), "9000");
+    std::error_code ec;
+    holder.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message() << ": " << dlock::last_server_error();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("crowd") + ":line"}), "0") << "the ended places were not pruned";
+    dlock::Client other_client(server.uri());
+    dlock::Lock other(other_client, "crowd");
+    std::error_code ec2;
+    EXPECT_TRUE(other.try_lock_until(Clock::now() + 2s, ec2)) << ec2.message() << ": " << dlock::last_server_error();
+    if (other.is_held()) other.unlock();
+}

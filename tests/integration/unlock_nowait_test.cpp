@@ -5,9 +5,11 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
 #include "dlock/lock.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
@@ -20,6 +22,25 @@ using dlock::support::eventually;
 namespace {
 
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+// What on_unlock_error reported, from any thread.
+class UnlockErrors {
+public:
+    dlock::LockOptions options() {
+        return {.on_unlock_error = [this](std::string_view, std::error_code ec) {
+            std::lock_guard g(mutex_);
+            text_ += ec.message() + "; ";
+        }};
+    }
+    std::string text() {
+        std::lock_guard g(mutex_);
+        return text_;
+    }
+
+private:
+    std::mutex mutex_;
+    std::string text_;
+};
 
 }  // namespace
 
@@ -102,4 +123,62 @@ TEST(UnlockNowait, AReenteredHoldIsReleasedOneLevelAndWithoutAHoldItIsNotOwner) 
     EXPECT_FALSE(lock.is_held());
     lock.unlock_nowait();  // nothing held: not_owner, reported at once
     EXPECT_EQ(not_owner.load(), 1);
+}
+
+// On a server that has not run the release script yet (a new server, a
+// restart, a failover) an EVALSHA is answered NOSCRIPT, and its EVAL went out
+// only then: behind the next request this client had sent meanwhile. The
+// next owner's try_lock found the lock still held.
+TEST(UnlockNowait, OnAServerThatHasNotSeenTheReleaseScriptTheNextRequestStillComesAfterIt) {
+    dlock::support::RedisServer server;
+    UnlockErrors unlock_errors;
+    const auto options = unlock_errors.options();
+    dlock::Client client(server.uri());
+    dlock::Lock mine(client, "nowait-first", options);
+    auto other_options = options;
+    other_options.ownership = dlock::Ownership::handle;  // another owner on the same client
+    dlock::Lock theirs(client, "nowait-first", other_options);
+    mine.lock();
+    mine.unlock_nowait();
+    EXPECT_TRUE(theirs.try_lock()) << "the release had not run when the client's next request did";
+    if (theirs.is_held()) theirs.unlock();
+    // After a restart the server has forgotten every script again.
+    server.restart();
+    // Until the client has reconnected, an attempt fails (ec) and is tried again.
+    ASSERT_TRUE(eventually([&] {
+        std::error_code ec;
+        return mine.try_lock_until(Clock::now() + 1s, ec);
+    }, 10s));
+    mine.unlock_nowait();
+    EXPECT_TRUE(theirs.try_lock()) << "after a restart the release fell behind the next request";
+    if (theirs.is_held()) theirs.unlock();
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(unlock_errors.text(), "");
+}
+
+// The same reordering let a FairLock holder's unlock_nowait() then lock()
+// take the lock again past the waiter first in line, and reported the
+// holder's good re-acquisition as lease_lost.
+TEST(UnlockNowait, UnlockNowaitThenLockWaitsItsTurnInAFairLine) {
+    dlock::support::RedisServer server;
+    UnlockErrors unlock_errors;
+    const auto options = unlock_errors.options();
+    dlock::Client client(server.uri()), waiter_client(server.uri());
+    dlock::FairLock mine(client, "fair-nowait", options);
+    mine.lock();
+    std::atomic<bool> waiter_got{false};
+    std::thread waiter([&] {
+        dlock::FairLock w(waiter_client, "fair-nowait");
+        if (w.try_lock_for(10s)) {
+            waiter_got = true;
+            w.unlock();
+        }
+    });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("fair-nowait") + ":line"}) == "1"; }));
+    mine.unlock_nowait();
+    mine.lock();  // it arrives after the waiter: it must wait for it
+    EXPECT_TRUE(waiter_got.load()) << "the holder's next lock() jumped the fair line";
+    mine.unlock();
+    waiter.join();
+    EXPECT_EQ(unlock_errors.text(), "");
 }
