@@ -302,6 +302,25 @@ def best_peer(results, scenario, field):
     return best
 
 
+def contended_goals(results, c, workers, prefix):
+    """One dlock kind's contended figures against the best peer's, keys prefixed."""
+    out = {}
+    if "acq_per_s" not in c:
+        return out
+    peer = best_peer(results, "contended", "acq_per_s")
+    if peer:
+        out[prefix + "_acq_over_best_peer"] = c["acq_per_s"] / peer[1]
+        out[prefix + "_best_peer"] = peer[0]
+    out[prefix + "_wait_p99_ms"] = c["wait_p99_us"] / 1000
+    out[prefix + "_wait_max_ms"] = c["wait_max_us"] / 1000
+    out[prefix + "_jain"] = c["jain"]
+    # Strict FIFO at this throughput: a waiter waits for every other worker's turn.
+    if c["acq_per_s"] > 0:
+        out[prefix + "_ideal_fifo_wait_ms"] = (workers - 1) / c["acq_per_s"] * 1000
+        out[prefix + "_wait_p99_over_ideal_fifo"] = out[prefix + "_wait_p99_ms"] / out[prefix + "_ideal_fifo_wait_ms"]
+    return out
+
+
 def goals(results, capacity, workers):
     """dlock's figures the targets are about, each from this run alone.
     workers: how many contended the one name (processes × threads)."""
@@ -319,19 +338,9 @@ def goals(results, capacity, workers):
             out["uncontended_nowait_p50_over_ping_p50"] = u["nowait_p50_us"] / u["ping_p50_us"]
     out["contended_acq_per_s"] = {label: r["contended"]["acq_per_s"] for label, r in results.items()
                                   if "acq_per_s" in r.get("contended", {})}
-    c = dlock.get("contended", {})
-    if "acq_per_s" in c:
-        peer = best_peer(results, "contended", "acq_per_s")
-        if peer:
-            out["contended_acq_over_best_peer"] = c["acq_per_s"] / peer[1]
-            out["contended_best_peer"] = peer[0]
-        out["contended_wait_p99_ms"] = c["wait_p99_us"] / 1000
-        out["contended_wait_max_ms"] = c["wait_max_us"] / 1000
-        out["contended_jain"] = c["jain"]
-        # Strict FIFO at this throughput: a waiter waits for every other worker's turn.
-        if c["acq_per_s"] > 0:
-            out["contended_ideal_fifo_wait_ms"] = (workers - 1) / c["acq_per_s"] * 1000
-            out["contended_wait_p99_over_ideal_fifo"] = out["contended_wait_p99_ms"] / out["contended_ideal_fifo_wait_ms"]
+    # The default lock's contended goals, and the same for the fair lock.
+    for prefix, label in (("contended", "dlock"), ("fair_contended", "dlock FairLock")):
+        out.update(contended_goals(results, results.get(label, {}).get("contended", {}), workers, prefix))
     m = dlock.get("many", {})
     if "ops_per_s" in m:
         out["many_names_over_server_capacity"] = m["ops_per_s"] / capacity["lock_unlock_pairs_per_s"]
@@ -369,6 +378,12 @@ TARGETS = [
     ("contended_wait_p99_over_ideal_fifo", "<=", 3.0,
      "contended: wait p99 ÷ ideal FIFO wait ((workers − 1) ÷ acquisitions/s = {contended_ideal_fifo_wait_ms:.2f} ms)",
      None),
+    ("fair_contended_acq_over_best_peer", ">=", 2.0,
+     "FairLock contended: acquisitions/s ÷ best peer's ({contended_best_peer})", None),
+    ("fair_contended_jain", ">=", 0.95, "FairLock contended: Jain fairness over the workers", None),
+    ("fair_contended_wait_max_ms", "<=", 50.0, "FairLock contended: wait max (ms)", None),
+    ("fair_contended_wait_p99_over_ideal_fifo", "<=", 3.0,
+     "FairLock contended: wait p99 ÷ ideal FIFO wait ({fair_contended_ideal_fifo_wait_ms:.2f} ms)", None),
     ("uncontended_ops_over_best_peer", ">=", 2.5, "uncontended: ops/s ÷ best peer's ({uncontended_best_peer})", None),
     ("uncontended_allocations_per_op", "<=", 8.0, "uncontended: heap allocations per lock+unlock", None),
     ("uncontended_context_switches_per_op", "<=", 6.0, "uncontended: context switches per lock+unlock", None),
