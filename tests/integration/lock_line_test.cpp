@@ -230,12 +230,14 @@ TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAnUnconfirmedGrantAlone) {
     const std::string owner = "c1:t1";
     server.cli({"HSET", key, "owner", owner, "count", "1", "seq", "0", "token", "5", "granted", "1"});
     server.cli({"PEXPIRE", key, "10000"});
-    std::string_view release_keys[] = {key, key + ":fence", key + ":ch", key + ":done:" + owner, key + ":line",
-                                       key + ":places"};
+    // The names live here: the views below must not outlive them.
+    const std::string fence = key + ":fence", channel = key + ":ch", tombstone = key + ":done:" + owner,
+                      line = key + ":line", places = key + ":places";
+    std::string_view release_keys[] = {key, fence, channel, tombstone, line, places};
     std::string_view release_argv[] = {owner, "30000", "7", "1", "600000", "", "1500"};
     auto released = client.eval(dlock::detail::release_script(), release_keys, release_argv);
     EXPECT_EQ(released.integer, -2) << "answered as a late copy";
-    std::string_view hand_off_keys[] = {key, key + ":fence", key + ":done:" + owner, key + ":line", key + ":places"};
+    std::string_view hand_off_keys[] = {key, fence, tombstone, line, places};
     std::string_view hand_off_argv[] = {owner, "c1:t2", "30000", "8", "600000"};
     auto handed = client.eval(dlock::detail::hand_off_script(), hand_off_keys, hand_off_argv);
     ASSERT_TRUE(handed.is_array());
