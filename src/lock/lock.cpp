@@ -76,9 +76,12 @@ public:
         if (!taken_ || kept_) return;
         try {
             const auto& id = *core_.identity;
+            // Named by its arrival, the wait it ends and nothing after it.
+            const auto arrival = waiter_->arrival();
             core_.send_unattended({&line_leave_script(),
                                    {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places(), id.keys.channel()},
-                                   {owner_, id.waiter_lease_ms, id.retention_ms}});
+                                   {owner_, id.waiter_lease_ms, id.retention_ms,
+                                    arrival ? std::to_string(arrival) : std::string()}});
         } catch (...) {
             // Best effort: the place ends waiter_lease after its last refresh.
         }
@@ -88,6 +91,9 @@ public:
 
     void taken() { taken_ = true; }  // an acquisition that may take a place was sent
     void kept() { kept_ = true; }    // granted: the grant took the owner out of the line
+    // A busy answer: where the owner stands, and when the request that said so left.
+    void placed(std::uint64_t arrival, LockClock::time_point sent) { waiter_->placed(arrival, sent); }
+    std::optional<LineWaiters::TakenGrant> direct_grant() { return waiter_->direct_grant(); }
 
 private:
     LockCore& core_;
@@ -199,7 +205,7 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
     const auto fresh = read_fresh_acquire(answer.reply);
     switch (fresh.kind) {
         case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return {Outcome::failed};
-        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left};
+        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left, fresh.arrival, answer.sent};
         // A resent copy of an attempt whose first copy was answered busy,
         // and the lock is free now: that operation may not grant any more.
         // A new attempt (a new operation id) may.
@@ -281,6 +287,7 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
         if (result.outcome == Outcome::acquired) place.kept();
         if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec);
         answered = true;
+        place.placed(result.arrival, result.sent);
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
         if (!inbox_checked) {
             // Grant notices come on the inbox: before the first sleep, make
@@ -306,7 +313,42 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
             }
         }
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
+        // Woken by the grant notice for this wait: held already, no round
+        // trip (with replica_ack the next attempt confirms it and WAITs).
+        if (!acknowledged && take_direct_grant(place, owner, slot, ticket)) return true;
     }
+}
+
+bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, OwnerSlot& slot, GateTicket& ticket) {
+    const auto direct = place.direct_grant();
+    if (!direct || direct->place_kept == LockClock::time_point{}) return false;
+    const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease};
+    auto hold = adopt_grant(*service, identity, owner, slot, grant);
+    if (!hold) return false;
+    contributions_.add(this, hold);
+    place.kept();
+    // The confirmation (confirm_grant.lua): the full lease from its send
+    // time, and an operation id newer than any of this owner's, which late
+    // copies of its older requests cannot pass. It carries the owner's gate,
+    // so nothing of this owner on this lock reaches the server before it
+    // (release.lua refuses to release a grant that is not confirmed), and
+    // goes as EVAL unless the server is known to have the script: no
+    // NOSCRIPT detour puts it behind the owner's next call.
+    auto carried = std::make_shared<GateTicket>(std::move(ticket));
+    const auto& keys = identity->keys;
+    const auto operation = service->next_operation_id();
+    const auto arrival = std::to_string(direct->arrival);
+    const auto holder = OwnerIds::holder_label();
+    std::string_view k[] = {keys.lock, keys.fence()};
+    std::string_view a[] = {owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
+    const auto sent = LockClock::now();
+    service->unattended().send(
+        client, confirm_grant_script(), k, a, retry_window_end(),
+        [service = service, hold, sent, carried](std::error_code ec, Reply&& reply) {
+            service->confirmed(hold, sent, ec, reply);
+        },
+        RetriedCall::Send::eval_unless_cached);
+    return true;
 }
 
 bool LockCore::acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec) {
