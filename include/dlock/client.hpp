@@ -66,8 +66,13 @@ public:
     // command (or wait_connected), not here.
     explicit Client(std::string_view uri = default_server_uri, ClientOptions options = {});
     explicit Client(ServerAddress address, ClientOptions options = {});
-    // Fails whatever is still in flight with errc::client_closed, closes the
-    // connections and joins the I/O thread. Must not be called from a Callback.
+    // Releases every lock still held through this client, lets the lock
+    // calls nobody waits for (a release of unlock_nowait, a place in line
+    // given back, a grant undone) finish, fails whatever else is still in
+    // flight with errc::client_closed, closes the connections and joins the
+    // I/O thread. Waits at most about one command_timeout for the server's
+    // answers (a server that does not answer costs that long). Must not be
+    // called from a Callback.
     ~Client();
 
     Client(const Client&) = delete;

@@ -50,9 +50,9 @@ void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
         sent_as_eval_ = true;
         return send(rewrite_evalsha_as_eval(evalsha_, script_.sha1(), script_.text()));
     }
-    // Anything but NOSCRIPT from the server (an answer, or an error the
-    // script raised) means the server has the script now.
-    if (!ec || ec == errc::server_error) client_->note_script_cached(script_);
+    // An answer means the server ran the script, so has it now. Not an
+    // error: BUSY or LOADING come without the script being looked up.
+    if (!ec) client_->note_script_cached(script_);
     if (!ec || !retryable(ec)) return finish(ec, std::move(reply));
     if (outcome_unknown(ec)) was_sent_ = true;
     if (!was_sent_ || Clock::now() + retry_pause >= give_up_by_) return finish(ec, std::move(reply));

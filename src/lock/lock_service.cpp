@@ -191,6 +191,9 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
 }
 
 void LockService::release_all_on_stop() {
+    // One bound for all of it: a server that does not answer delays a close
+    // by a command timeout, as before calls nobody waits for were counted.
+    const auto until = Clock::now() + core_.options().command_timeout;
     auto holds = keeper_.live_holds();
     // By script: the holds of each kind leave in one write.
     std::map<const Script*, std::vector<ClientCore::EvalCall>> calls;
@@ -209,9 +212,8 @@ void LockService::release_all_on_stop() {
     // Bounded: every call completes by its command timeout.
     for (auto& f : done) f.wait();
     // Undos, withdrawals and places given back that are still on their way
-    // (a NOSCRIPT answer's EVAL not sent yet): each ends by its retry window.
-    const auto& options = core_.options();
-    (void)unattended_.settle_by(Clock::now() + options.connect_timeout + options.command_timeout);
+    // (a NOSCRIPT answer's EVAL not sent yet).
+    (void)unattended_.settle_by(until);
 }
 
 }  // namespace dlock::detail

@@ -454,6 +454,7 @@ void Connection::drop(std::error_code reason) {
         std::lock_guard lock(mutex_);
         if (state_ != State::ready) return;
         ++generation_;
+        sessions_.fetch_add(1, std::memory_order_acq_rel);  // the session ended: nothing it knew holds now
         state_ = State::connecting;
         writer_active_ = false;
         out_.clear();

@@ -90,8 +90,10 @@ public:
     // What the last failed attempt said, for error messages.
     std::string last_error_detail() const;
 
-    // How many times the connection has become ready: a new number is a new
-    // session, maybe with another server process behind it. Any thread.
+    // Changes when the connection becomes ready and when it drops: the
+    // same number twice means one unbroken session with one server process;
+    // while it reconnects, the number is one no session was ever ready
+    // under. Any thread.
     std::uint64_t sessions() const noexcept { return sessions_.load(std::memory_order_acquire); }
 
 private:

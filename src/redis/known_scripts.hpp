@@ -1,10 +1,12 @@
 // Which scripts the server is known to have cached, as of the command
 // connection's current session (its count of times it became ready).
 //
-// A script is known once an EVALSHA or EVAL of it was answered by anything
-// but NOSCRIPT on the current session: a reconnect may have met a restarted
-// or failed-over server with an empty cache, so it forgets everything. An
-// operator's SCRIPT FLUSH on a live connection is not seen.
+// A script is known once an EVALSHA or EVAL of it was answered (not with an
+// error) on the current session: a drop ends the session, and the reconnect
+// may meet a restarted or failed-over server with an empty cache, so
+// nothing is known while it reconnects or after. Not seen: an operator's
+// SCRIPT FLUSH on a live connection, and a drop that comes between the
+// check and the write.
 //
 // Why it matters: a call that nobody waits for and that must run before the
 // client's next request (Lock::unlock_nowait) cannot take the NOSCRIPT

@@ -13,6 +13,7 @@
 #include "dlock/lock.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "lock/lock_scripts.hpp"
 #include "tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
@@ -181,4 +182,59 @@ TEST(UnlockNowait, UnlockNowaitThenLockWaitsItsTurnInAFairLine) {
     mine.unlock();
     waiter.join();
     EXPECT_EQ(unlock_errors.text(), "");
+}
+
+// While the connection reconnects (the server behind it may have restarted
+// or failed over with an empty script cache), nothing counts as known: the
+// release goes as EVAL. It used to trust the session before the drop, was
+// answered NOSCRIPT, and ran after the client's next request.
+TEST(UnlockNowait, DuringAReconnectTheReleaseScriptIsNotTakenAsKnown) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client client(proxy.uri(), {.connect_timeout = 5s});
+    UnlockErrors unlock_errors;
+    dlock::Lock mine(client, "reconnecting", unlock_errors.options());
+    mine.lock();
+    mine.unlock();  // the release script ran on this session
+    mine.lock();
+    proxy.black_hole(true);
+    proxy.drop_connections();
+    server.cli({"SCRIPT", "FLUSH"});  // as a restart with its data, or a failover, would leave it
+    std::this_thread::sleep_for(300ms);  // reconnecting: requests wait for the handshake
+    mine.unlock_nowait();
+    std::thread heal([&] {
+        std::this_thread::sleep_for(300ms);
+        proxy.black_hole(false);
+    });
+    const auto exists = client.command({"EXISTS", key_of("reconnecting")});
+    heal.join();
+    EXPECT_EQ(exists.integer, 0) << "the release ran after the client's next request";
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(unlock_errors.text(), "");
+}
+
+// An error the server answers without looking the script up (BUSY while
+// another script runs, LOADING) does not make it known.
+TEST(UnlockNowait, ABusyAnswerDoesNotMakeTheReleaseScriptKnown) {
+    dlock::support::RedisServer server;
+    server.cli({"CONFIG", "SET", "busy-reply-threshold", "50"});
+    dlock::Client client(server.uri());
+    dlock::Lock first(client, "busy-a"), second(client, "busy-b");
+    first.lock();  // the acquire script is cached; the release script never ran here
+    std::thread busy([&] {
+        dlock::Client other(server.uri());
+        std::error_code ec;
+        const std::string_view args[] = {
+            "EVAL", "local s = redis.call('TIME')[1] while redis.call('TIME')[1] - s < 2 do end return 1", "0"};
+        (void)other.command(args, ec);
+    });
+    std::this_thread::sleep_for(400ms);
+    std::error_code ec;
+    first.unlock(ec);  // answered BUSY
+    busy.join();
+    ASSERT_EQ(server.cli({"SCRIPT", "EXISTS", dlock::detail::release_script().sha1()}), "0");
+    second.lock();
+    second.unlock_nowait();
+    EXPECT_EQ(client.command({"EXISTS", key_of("busy-b")}).integer, 0)
+        << "the release went as EVALSHA, was answered NOSCRIPT and ran after the next request";
 }
