@@ -59,6 +59,24 @@ void LineWaiters::granted(std::string_view name, std::string_view owner, DirectG
     waiter->wake();
 }
 
+void LineWaiters::revoked(std::string_view name, std::string_view owner, std::uint64_t token) {
+    std::shared_ptr<Waiter> waiter;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = waiters_.find(std::pair(std::string(name), std::string(owner)));
+        if (it == waiters_.end()) return;
+        waiter = it->second;
+    }
+    std::lock_guard lock(waiter->mutex_);
+    if (waiter->notice_ && waiter->notice_->token == token) waiter->notice_.reset();
+    if (waiter->taken_token_ == token) waiter->taken_revoked_ = true;
+}
+
+bool LineWaiters::Waiter::taken_grant_revoked() const {
+    std::lock_guard lock(mutex_);
+    return taken_revoked_;
+}
+
 void LineWaiters::Waiter::placed(std::uint64_t arrival, LockClock::time_point sent) {
     if (arrival == 0) return;
     std::lock_guard lock(mutex_);
@@ -81,6 +99,7 @@ std::optional<LineWaiters::TakenGrant> LineWaiters::Waiter::direct_grant() {
     std::lock_guard lock(mutex_);
     const auto notice = std::exchange(notice_, std::nullopt);
     if (!notice || arrival_ == 0 || notice->arrival != arrival_) return std::nullopt;
+    taken_token_ = notice->token;
     return TakenGrant{notice->token, notice->arrival, place_kept_};
 }
 

@@ -67,6 +67,9 @@ public:
         std::uint64_t arrival() const;
         // A grant notice for its wait, taken once; none for another wait.
         std::optional<TakenGrant> direct_grant();
+        // Whether the grant taken by direct_grant() was force-released
+        // (LineWaiters::revoked) before its hold could be found.
+        bool taken_grant_revoked() const;
 
     private:
         friend class LineWaiters;
@@ -74,6 +77,8 @@ public:
         std::uint64_t arrival_ = 0;
         LockClock::time_point place_kept_{};  // send time of the last request confirmed to keep the place
         std::optional<DirectGrant> notice_;
+        std::uint64_t taken_token_ = 0;  // of the notice direct_grant() gave out
+        bool taken_revoked_ = false;
     };
     // Sends the refreshes of `due` in one write; each answer goes to refreshed().
     using SendRefreshes = std::function<void(std::vector<std::shared_ptr<Waiter>>& due)>;
@@ -88,6 +93,9 @@ public:
 
     // A grant notice from the inbox: left with the waiter, which wakes.
     void granted(std::string_view name, std::string_view owner, DirectGrant grant);
+    // A force-release notice (inbox): a grant notice of that token not yet
+    // taken is dropped; one taken already is marked revoked for its taker.
+    void revoked(std::string_view name, std::string_view owner, std::uint64_t token);
     // Messages may have been missed: every waiter asks again.
     void wake_all();
     // A refresh's answer (line_refresh.lua), the refresh sent at `sent`:

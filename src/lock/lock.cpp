@@ -94,6 +94,8 @@ public:
     // A busy answer: where the owner stands, and when the request that said so left.
     void placed(std::uint64_t arrival, LockClock::time_point sent) { waiter_->placed(arrival, sent); }
     std::optional<LineWaiters::TakenGrant> direct_grant() { return waiter_->direct_grant(); }
+    std::uint64_t arrival() const { return waiter_->arrival(); }
+    bool taken_grant_revoked() const { return waiter_->taken_grant_revoked(); }
 
 private:
     LockCore& core_;
@@ -115,15 +117,15 @@ bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Gra
 
 LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
                                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                                        bool take_place) {
+                                        bool take_place, bool new_wait) {
     const auto& keys = identity->keys;
     const auto tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
     std::string_view k[] = {keys.lock, keys.fence(), tombstone, keys.line(), keys.places()};
     const auto holder = OwnerIds::holder_label();
     const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
-    std::string_view a[] = {owner,          identity->lease_ms, operation, mode, identity->retention_ms, "1", holder,
-                            place,          identity->waiter_lease_ms};
+    std::string_view a[] = {owner, identity->lease_ms,        operation,  mode, identity->retention_ms, "1", holder,
+                            place, identity->waiter_lease_ms, new_wait ? "new" : ""};
     // Granted after the caller gave up, or its outcome never learnt: nobody
     // will use it. The undo also keeps a late copy from applying later. The
     // handler may run after the Lock is gone, so it keeps this core alive.
@@ -190,8 +192,8 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
 
 LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                                     std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                                    std::error_code& ec, bool take_place) {
-    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop, take_place);
+                                    std::error_code& ec, bool take_place, bool new_wait) {
+    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop, take_place, new_wait);
     if (!answer.known) return {Outcome::walked_away};
     if (answer.ec == errc::wrong_type) {
         const auto& keys = identity->keys;
@@ -283,7 +285,8 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
     for (;;) {
         const auto seen = signal->generation();
         place.taken();
-        auto result = attempt(owner, slot, ticket, deadline, stop, ec, true);
+        // Until the server has named this wait, its attempt starts a new one.
+        auto result = attempt(owner, slot, ticket, deadline, stop, ec, true, place.arrival() == 0);
         if (result.outcome == Outcome::acquired) place.kept();
         if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec);
         answered = true;
@@ -327,6 +330,13 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, Own
     if (!hold) return false;
     contributions_.add(this, hold);
     place.kept();
+    // Force-released after the notice was taken and before the hold could
+    // be found by the revocation (which the inbox delivers right behind it).
+    if (place.taken_grant_revoked()) {
+        service->keeper().forget(hold);
+        mark_lost(hold, errc::lease_lost, service->io());
+        return true;
+    }
     // The confirmation (confirm_grant.lua): the full lease from its send
     // time, and an operation id newer than any of this owner's, which late
     // copies of its older requests cannot pass. It carries the owner's gate,

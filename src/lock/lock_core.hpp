@@ -85,14 +85,14 @@ private:
     // the server's line.
     Answer send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                        bool take_place = false);
+                        bool take_place = false, bool new_wait = false);
 
     bool reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
                  std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
                  bool& lost);
     Attempt attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                     std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
-                    bool take_place = false);
+                    bool take_place = false, bool new_wait = false);
     // Waits in the server's line until granted (directly, by the release
     // before ours, or by this process's hand-off when local_queue is given),
     // the deadline, stop, or failure. `signal` wakes the waiter: a grant

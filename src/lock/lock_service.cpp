@@ -61,6 +61,9 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     const auto notice = read_revocation(payload);
     if (!notice) return;
     const std::string name(notice->name), owner(notice->owner);
+    // A waiter of this client may have been granted that lock and not have
+    // made its hold yet.
+    line_waiters_.revoked(name, owner, notice->token);
     // Only the hold that was revoked: this owner may have taken the lock
     // again (a new token) before the notice arrived.
     if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {

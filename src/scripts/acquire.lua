@@ -7,6 +7,7 @@
 -- With a line (prelude.lua, "The line"): KEYS[4] line   KEYS[5] places
 --   ARGV[8] place ms: when busy, take (or keep) a place in line for that long; '' for none (try_lock)
 --   ARGV[9] grant ms: the lease of a direct grant this call makes to the first waiter
+--   ARGV[10] 'new' for the first attempt of a wait: its place gets a new arrival number
 --   A free lock goes to the first in line: the caller when it is first (or nobody waits), else
 --   that waiter (direct grant), and the caller is answered busy. A 'fresh' acquisition of a lock
 --   directly granted to the caller confirms the grant: full lease, new operation id, same token.
@@ -35,7 +36,7 @@ elseif owner then
   if pttl < 0 then pttl = tonumber(ARGV[2]) end
   raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
   if KEYS[5] and ARGV[8] ~= '' then
-    return {0, pttl, take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]))}
+    return {0, pttl, take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]), ARGV[10] == 'new')}
   end
   return {0, pttl}
 elseif KEYS[5] and redis.call('EXISTS', KEYS[4]) == 1 then
@@ -48,7 +49,7 @@ elseif KEYS[5] and redis.call('EXISTS', KEYS[4]) == 1 then
     grant_first_in_line(KEYS[1], KEYS[2], KEYS[4], KEYS[5], tonumber(ARGV[9]), tonumber(ARGV[5]), now)
     raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
     if ARGV[8] ~= '' then
-      return {0, tonumber(ARGV[9]), take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[1], now, tonumber(ARGV[8]))}
+      return {0, tonumber(ARGV[9]), take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[1], now, tonumber(ARGV[8]), ARGV[10] == 'new')}
     end
     return {0, tonumber(ARGV[9])}
   end

@@ -168,10 +168,14 @@ end
 -- wait: it never repeats for one lock, also after the line emptied (its key
 -- is then gone) or the fence expired, because each new one is at least the
 -- server's clock in microseconds and above the last one given (kept in the
--- fence hash, whose expiry the line's keeps up with). Returns the arrival.
-local function take_place(line, places, fence, waiter, now, place_ms)
+-- fence hash, whose expiry the line's keeps up with). A new wait (new_wait)
+-- always gets a new arrival, at the end of the line, even if its owner
+-- still stands there from a wait it gave up whose line_leave has not come
+-- yet: that line_leave, or that wait's grant notice, can then never be
+-- taken for the new wait's. Returns the arrival.
+local function take_place(line, places, fence, waiter, now, place_ms, new_wait)
   local arrival = tonumber(redis.call('ZSCORE', line, waiter))
-  if not arrival then
+  if new_wait or not arrival then
     local clock = redis.call('TIME')
     arrival = math.max((tonumber(redis.call('HGET', fence, 'arrival')) or 0) + 1,
                        tonumber(clock[1]) * 1000000 + tonumber(clock[2]))

@@ -403,3 +403,107 @@ TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
     EXPECT_TRUE(waiter.is_held());
     waiter.unlock();
 }
+
+// A waiter_lease longer than the lease: the woken holder's validity counts
+// the waiter_lease from its place, and its confirmation must not cut the
+// key's expiry below that (it set the bare lease, and the fault suite's
+// holder-pause class found two holders in the gap).
+TEST(LockLine, TheConfirmationNeverShortensTheLockBelowTheWokenHoldersValidity) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri());
+    dlock::FairLock holder(holder_client, "long-place");
+    holder.lock();
+    dlock::FairLock waiter(waiter_client, "long-place",
+                           {.lease = 1s, .ownership = dlock::Ownership::handle, .waiter_lease = 4s});
+    std::atomic<bool> got{false};
+    std::thread waiting([&] { got = waiter.try_lock_for(10s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("long-place") + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(100ms);
+    holder.unlock();
+    waiting.join();
+    ASSERT_TRUE(got.load());
+    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", key_of("long-place"), "granted"}) == "0"; }, 5s));
+    const auto believed = std::chrono::duration_cast<std::chrono::milliseconds>(waiter.valid_until() - Clock::now());
+    const auto on_server = std::stoll(server.cli({"PTTL", key_of("long-place")}));
+    EXPECT_GE(on_server, believed.count()) << "the holder believes it holds the lock past the key's expiry";
+    waiter.unlock();
+}
+
+// An owner that gives up and waits again at once, before its line_leave
+// reached the server (its EVALSHA answered NOSCRIPT, the EVAL a round trip
+// later): the new wait gets a new arrival, so the late line_leave cannot
+// give back the new wait's grant — which its client takes as held from the
+// notice. It used to keep the old place's arrival: two holders.
+TEST(LockLine, ALateLeaveOfTheWaitJustGivenUpCannotFreeTheNextWaitsGrant) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client holder_client(server.uri()), other_client(server.uri());
+    dlock::Client waiter_client(proxy.uri(), {.command_timeout = 5s});
+    waiter_client.wait_connected();
+    const std::string name = "leave-race";
+    dlock::FairLock holder(holder_client, name);
+    holder.lock();
+    dlock::FairLock waiter(waiter_client, name, {.ownership = dlock::Ownership::handle, .waiter_lease = 5s});
+    dlock::FairLock other(other_client, name);
+    std::this_thread::sleep_for(300ms);  // the inbox listens
+    const auto start = Clock::now();
+    std::atomic<bool> second{false}, returned{false};
+    std::thread waiting([&] {
+        (void)waiter.try_lock_for(1s);     // gives up: line_leave goes (EVALSHA, NOSCRIPT, then EVAL)
+        second = waiter.try_lock_for(20s);  // waits again at once
+        returned = true;
+    });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of(name) + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(300ms);
+    proxy.delay_replies(600ms);  // its replies and notices come 600 ms late
+    std::this_thread::sleep_until(start + 1200ms);
+    holder.unlock();  // granted to the waiter's place
+    bool other_got = false;
+    const auto until = Clock::now() + 3s;
+    while (Clock::now() < until && !(other_got = other.try_lock())) std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(eventually([&] { return returned.load(); }, 10s));
+    EXPECT_FALSE(other_got && second.load() && waiter.is_held() && other.is_held())
+        << "two holders of one lock, both leases valid";
+    waiting.join();
+    proxy.delay_replies(0ms);
+    if (waiter.is_held()) waiter.unlock();
+    if (other.is_held()) other.unlock();
+}
+
+// A force-release that comes between a direct grant and its waiter making
+// the hold (both notices arrive together): the waiter does not hold it.
+TEST(LockLine, AForceReleaseRightBehindTheGrantNoticeIsNotMissed) {
+    for (int round = 0; round < 3; ++round) {
+        dlock::support::RedisServer server;
+        dlock::support::TcpProxy proxy(server.port());
+        dlock::Client holder_client(server.uri()), other_client(server.uri());
+        dlock::Client waiter_client(proxy.uri(), {.command_timeout = 5s});
+        waiter_client.wait_connected();
+        dlock::FairLock holder(holder_client, "forced");
+        holder.lock();
+        dlock::FairLock waiter(waiter_client, "forced", {.ownership = dlock::Ownership::handle, .waiter_lease = 3s});
+        dlock::FairLock other(other_client, "forced");
+        std::this_thread::sleep_for(300ms);
+        std::atomic<bool> returned{false};
+        std::thread waiting([&] {
+            (void)waiter.try_lock_for(20s);
+            returned = true;
+        });
+        ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("forced") + ":line"}) == "1"; }));
+        std::this_thread::sleep_for(200ms);
+        proxy.hold_requests(true);  // its confirmation stays held
+        proxy.black_hole(true);     // its notices wait, to come together
+        holder.unlock();            // granted to the waiter
+        ASSERT_TRUE(dlock::force_release(holder_client, "forced"));
+        ASSERT_TRUE(other.try_lock());
+        std::this_thread::sleep_for(50ms);
+        proxy.black_hole(false);
+        std::this_thread::sleep_for(300ms);
+        EXPECT_FALSE(waiter.is_held() && other.is_held()) << "round " << round << ": two holders";
+        proxy.hold_requests(false);
+        other.unlock();  // a waiter still in line gets it now
+        ASSERT_TRUE(eventually([&] { return returned.load(); }, 25s));
+        waiting.join();
+        if (waiter.is_held()) waiter.unlock();
+    }
+}
