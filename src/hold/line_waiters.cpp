@@ -44,14 +44,15 @@ void LineWaiters::leave(const std::shared_ptr<Waiter>& waiter) {
     if (it != waiters_.end() && it->second == waiter) waiters_.erase(it);
 }
 
+std::shared_ptr<LineWaiters::Waiter> LineWaiters::find(std::string_view name, std::string_view owner) {
+    std::lock_guard lock(mutex_);
+    auto it = waiters_.find(std::pair(std::string(name), std::string(owner)));
+    return it == waiters_.end() ? nullptr : it->second;
+}
+
 void LineWaiters::granted(std::string_view name, std::string_view owner, DirectGrant grant) {
-    std::shared_ptr<Waiter> waiter;
-    {
-        std::lock_guard lock(mutex_);
-        auto it = waiters_.find(std::pair(std::string(name), std::string(owner)));
-        if (it == waiters_.end()) return;
-        waiter = it->second;
-    }
+    const auto waiter = find(name, owner);
+    if (!waiter) return;
     {
         std::lock_guard lock(waiter->mutex_);
         waiter->notice_ = grant;
@@ -60,13 +61,8 @@ void LineWaiters::granted(std::string_view name, std::string_view owner, DirectG
 }
 
 void LineWaiters::revoked(std::string_view name, std::string_view owner, std::uint64_t token) {
-    std::shared_ptr<Waiter> waiter;
-    {
-        std::lock_guard lock(mutex_);
-        auto it = waiters_.find(std::pair(std::string(name), std::string(owner)));
-        if (it == waiters_.end()) return;
-        waiter = it->second;
-    }
+    const auto waiter = find(name, owner);
+    if (!waiter) return;
     std::lock_guard lock(waiter->mutex_);
     if (waiter->notice_ && waiter->notice_->token == token) waiter->notice_.reset();
     if (waiter->taken_token_ == token) waiter->taken_revoked_ = true;

@@ -104,6 +104,7 @@ public:
     static void refreshed(Waiter& waiter, std::error_code ec, const Reply& reply, LockClock::time_point sent);
 
 private:
+    std::shared_ptr<Waiter> find(std::string_view name, std::string_view owner);  // null when not waiting
     void arm(std::chrono::milliseconds period);  // I/O thread
     void on_tick();                              // I/O thread
     void shutdown();
