@@ -9,7 +9,8 @@
 // server, ordered by the server as requests arrive (no client clock decides
 // anything), and the lock goes to the first in line only: the release
 // grants it to that waiter directly, with a new fencing token, and tells
-// only that waiter's client. No thread hands the lock to another of its
+// only that waiter's client, whose waiting thread returns holding it
+// (lock.hpp, "Waiting"). No thread hands the lock to another of its
 // process's threads past the line (LockOptions::handoff_slice is not used),
 // and try_lock() never jumps the line either: with anybody waiting, it fails.
 //

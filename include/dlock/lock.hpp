@@ -34,8 +34,13 @@
 // arrival order). A release hands the lock straight to the first waiter in
 // line (direct grant: a new fencing token, and a notice on that waiter's
 // client's inbox, the one subscriber connection per client); only that
-// waiter wakes, confirms the grant in one round trip (its validity counts
-// from that request, on its own clock) and returns holding the lock. A place
+// waiter wakes, and it returns holding the lock without another round trip.
+// Its validity until the grant is confirmed counts waiter_lease from the
+// send time of the last request the server confirmed kept its place (the
+// grant is leased at least until that place would have ended), so it is
+// short; the confirmation (the full lease, from its own send time) leaves
+// at once, and the owner's next call on the lock goes after it. With
+// replica_ack the waiter confirms first, and WAITs for replicas. A place
 // is kept alive by the client's lease keeper (LockOptions::waiter_lease); a
 // waiter also wakes when the holder's lease must have ended. A thread of the
 // same process releasing the lock may instead hand it straight to its
@@ -223,7 +228,10 @@ public:
     // (lease_lost) or that fails goes to LockOptions::on_unlock_error, run
     // on the client's I/O thread. No hand-off to this process's waiters on
     // this path. A re-entered hold (count > 1) is released as unlock()
-    // does, waiting for the answer. Never throws.
+    // does, waiting for the answer. Right after a lock granted directly
+    // from the line (see "Waiting"), it first waits for that grant's
+    // confirmation to be answered (about a round trip), which must reach
+    // the server before any release. Never throws.
     void unlock_nowait() noexcept;
 
     // All of these are about the caller's own hold (thread or handle).

@@ -11,7 +11,7 @@ Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const 
       owner(std::move(owner_)),
       count_(grant.count),
       token_(grant.token),
-      valid_until_(valid_until(grant.sent, lock->options.lease)),
+      valid_until_(valid_until(grant.sent, grant.lease_or(lock->options.lease))),
       slice_start_(grant.slice_start) {}
 
 Hold::View Hold::view() const {

@@ -142,6 +142,11 @@ struct Grant {
     unsigned count = 1;
     LockClock::time_point sent{};
     LockClock::time_point slice_start{};  // when this process took the lock from the server (hand-offs)
+    // The lease its validity counts from `sent`: zero for the lock's own. A
+    // direct grant taken from its notice counts the waiter's waiter_lease
+    // from the last request that kept its place.
+    std::chrono::milliseconds lease{0};
+    std::chrono::milliseconds lease_or(std::chrono::milliseconds own) const { return lease.count() ? lease : own; }
 };
 
 class Hold {

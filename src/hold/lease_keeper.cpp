@@ -36,7 +36,10 @@ LockClock::time_point LeaseKeeper::renewal_deadline(const Hold& hold, LockClock:
 
 void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
     const auto& options = hold->lock->options;
-    schedule(hold, options.renew ? sent + renew_interval(options.lease) : watch_time(*hold));
+    // A hold whose first validity is shorter than a renewal interval (a
+    // direct grant taken from its notice) is watched from its end on.
+    schedule(hold, options.renew ? std::min(sent + renew_interval(options.lease), watch_time(*hold))
+                                 : watch_time(*hold));
 }
 
 void LeaseKeeper::unschedule_locked(Hold& hold) {

@@ -20,7 +20,7 @@ void LineWaiters::shutdown() {
 
 std::shared_ptr<LineWaiters::Waiter> LineWaiters::join(std::shared_ptr<const LockIdentity> identity, std::string owner,
                                                        std::function<void()> wake) {
-    auto waiter = std::make_shared<Waiter>(Waiter{std::move(identity), std::move(owner), std::move(wake), {}});
+    auto waiter = std::make_shared<Waiter>(std::move(identity), std::move(owner), std::move(wake));
     const auto period = waiter->identity->options.waiter_lease / 3;
     bool arm_now = false;
     {
@@ -44,15 +44,59 @@ void LineWaiters::leave(const std::shared_ptr<Waiter>& waiter) {
     if (it != waiters_.end() && it->second == waiter) waiters_.erase(it);
 }
 
-void LineWaiters::granted(std::string_view name, std::string_view owner) {
-    std::shared_ptr<Waiter> waiter;
+std::shared_ptr<LineWaiters::Waiter> LineWaiters::find(std::string_view name, std::string_view owner) {
+    std::lock_guard lock(mutex_);
+    auto it = waiters_.find(std::pair(std::string(name), std::string(owner)));
+    return it == waiters_.end() ? nullptr : it->second;
+}
+
+void LineWaiters::granted(std::string_view name, std::string_view owner, DirectGrant grant) {
+    const auto waiter = find(name, owner);
+    if (!waiter) return;
     {
-        std::lock_guard lock(mutex_);
-        auto it = waiters_.find(std::pair(std::string(name), std::string(owner)));
-        if (it == waiters_.end()) return;
-        waiter = it->second;
+        std::lock_guard lock(waiter->mutex_);
+        waiter->notice_ = grant;
     }
     waiter->wake();
+}
+
+void LineWaiters::revoked(std::string_view name, std::string_view owner, std::uint64_t token) {
+    const auto waiter = find(name, owner);
+    if (!waiter) return;
+    std::lock_guard lock(waiter->mutex_);
+    if (waiter->notice_ && waiter->notice_->token == token) waiter->notice_.reset();
+    if (waiter->taken_token_ == token) waiter->taken_revoked_ = true;
+}
+
+bool LineWaiters::Waiter::taken_grant_revoked() const {
+    std::lock_guard lock(mutex_);
+    return taken_revoked_;
+}
+
+void LineWaiters::Waiter::placed(std::uint64_t arrival, LockClock::time_point sent) {
+    if (arrival == 0) return;
+    std::lock_guard lock(mutex_);
+    if (arrival != arrival_) {
+        // Another wait (its place was lost and taken anew): what kept the
+        // old place says nothing of the new one.
+        arrival_ = arrival;
+        place_kept_ = sent;
+        return;
+    }
+    place_kept_ = std::max(place_kept_, sent);
+}
+
+std::uint64_t LineWaiters::Waiter::arrival() const {
+    std::lock_guard lock(mutex_);
+    return arrival_;
+}
+
+std::optional<LineWaiters::TakenGrant> LineWaiters::Waiter::direct_grant() {
+    std::lock_guard lock(mutex_);
+    const auto notice = std::exchange(notice_, std::nullopt);
+    if (!notice || arrival_ == 0 || notice->arrival != arrival_) return std::nullopt;
+    taken_token_ = notice->token;
+    return TakenGrant{notice->token, notice->arrival, place_kept_};
 }
 
 void LineWaiters::wake_all() {
@@ -64,9 +108,14 @@ void LineWaiters::wake_all() {
     for (auto& waiter : all) waiter->wake();
 }
 
-void LineWaiters::refreshed(const Waiter& waiter, std::error_code ec, const Reply& reply) {
+void LineWaiters::refreshed(Waiter& waiter, std::error_code ec, const Reply& reply, LockClock::time_point sent) {
     if (ec) return;
-    if (reply.is_integer() && reply.integer == 1) return;
+    if (reply.is_integer() && reply.integer == 1) {
+        // The place of the waiter's current wait: a refresh never makes a new one.
+        std::lock_guard lock(waiter.mutex_);
+        if (waiter.arrival_ != 0) waiter.place_kept_ = std::max(waiter.place_kept_, sent);
+        return;
+    }
     waiter.wake();
 }
 

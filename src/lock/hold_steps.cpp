@@ -29,7 +29,7 @@ std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const Lo
                                   const std::string& owner, OwnerSlot& slot, const Grant& grant) {
     // Granted, but the request waited so long (a paused server, a slow
     // network) that its lease may be over already: not a hold anyone may trust.
-    if (LockClock::now() >= valid_until(grant.sent, identity->options.lease)) return nullptr;
+    if (LockClock::now() >= valid_until(grant.sent, grant.lease_or(identity->options.lease))) return nullptr;
     auto hold = std::make_shared<Hold>(std::move(identity), owner, grant);
     if (auto previous = slot.current()) {
         // A new grant replaces whatever this owner had: a final hold, or a

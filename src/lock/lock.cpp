@@ -76,9 +76,12 @@ public:
         if (!taken_ || kept_) return;
         try {
             const auto& id = *core_.identity;
+            // Named by its arrival, the wait it ends and nothing after it.
+            const auto arrival = waiter_->arrival();
             core_.send_unattended({&line_leave_script(),
                                    {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places(), id.keys.channel()},
-                                   {owner_, id.waiter_lease_ms, id.retention_ms}});
+                                   {owner_, id.waiter_lease_ms, id.retention_ms,
+                                    arrival ? std::to_string(arrival) : std::string()}});
         } catch (...) {
             // Best effort: the place ends waiter_lease after its last refresh.
         }
@@ -88,6 +91,11 @@ public:
 
     void taken() { taken_ = true; }  // an acquisition that may take a place was sent
     void kept() { kept_ = true; }    // granted: the grant took the owner out of the line
+    // A busy answer: where the owner stands, and when the request that said so left.
+    void placed(std::uint64_t arrival, LockClock::time_point sent) { waiter_->placed(arrival, sent); }
+    std::optional<LineWaiters::TakenGrant> direct_grant() { return waiter_->direct_grant(); }
+    std::uint64_t arrival() const { return waiter_->arrival(); }
+    bool taken_grant_revoked() const { return waiter_->taken_grant_revoked(); }
 
 private:
     LockCore& core_;
@@ -109,15 +117,15 @@ bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Gra
 
 LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
                                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                                        bool take_place) {
+                                        bool take_place, bool new_wait) {
     const auto& keys = identity->keys;
     const auto tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
     std::string_view k[] = {keys.lock, keys.fence(), tombstone, keys.line(), keys.places()};
     const auto holder = OwnerIds::holder_label();
     const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
-    std::string_view a[] = {owner,          identity->lease_ms, operation, mode, identity->retention_ms, "1", holder,
-                            place,          identity->waiter_lease_ms};
+    std::string_view a[] = {owner, identity->lease_ms,        operation,  mode, identity->retention_ms, "1", holder,
+                            place, identity->waiter_lease_ms, new_wait ? "new" : ""};
     // Granted after the caller gave up, or its outcome never learnt: nobody
     // will use it. The undo also keeps a late copy from applying later. The
     // handler may run after the Lock is gone, so it keeps this core alive.
@@ -184,8 +192,8 @@ bool LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& own
 
 LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                                     std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                                    std::error_code& ec, bool take_place) {
-    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop, take_place);
+                                    std::error_code& ec, bool take_place, bool new_wait) {
+    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop, take_place, new_wait);
     if (!answer.known) return {Outcome::walked_away};
     if (answer.ec == errc::wrong_type) {
         const auto& keys = identity->keys;
@@ -199,7 +207,7 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
     const auto fresh = read_fresh_acquire(answer.reply);
     switch (fresh.kind) {
         case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return {Outcome::failed};
-        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left};
+        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left, fresh.arrival, answer.sent};
         // A resent copy of an attempt whose first copy was answered busy,
         // and the lock is free now: that operation may not grant any more.
         // A new attempt (a new operation id) may.
@@ -277,10 +285,12 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
     for (;;) {
         const auto seen = signal->generation();
         place.taken();
-        auto result = attempt(owner, slot, ticket, deadline, stop, ec, true);
+        // Until the server has named this wait, its attempt starts a new one.
+        auto result = attempt(owner, slot, ticket, deadline, stop, ec, true, place.arrival() == 0);
         if (result.outcome == Outcome::acquired) place.kept();
         if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec);
         answered = true;
+        place.placed(result.arrival, result.sent);
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
         if (!inbox_checked) {
             // Grant notices come on the inbox: before the first sleep, make
@@ -306,7 +316,49 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
             }
         }
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
+        // Woken by the grant notice for this wait: held already, no round
+        // trip (with replica_ack the next attempt confirms it and WAITs).
+        if (!acknowledged && take_direct_grant(place, owner, slot, ticket)) return true;
     }
+}
+
+bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, OwnerSlot& slot, GateTicket& ticket) {
+    const auto direct = place.direct_grant();
+    if (!direct || direct->place_kept == LockClock::time_point{}) return false;
+    const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease};
+    auto hold = adopt_grant(*service, identity, owner, slot, grant);
+    if (!hold) return false;
+    contributions_.add(this, hold);
+    place.kept();
+    // Force-released after the notice was taken and before the hold could
+    // be found by the revocation (which the inbox delivers right behind it).
+    if (place.taken_grant_revoked()) {
+        service->keeper().forget(hold);
+        mark_lost(hold, errc::lease_lost, service->io());
+        return true;
+    }
+    // The confirmation (confirm_grant.lua): the full lease from its send
+    // time, and an operation id newer than any of this owner's, which late
+    // copies of its older requests cannot pass. It carries the owner's gate,
+    // so nothing of this owner on this lock reaches the server before it
+    // (release.lua refuses to release a grant that is not confirmed), and
+    // goes as EVAL unless the server is known to have the script: no
+    // NOSCRIPT detour puts it behind the owner's next call.
+    auto carried = std::make_shared<GateTicket>(std::move(ticket));
+    const auto& keys = identity->keys;
+    const auto operation = service->next_operation_id();
+    const auto arrival = std::to_string(direct->arrival);
+    const auto holder = OwnerIds::holder_label();
+    std::string_view k[] = {keys.lock, keys.fence()};
+    std::string_view a[] = {owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
+    const auto sent = LockClock::now();
+    service->unattended().send(
+        client, confirm_grant_script(), k, a, retry_window_end(),
+        [service = service, hold, sent, carried](std::error_code ec, Reply&& reply) {
+            service->confirmed(hold, sent, ec, reply);
+        },
+        RetriedCall::Send::eval_unless_cached);
+    return true;
 }
 
 bool LockCore::acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec) {

@@ -17,6 +17,8 @@
 
 namespace dlock::detail {
 
+class LinePlace;
+
 class LockCore : public std::enable_shared_from_this<LockCore> {
 public:
     // fair: every waiting thread stands in the server's line itself and no
@@ -57,6 +59,8 @@ private:
     struct Attempt {
         Outcome outcome;
         std::chrono::milliseconds pttl{0};  // busy: the holder's lease left
+        std::uint64_t arrival = 0;          // busy: the caller's arrival in line (0: it took no place)
+        LockClock::time_point sent{};       // when the attempt left
     };
     using Answer = ScriptAnswer;
 
@@ -81,14 +85,14 @@ private:
     // the server's line.
     Answer send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                        bool take_place = false);
+                        bool take_place = false, bool new_wait = false);
 
     bool reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
                  std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
                  bool& lost);
     Attempt attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                     std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
-                    bool take_place = false);
+                    bool take_place = false, bool new_wait = false);
     // Waits in the server's line until granted (directly, by the release
     // before ours, or by this process's hand-off when local_queue is given),
     // the deadline, stop, or failure. `signal` wakes the waiter: a grant
@@ -96,6 +100,14 @@ private:
     bool wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                       std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
                       const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered);
+    // A direct grant for this wait, taken from its notice as held (not with
+    // replica_ack, whose grants must be acknowledged first): its hold is
+    // valid until its place's last confirmed keeping + waiter_lease, and a
+    // renewal confirming it leaves at once, carrying the owner's gate so
+    // that the owner's next call on it (a release, a re-entry) comes after
+    // the confirmation. False when there is no such notice or its validity
+    // is over (the next attempt then confirms the grant, if it is still there).
+    bool take_direct_grant(LinePlace& place, const std::string& owner, OwnerSlot& slot, GateTicket& ticket);
     // A grant confirmed by the server: a new hold, tracked and renewed, or
     // (its validity already over) undone. False when undone.
     bool record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant, const std::string& operation);

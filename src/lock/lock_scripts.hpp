@@ -15,6 +15,7 @@ const Script& hand_off_script();
 // The line of queued locks (prelude.lua, "The line").
 const Script& line_refresh_script();
 const Script& line_leave_script();
+const Script& confirm_grant_script();
 // The read-write lock's own (its write side also uses release and renew).
 const Script& rw_write_acquire_script();
 const Script& rw_write_withdraw_script();

@@ -56,10 +56,14 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
         line_waiters_.wake_all();
         return keeper_.renew_all_now();
     }
-    if (const auto grant = read_grant_notice(payload)) return line_waiters_.granted(grant->name, grant->owner);
+    if (const auto grant = read_grant_notice(payload))
+        return line_waiters_.granted(grant->name, grant->owner, {grant->token, grant->arrival});
     const auto notice = read_revocation(payload);
     if (!notice) return;
     const std::string name(notice->name), owner(notice->owner);
+    // A waiter of this client may have been granted that lock and not have
+    // made its hold yet.
+    line_waiters_.revoked(name, owner, notice->token);
     // Only the hold that was revoked: this owner may have taken the lock
     // again (a new token) before the notice arrived.
     if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {
@@ -130,8 +134,8 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
         // shared connection (and everything in flight on it) sooner than
         // any other command does.
         deadline = std::min(deadline, LockClock::now() + core_.options().command_timeout);
-        dones.push_back([this, waiter](std::error_code ec, Reply&& reply) {
-            if (ec != errc::no_script) return LineWaiters::refreshed(*waiter, ec, reply);
+        dones.push_back([this, waiter, sent = LockClock::now()](std::error_code ec, Reply&& reply) {
+            if (ec != errc::no_script) return LineWaiters::refreshed(*waiter, ec, reply, sent);
             // The server does not know the script yet (its first refresh, or
             // after a restart): the same refresh as EVAL, which also loads it
             // for the next EVALSHA. Waking the waiter instead would make it
@@ -139,7 +143,7 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
             const auto& script = line_refresh_script();
             core_.submit_formatted(
                 rewrite_evalsha_as_eval(waiter->refresh_command, script.sha1(), script.text()),
-                [waiter](std::error_code e, Reply&& r) { LineWaiters::refreshed(*waiter, e, r); },
+                [waiter, sent](std::error_code e, Reply&& r) { LineWaiters::refreshed(*waiter, e, r, sent); },
                 LockClock::now() + core_.options().command_timeout);
         });
     }
@@ -159,6 +163,17 @@ void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, L
                                     return keeper_.failed(hold, errc::replicas_not_acknowledged);
                                 keeper_.renewed(hold, sent);
                             });
+}
+
+void LockService::confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
+                            const Reply& reply) {
+    if (ec == errc::client_closed) return keeper_.failed(hold, ec);
+    if (!ec && is_grant(reply)) return keeper_.renewed(hold, sent);
+    // Refused, or not confirmed within the whole retry window: lost now.
+    // Renewals could keep it, but unconfirmed it could never be released
+    // (release.lua takes an unconfirmed grant's release for a late copy);
+    // left alone, its short lease ends it.
+    keeper_.refused(hold);
 }
 
 void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,

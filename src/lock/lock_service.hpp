@@ -45,6 +45,10 @@ public:
     // True once the inbox subscription is confirmed (grant notices reach
     // this client); waits until deadline at the most.
     bool inbox_active(LockClock::time_point deadline) const { return inbox_ && inbox_.wait_active(deadline); }
+    // The answer to confirm_grant.lua for a direct grant its waiter took
+    // from the notice (sent at `sent`): extended as by a renewal, or lost.
+    void confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
+                   const Reply& reply);
     // Calls nobody waits for; the client's close waits for them.
     UnattendedCalls& unattended() noexcept { return unattended_; }
 

@@ -1,6 +1,7 @@
 #include "script_replies.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <climits>
 
@@ -22,7 +23,7 @@ bool is_acquire_reply(const Reply& reply) {
     };
     switch (reply.elements[0].integer) {
         case granted: return integers(3);
-        case busy: return integers(2);
+        case busy: return integers(2) || integers(3);  // with the caller's arrival when it stands in line
         case not_ours:
         case stale_operation: return true;
         default: return false;
@@ -47,7 +48,8 @@ FreshAcquire read_fresh_acquire(const Reply& reply) {
         // Never past the longest lease there can be: a key someone gave a
         // huge TTL must not overflow the clock arithmetic of the wait.
         const auto left = std::clamp<long long>(reply.elements[1].integer, 1, max_lease.count());
-        return {FreshAcquire::Kind::busy, 0, 0, std::chrono::milliseconds(left)};
+        const auto arrival = reply.elements.size() == 3 ? std::max<long long>(reply.elements[2].integer, 0) : 0;
+        return {FreshAcquire::Kind::busy, 0, 0, std::chrono::milliseconds(left), static_cast<std::uint64_t>(arrival)};
     }
     if (answer == stale_operation) return {FreshAcquire::Kind::stale_operation};
     return {FreshAcquire::Kind::granted, static_cast<std::uint64_t>(reply.elements[1].integer),
@@ -107,7 +109,17 @@ std::optional<std::string> read_force_release(const Reply& reply) {
 
 namespace {
 
-std::optional<Revocation> read_inbox_notice(std::string_view payload, std::string_view verb) {
+// An inbox notice: VERB, then `numbers` words (the owner, then decimal
+// numbers), then the lock's key "dlock:{<name>}" (any bytes, spaces too).
+template <std::size_t Numbers>
+struct InboxNotice {
+    std::string_view owner;
+    std::array<std::uint64_t, Numbers> numbers{};
+    std::string_view name;
+};
+
+template <std::size_t Numbers>
+std::optional<InboxNotice<Numbers>> read_inbox_notice(std::string_view payload, std::string_view verb) {
     constexpr std::string_view key_prefix = "dlock:{";
     if (payload.substr(0, verb.size()) != verb) return std::nullopt;
     payload.remove_prefix(verb.size());
@@ -118,23 +130,35 @@ std::optional<Revocation> read_inbox_notice(std::string_view payload, std::strin
         payload.remove_prefix(space + 1);
         return word;
     };
+    InboxNotice<Numbers> notice;
     const auto owner = next_word();
-    const auto token_text = next_word();
-    if (!owner || !token_text) return std::nullopt;
-    std::uint64_t token = 0;
-    if (std::from_chars(token_text->data(), token_text->data() + token_text->size(), token).ptr !=
-        token_text->data() + token_text->size())
-        return std::nullopt;
+    if (!owner) return std::nullopt;
+    notice.owner = *owner;
+    for (auto& number : notice.numbers) {
+        const auto text = next_word();
+        if (!text || std::from_chars(text->data(), text->data() + text->size(), number).ptr !=
+                         text->data() + text->size())
+            return std::nullopt;
+    }
     const auto key = payload;
     if (key.size() < key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix || key.back() != '}')
         return std::nullopt;
-    return Revocation{*owner, token, key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1)};
+    notice.name = key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1);
+    return notice;
 }
 
 }  // namespace
 
-std::optional<Revocation> read_revocation(std::string_view payload) { return read_inbox_notice(payload, "revoked "); }
+std::optional<Revocation> read_revocation(std::string_view payload) {
+    const auto notice = read_inbox_notice<1>(payload, "revoked ");
+    if (!notice) return std::nullopt;
+    return Revocation{notice->owner, notice->numbers[0], notice->name};
+}
 
-std::optional<Revocation> read_grant_notice(std::string_view payload) { return read_inbox_notice(payload, "granted "); }
+std::optional<GrantNotice> read_grant_notice(std::string_view payload) {
+    const auto notice = read_inbox_notice<2>(payload, "granted ");
+    if (!notice) return std::nullopt;
+    return GrantNotice{notice->owner, notice->numbers[0], notice->numbers[1], notice->name};
+}
 
 }  // namespace dlock::detail

@@ -29,6 +29,7 @@ struct FreshAcquire {
     std::uint64_t token = 0;                  // granted
     unsigned count = 0;                       // granted
     std::chrono::milliseconds lease_left{0};  // busy: the holder's, 1 ms .. max_lease
+    std::uint64_t arrival = 0;                // busy: the caller's arrival number in line; 0: no place
 };
 FreshAcquire read_fresh_acquire(const Reply& reply);
 
@@ -84,7 +85,14 @@ struct Revocation {
 };
 std::optional<Revocation> read_revocation(std::string_view payload);
 // The notice of a direct grant to a waiter in the lock's line (prelude.lua,
-// grant_first_in_line): "granted <owner> <token> dlock:{<name>}", read alike.
-std::optional<Revocation> read_grant_notice(std::string_view payload);
+// grant_first_in_line): "granted <owner> <token> <arrival> dlock:{<name>}",
+// read alike; the arrival names the wait the grant is for.
+struct GrantNotice {
+    std::string_view owner;
+    std::uint64_t token = 0;
+    std::uint64_t arrival = 0;
+    std::string_view name;
+};
+std::optional<GrantNotice> read_grant_notice(std::string_view payload);
 
 }  // namespace dlock::detail

@@ -7,10 +7,12 @@
 -- With a line (prelude.lua, "The line"): KEYS[4] line   KEYS[5] places
 --   ARGV[8] place ms: when busy, take (or keep) a place in line for that long; '' for none (try_lock)
 --   ARGV[9] grant ms: the lease of a direct grant this call makes to the first waiter
+--   ARGV[10] 'new' for the first attempt of a wait: its place gets a new arrival number
 --   A free lock goes to the first in line: the caller when it is first (or nobody waits), else
 --   that waiter (direct grant), and the caller is answered busy. A 'fresh' acquisition of a lock
 --   directly granted to the caller confirms the grant: full lease, new operation id, same token.
--- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does,
+-- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does
+-- ({0, pttl, arrival} when the caller stands in line: its arrival number, which names its wait),
 -- {-1} for 'reenter' when the caller does not hold it any more, {-2} for a late copy of an older operation.
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
 -- that one first answered busy may answer {-2} once the lock is free: it never grants.
@@ -33,7 +35,9 @@ elseif owner then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then pttl = tonumber(ARGV[2]) end
   raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
-  if KEYS[5] and ARGV[8] ~= '' then take_place(KEYS[4], KEYS[5], ARGV[1], server_ms(), tonumber(ARGV[8])) end
+  if KEYS[5] and ARGV[8] ~= '' then
+    return {0, pttl, take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]), ARGV[10] == 'new')}
+  end
   return {0, pttl}
 elseif KEYS[5] and redis.call('EXISTS', KEYS[4]) == 1 then
   -- Free, and somebody stands in line (a lock nobody waits for has no line key).
@@ -44,7 +48,9 @@ elseif KEYS[5] and redis.call('EXISTS', KEYS[4]) == 1 then
     -- Others were first: the first of them gets it, and the caller waits its turn.
     grant_first_in_line(KEYS[1], KEYS[2], KEYS[4], KEYS[5], tonumber(ARGV[9]), tonumber(ARGV[5]), now)
     raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
-    if ARGV[8] ~= '' then take_place(KEYS[4], KEYS[5], ARGV[1], now, tonumber(ARGV[8])) end
+    if ARGV[8] ~= '' then
+      return {0, tonumber(ARGV[9]), take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[1], now, tonumber(ARGV[8]), ARGV[10] == 'new')}
+    end
     return {0, tonumber(ARGV[9])}
   end
   if first then leave_line(KEYS[4], KEYS[5], ARGV[1]) end

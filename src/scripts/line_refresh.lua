@@ -16,5 +16,5 @@ if not owner and grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumbe
   return 2
 end
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
-take_place(KEYS[3], KEYS[4], ARGV[1], now, tonumber(ARGV[2]))
+take_place(KEYS[3], KEYS[4], KEYS[2], ARGV[1], now, tonumber(ARGV[2]))
 return 1

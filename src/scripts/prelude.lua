@@ -164,14 +164,29 @@ local function first_in_line(line)
 end
 
 -- Keeps waiter's place for place_ms more; a new waiter goes to the end.
-local function take_place(line, places, waiter, now, place_ms)
-  if not redis.call('ZSCORE', line, waiter) then
-    local last = redis.call('ZRANGE', line, -1, -1, 'WITHSCORES')
-    redis.call('ZADD', line, (tonumber(last[2]) or 0) + 1, waiter)
+-- A waiter's score in the line is its arrival number, which also names its
+-- wait: it never repeats for one lock, also after the line emptied (its key
+-- is then gone) or the fence expired, because each new one is at least the
+-- server's clock in microseconds and above the last one given (kept in the
+-- fence hash, whose expiry the line's keeps up with). A new wait (new_wait)
+-- always gets a new arrival, at the end of the line, even if its owner
+-- still stands there from a wait it gave up whose line_leave has not come
+-- yet: that line_leave, or that wait's grant notice, can then never be
+-- taken for the new wait's. Returns the arrival.
+local function take_place(line, places, fence, waiter, now, place_ms, new_wait)
+  local arrival = tonumber(redis.call('ZSCORE', line, waiter))
+  if new_wait or not arrival then
+    local clock = redis.call('TIME')
+    arrival = math.max((tonumber(redis.call('HGET', fence, 'arrival')) or 0) + 1,
+                       tonumber(clock[1]) * 1000000 + tonumber(clock[2]))
+    redis.call('HSET', fence, 'arrival', string.format('%.0f', arrival))
+    redis.call('ZADD', line, string.format('%.0f', arrival), waiter)
+    extend_expiry(fence, place_ms)
   end
   redis.call('ZADD', places, now + place_ms, waiter)
   extend_expiry(line, place_ms)
   extend_expiry(places, place_ms)
+  return arrival
 end
 
 local function leave_line(line, places, waiter)
@@ -180,13 +195,16 @@ local function leave_line(line, places, waiter)
 end
 
 -- Direct grant: the free lock goes to the first waiter in line, who is told
--- on its client's inbox ('granted <owner> <token> <lock key>'). The grant is
--- marked unconfirmed and leased for grant_ms, or for what was left of the
--- waiter's place if that is longer (the waiter's own waiter_lease, which a
--- slow waiter chose long enough to answer in): the waiter's client confirms
--- it with its next acquisition (which sets the full lease and starts the
--- validity on its own clock), and a waiter that died meanwhile blocks the
--- lock that long at most. Returns the new owner, or nil when nobody is in line.
+-- on its client's inbox ('granted <owner> <token> <arrival> <lock key>': the
+-- arrival names the wait the grant is for). The grant is marked unconfirmed
+-- ('granted' = that arrival) and leased for grant_ms, or for what was left
+-- of the waiter's place if that is longer, so never less than the place the
+-- waiter's client last kept: that client may take the lock as held from
+-- the notice alone, valid until its last confirmed place-keeping request's
+-- send time + its waiter_lease, and confirms it with a renewal (which sets
+-- the full lease and clears the mark) or with its next acquisition. A
+-- waiter that died meanwhile blocks the lock that long at most. Returns the
+-- new owner, or nil when nobody is in line.
 -- now (server ms) is read here when not given: a lock nobody waits for (no
 -- line key) costs one EXISTS, nothing more.
 local function grant_first_in_line(lock, fence, line, places, grant_ms, retention, now)
@@ -197,15 +215,16 @@ local function grant_first_in_line(lock, fence, line, places, grant_ms, retentio
   if not waiter then return nil end
   local place_left = (tonumber(redis.call('ZSCORE', places, waiter)) or now) - now
   if place_left > grant_ms then grant_ms = place_left end
+  local arrival = redis.call('ZSCORE', line, waiter)
   leave_line(line, places, waiter)
   local token = next_token(fence, true)
   redis.call('DEL', lock)
   redis.call('HSET', lock, 'owner', waiter, 'count', 1, 'seq', '0', 'token', string.format('%.0f', token),
-             'granted', '1')
+             'granted', arrival)
   redis.call('PEXPIRE', lock, grant_ms)
   keep_fence(fence, grant_ms + retention)
   redis.call('PUBLISH', 'dlock:inbox:' .. string.match(waiter, '^[^:]*'),
-             'granted ' .. waiter .. ' ' .. string.format('%.0f', token) .. ' ' .. lock)
+             'granted ' .. waiter .. ' ' .. string.format('%.0f', token) .. ' ' .. arrival .. ' ' .. lock)
   return waiter
 end
 

@@ -274,3 +274,236 @@ TEST(LockLine, ACrowdOfEndedPlacesIsPrunedAndTheLockStillChangesHands) {
     EXPECT_TRUE(other.try_lock_until(Clock::now() + 2s, ec2)) << ec2.message() << ": " << dlock::last_server_error();
     if (other.is_held()) other.unlock();
 }
+
+namespace {
+// The owner standing first in `name`'s line, and its arrival number.
+std::pair<std::string, std::string> first_waiter(dlock::support::RedisServer& server, const std::string& name) {
+    const auto scored = server.cli({"ZRANGE", key_of(name) + ":line", "0", "0", "WITHSCORES"});
+    const auto newline = scored.find('\n');
+    return {scored.substr(0, newline), newline == std::string::npos ? "" : scored.substr(newline + 1)};
+}
+}  // namespace
+
+// The waiter the release grants the lock to wakes holding it: no acquire
+// round trip. Its client's replies (grant notice included) come 500 ms
+// late, so waking holding returns about 500 ms after the release; asking
+// again would take another 500 ms. The grant is then confirmed (full
+// lease, a new operation id) behind the caller's back.
+TEST(LockLine, TheWaiterGrantedDirectlyWakesHoldingTheLock) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client holder_client(server.uri());
+    dlock::Client waiter_client(proxy.uri(), {.command_timeout = 5s});
+    waiter_client.wait_connected();
+    dlock::FairLock holder(holder_client, "woken");
+    holder.lock();
+    dlock::FairLock waiter(waiter_client, "woken", {.ownership = dlock::Ownership::handle, .waiter_lease = 3s});
+    // Its inbox subscribes with its first lock object: listening before the
+    // replies slow down (each step of a connection's handshake would wait).
+    std::this_thread::sleep_for(500ms);
+    proxy.delay_replies(500ms);
+    std::atomic<bool> got{false};
+    std::thread waiting([&] { got = waiter.try_lock_for(20s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("woken") + ":line"}) == "1"; }, 10s));
+    std::this_thread::sleep_for(700ms);  // its busy answer (and so its arrival) has reached it
+    const auto released = Clock::now();
+    holder.unlock();
+    waiting.join();
+    const double took = secs(Clock::now() - released);
+    ASSERT_TRUE(got.load());
+    EXPECT_LT(took, 0.9) << "the waiter asked again after its grant notice";
+    EXPECT_TRUE(waiter.is_held());
+    EXPECT_EQ(std::to_string(waiter.fencing_token()), server.cli({"HGET", key_of("woken"), "token"}));
+    // Confirmed: the grant's mark is gone, a new operation id is recorded,
+    // and the validity counts the full lease.
+    EXPECT_TRUE(eventually([&] { return server.cli({"HEXISTS", key_of("woken"), "granted"}) == "0"; }, 5s));
+    EXPECT_NE(server.cli({"HGET", key_of("woken"), "seq"}), "0");
+    EXPECT_TRUE(eventually([&] { return waiter.valid_until() > Clock::now() + 20s; }, 5s));
+    proxy.delay_replies(0ms);
+    waiter.unlock();
+    EXPECT_EQ(server.cli({"EXISTS", key_of("woken")}), "0");
+}
+
+// A grant notice for another wait of the same owner (an earlier one, given
+// up) does not make the waiter a holder: it names its wait by its arrival.
+TEST(LockLine, ANoticeForAnotherWaitIsNotTakenAsAGrant) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri());
+    dlock::FairLock holder(holder_client, "stale-notice");
+    holder.lock();
+    dlock::FairLock waiter(waiter_client, "stale-notice", {.ownership = dlock::Ownership::handle});
+    std::atomic<bool> got{false};
+    std::thread waiting([&] { got = waiter.try_lock_for(10s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("stale-notice") + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(100ms);
+    const auto [owner, arrival] = first_waiter(server, "stale-notice");
+    const auto client_id = owner.substr(0, owner.find(':'));
+    const auto earlier = std::to_string(std::stoull(arrival) - 1);
+    server.cli({"PUBLISH", "dlock:inbox:" + client_id,
+                "granted " + owner + " 999999 " + earlier + " " + key_of("stale-notice")});
+    std::this_thread::sleep_for(300ms);
+    EXPECT_FALSE(got.load()) << "a notice for an earlier wait was taken as a grant";
+    EXPECT_TRUE(holder.is_held());
+    holder.unlock();
+    waiting.join();
+    ASSERT_TRUE(got.load());
+    EXPECT_NE(waiter.fencing_token(), 999999u);
+    EXPECT_EQ(std::to_string(waiter.fencing_token()), server.cli({"HGET", key_of("stale-notice"), "token"}));
+    waiter.unlock();
+}
+
+// line_leave.lua ends one wait: a copy arriving late, once its owner waits
+// again and was granted the lock for that later wait, leaves that grant
+// alone (the owner's client may hold it from the notice already).
+TEST(LockLine, ALateLeaveOfAnEarlierWaitLeavesTheNextWaitsGrantAlone) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    const auto key = key_of("late-leave");
+    const std::string owner = "c1:t1";
+    const std::string fence = key + ":fence", line = key + ":line", places = key + ":places", channel = key + ":ch";
+    std::string_view keys[] = {key, fence, line, places, channel};
+    for (const std::string ended : {"1795000000000001", ""}) {
+        server.cli({"HSET", key, "owner", owner, "count", "1", "seq", "0", "token", "7", "granted", "1795000000000002"});
+        server.cli({"PEXPIRE", key, "10000"});
+        std::string_view argv[] = {owner, "1500", "600000", ended};
+        auto left = client.eval(dlock::detail::line_leave_script(), keys, argv);
+        EXPECT_EQ(left.integer, 0) << "arrival '" << ended << "': a grant of another wait was given back";
+        EXPECT_EQ(server.cli({"HGET", key, "owner"}), owner);
+        EXPECT_EQ(server.cli({"HGET", key, "granted"}), "1795000000000002");
+    }
+    std::string_view argv[] = {owner, "1500", "600000", "1795000000000002"};
+    EXPECT_EQ(client.eval(dlock::detail::line_leave_script(), keys, argv).integer, 1) << "its own wait's grant";
+    EXPECT_EQ(server.cli({"EXISTS", key}), "0");
+}
+
+// Once confirmed, a grant taken from its notice has an operation id newer
+// than any of its owner's: a late copy of an older release of that owner
+// (sent before it waited) is refused, and the lock stays held.
+TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri());
+    dlock::FairLock holder(holder_client, "old-release");
+    holder.lock();
+    dlock::FairLock waiter(waiter_client, "old-release", {.ownership = dlock::Ownership::handle});
+    std::atomic<bool> got{false};
+    std::thread waiting([&] { got = waiter.try_lock_for(10s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("old-release") + ":line"}) == "1"; }));
+    const auto owner = first_waiter(server, "old-release").first;
+    holder.unlock();
+    waiting.join();
+    ASSERT_TRUE(got.load());
+    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", key_of("old-release"), "granted"}) == "0"; }, 5s));
+    const auto key = key_of("old-release");
+    const std::string fence = key + ":fence", channel = key + ":ch", tombstone = key + ":done:" + owner,
+                      line = key + ":line", places = key + ":places";
+    std::string_view keys[] = {key, fence, channel, tombstone, line, places};
+    std::string_view argv[] = {owner, "30000", "1", "1", "600000", "", "1500"};  // operation 1: its oldest
+    EXPECT_EQ(waiter_client.eval(dlock::detail::release_script(), keys, argv).integer, -2) << "applied as if new";
+    EXPECT_EQ(server.cli({"HGET", key, "owner"}), owner);
+    EXPECT_TRUE(waiter.is_held());
+    waiter.unlock();
+}
+
+// A waiter_lease longer than the lease: the woken holder's validity counts
+// the waiter_lease from its place, and its confirmation must not cut the
+// key's expiry below that (it set the bare lease, and the fault suite's
+// holder-pause class found two holders in the gap).
+TEST(LockLine, TheConfirmationNeverShortensTheLockBelowTheWokenHoldersValidity) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri());
+    dlock::FairLock holder(holder_client, "long-place");
+    holder.lock();
+    dlock::FairLock waiter(waiter_client, "long-place",
+                           {.lease = 1s, .ownership = dlock::Ownership::handle, .waiter_lease = 4s});
+    std::atomic<bool> got{false};
+    std::thread waiting([&] { got = waiter.try_lock_for(10s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("long-place") + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(100ms);
+    holder.unlock();
+    waiting.join();
+    ASSERT_TRUE(got.load());
+    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", key_of("long-place"), "granted"}) == "0"; }, 5s));
+    const auto believed = std::chrono::duration_cast<std::chrono::milliseconds>(waiter.valid_until() - Clock::now());
+    const auto on_server = std::stoll(server.cli({"PTTL", key_of("long-place")}));
+    EXPECT_GE(on_server, believed.count()) << "the holder believes it holds the lock past the key's expiry";
+    waiter.unlock();
+}
+
+// An owner that gives up and waits again at once, before its line_leave
+// reached the server (its EVALSHA answered NOSCRIPT, the EVAL a round trip
+// later): the new wait gets a new arrival, so the late line_leave cannot
+// give back the new wait's grant — which its client takes as held from the
+// notice. It used to keep the old place's arrival: two holders.
+TEST(LockLine, ALateLeaveOfTheWaitJustGivenUpCannotFreeTheNextWaitsGrant) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::Client holder_client(server.uri()), other_client(server.uri());
+    dlock::Client waiter_client(proxy.uri(), {.command_timeout = 5s});
+    waiter_client.wait_connected();
+    const std::string name = "leave-race";
+    dlock::FairLock holder(holder_client, name);
+    holder.lock();
+    dlock::FairLock waiter(waiter_client, name, {.ownership = dlock::Ownership::handle, .waiter_lease = 5s});
+    dlock::FairLock other(other_client, name);
+    std::this_thread::sleep_for(300ms);  // the inbox listens
+    const auto start = Clock::now();
+    std::atomic<bool> second{false}, returned{false};
+    std::thread waiting([&] {
+        (void)waiter.try_lock_for(1s);     // gives up: line_leave goes (EVALSHA, NOSCRIPT, then EVAL)
+        second = waiter.try_lock_for(20s);  // waits again at once
+        returned = true;
+    });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of(name) + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(300ms);
+    proxy.delay_replies(600ms);  // its replies and notices come 600 ms late
+    std::this_thread::sleep_until(start + 1200ms);
+    holder.unlock();  // granted to the waiter's place
+    bool other_got = false;
+    const auto until = Clock::now() + 3s;
+    while (Clock::now() < until && !(other_got = other.try_lock())) std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(eventually([&] { return returned.load(); }, 10s));
+    EXPECT_FALSE(other_got && second.load() && waiter.is_held() && other.is_held())
+        << "two holders of one lock, both leases valid";
+    waiting.join();
+    proxy.delay_replies(0ms);
+    if (waiter.is_held()) waiter.unlock();
+    if (other.is_held()) other.unlock();
+}
+
+// A force-release that comes between a direct grant and its waiter making
+// the hold (both notices arrive together): the waiter does not hold it.
+TEST(LockLine, AForceReleaseRightBehindTheGrantNoticeIsNotMissed) {
+    for (int round = 0; round < 3; ++round) {
+        dlock::support::RedisServer server;
+        dlock::support::TcpProxy proxy(server.port());
+        dlock::Client holder_client(server.uri()), other_client(server.uri());
+        dlock::Client waiter_client(proxy.uri(), {.command_timeout = 5s});
+        waiter_client.wait_connected();
+        dlock::FairLock holder(holder_client, "forced");
+        holder.lock();
+        dlock::FairLock waiter(waiter_client, "forced", {.ownership = dlock::Ownership::handle, .waiter_lease = 3s});
+        dlock::FairLock other(other_client, "forced");
+        std::this_thread::sleep_for(300ms);
+        std::atomic<bool> returned{false};
+        std::thread waiting([&] {
+            (void)waiter.try_lock_for(20s);
+            returned = true;
+        });
+        ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("forced") + ":line"}) == "1"; }));
+        std::this_thread::sleep_for(200ms);
+        proxy.hold_requests(true);  // its confirmation stays held
+        proxy.black_hole(true);     // its notices wait, to come together
+        holder.unlock();            // granted to the waiter
+        ASSERT_TRUE(dlock::force_release(holder_client, "forced"));
+        ASSERT_TRUE(other.try_lock());
+        std::this_thread::sleep_for(50ms);
+        proxy.black_hole(false);
+        std::this_thread::sleep_for(300ms);
+        EXPECT_FALSE(waiter.is_held() && other.is_held()) << "round " << round << ": two holders";
+        proxy.hold_requests(false);
+        other.unlock();  // a waiter still in line gets it now
+        ASSERT_TRUE(eventually([&] { return returned.load(); }, 25s));
+        waiting.join();
+        if (waiter.is_held()) waiter.unlock();
+    }
+}

@@ -35,7 +35,8 @@ TEST(LockScripts, EachLoadsIntoARealServerWithItsEmbeddedSha1) {
     for (const dlock::Script* s : {&dlock::detail::acquire_script(), &dlock::detail::release_script(),
                                    &dlock::detail::renew_script(), &dlock::detail::force_release_script(),
                                    &dlock::detail::inspect_script(), &dlock::detail::raise_fence_script(),
-                                   &dlock::detail::hand_off_script()}) {
+                                   &dlock::detail::hand_off_script(), &dlock::detail::line_refresh_script(),
+                                   &dlock::detail::line_leave_script(), &dlock::detail::confirm_grant_script()}) {
         dlock::Client client(server.uri());
         EXPECT_EQ(client.command({"SCRIPT", "LOAD", s->text()}).text, s->sha1());
         EXPECT_EQ(s->sha1(), dlock::sha1_hex(s->text()));
