@@ -37,8 +37,10 @@ void check_acquire(const Reply& reply) {
             FUZZ_CHECK(fresh.count >= 1);
             break;
         case FreshAcquire::Kind::busy:
-            FUZZ_CHECK(head_is(reply, 0, 2));
+            // With the caller's arrival in line as a third element, or without.
+            FUZZ_CHECK(head_is(reply, 0, 2) || head_is(reply, 0, 3));
             FUZZ_CHECK(fresh.lease_left >= std::chrono::milliseconds(1) && fresh.lease_left <= max_lease);
+            FUZZ_CHECK(reply.elements.size() == 3 || fresh.arrival == 0);
             break;
         case FreshAcquire::Kind::stale_operation: FUZZ_CHECK(reply.elements[0].integer == -2); break;
         case FreshAcquire::Kind::malformed: break;
@@ -129,12 +131,25 @@ void check_revocation(std::string_view payload) {
     FUZZ_CHECK(payload.size() >= head.size() + tail.size() && payload.substr(payload.size() - tail.size()) == tail);
 }
 
+void check_grant_notice(std::string_view payload) {
+    const auto notice = read_grant_notice(payload);
+    if (!notice) return;
+    // Every part comes from the notice itself, in order.
+    const std::string head = "granted " + std::string(notice->owner) + " ";
+    const std::string tail = "dlock:{" + std::string(notice->name) + "}";
+    FUZZ_CHECK(payload.substr(0, head.size()) == head);
+    FUZZ_CHECK(payload.size() >= head.size() + tail.size() && payload.substr(payload.size() - tail.size()) == tail);
+}
+
 void check_all(const Reply& reply, int depth) {
     check_acquire(reply);
     check_release(reply);
     check_others(reply);
     check_semaphore(reply);
-    if (reply.is_text()) check_revocation(reply.text);
+    if (reply.is_text()) {
+        check_revocation(reply.text);
+        check_grant_notice(reply.text);
+    }
     if (depth < 2)
         for (const auto& element : reply.elements) check_all(element, depth + 1);
 }
@@ -144,6 +159,7 @@ void check_all(const Reply& reply, int depth) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);
     check_revocation(bytes);
+    check_grant_notice(bytes);
     ReplyReader reader(1 << 16, 1 << 10);
     reader.feed(bytes.data(), bytes.size());
     Reply reply;

@@ -124,6 +124,27 @@ TEST(ScriptReplies, RevocationNoticeKeepsEveryByteOfTheName) {
         EXPECT_FALSE(read_revocation(bad)) << bad;
 }
 
+// A direct grant's notice names the wait it is for by its arrival number;
+// a busy answer to a caller that stands in line carries that number.
+TEST(ScriptReplies, GrantNoticeAndBusyAnswerCarryTheArrival) {
+    const auto notice = read_grant_notice("granted abc:1:t-9 1795331927095183 1795331927000001 dlock:{a b}c}");
+    ASSERT_TRUE(notice);
+    EXPECT_EQ(notice->owner, "abc:1:t-9");
+    EXPECT_EQ(notice->token, 1795331927095183u);
+    EXPECT_EQ(notice->arrival, 1795331927000001u);
+    EXPECT_EQ(notice->name, "a b}c");
+    for (const char* bad : {"granted abc 12 dlock:{n}", "granted abc 12 3x dlock:{n}", "revoked abc 12 3 dlock:{n}",
+                            "granted abc 12 3 dlock:{n"})
+        EXPECT_FALSE(read_grant_notice(bad)) << bad;
+    const auto placed = read_fresh_acquire(array({integer(0), integer(2500), integer(1795331927000001)}));
+    EXPECT_EQ(placed.kind, FreshAcquire::Kind::busy);
+    EXPECT_EQ(placed.arrival, 1795331927000001u);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(2500)})).arrival, 0u);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(2500), integer(-5)})).arrival, 0u);
+    EXPECT_EQ(read_fresh_acquire(array({integer(0), integer(2500), integer(1), integer(2)})).kind,
+              FreshAcquire::Kind::malformed);
+}
+
 // The read-write lock's scripts (rw_write_acquire.lua, rw_read_acquire.lua,
 // rw_read_release.lua, rw_read_renew.lua) answer in acquire.lua's, release.lua's
 // and renew.lua's vocabulary and are read by the same functions.
