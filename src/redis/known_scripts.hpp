@@ -1,5 +1,6 @@
 // Which scripts the server is known to have cached, as of the command
-// connection's current session (its count of times it became ready).
+// connection's current session (Connection::sessions(), which changes when the
+// connection becomes ready and when it drops).
 //
 // A script is known once an EVALSHA or EVAL of it was answered (not with an
 // error) on the current session: a drop ends the session, and the reconnect
