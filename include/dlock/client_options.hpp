@@ -32,6 +32,15 @@ struct ClientOptions {
     std::string client_name = "dlock";
     // TLS settings for rediss:// URIs.
     TlsOptions tls;
+    // Sentinel deployments (redis-sentinel:// URIs): the user and password
+    // the sentinels themselves require; the URI's credentials are the
+    // master's. Default empty: the sentinels need none.
+    std::string sentinel_username;
+    std::string sentinel_password;
+    // How often the sentinels are asked for the master, besides listening
+    // for +switch-master: the fallback when that subscription is lost.
+    // Default 1 s.
+    std::chrono::milliseconds sentinel_poll_interval{1000};
     // Limits on what the server may send: the length of one string and the
     // element count of one array. Both are checked against the reply's
     // headers, before the bytes they announce are buffered; over a limit the

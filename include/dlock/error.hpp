@@ -44,6 +44,11 @@ enum class errc {
     lease_lost,             // the lease expired or the lock was removed while held
     no_quorum,              // Redlock: fewer than a majority of masters answered in time
     replicas_not_acknowledged,  // WAIT: fewer replicas than required confirmed the write in time
+
+    // Sentinel and Cluster.
+    no_master,              // Sentinel: no sentinel named a master (unreachable, or the name is unknown)
+    not_master,             // the server reached is not a master (ROLE says replica): a failover is under way
+    cluster_down,           // Cluster: no node serves the key's slot (CLUSTERDOWN, no slot map), within the deadline
 };
 
 const std::error_category& error_category() noexcept;

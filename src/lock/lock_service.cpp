@@ -33,6 +33,13 @@ LockService::LockService(ClientCore& core)
       keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }),
       line_waiters_(core, [this](auto& due) { send_line_refreshes(due); }) {
     core_.before_stop([this] { release_all_on_stop(); });
+    // A new master (Sentinel failover): every hold is asked for there at
+    // once, so one it does not have is reported lost now rather than at the
+    // next renewal; waiters try again (a release may have been missed).
+    core_.on_failover([this] {
+        line_waiters_.wake_all();
+        keeper_.renew_all_now();
+    });
     listen_to_inbox();
     check_eviction_policy();
 }

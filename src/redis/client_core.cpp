@@ -32,11 +32,18 @@ void validate(const ClientOptions& options) {
         throw Error(errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max");
     if (options.max_string_bytes == 0 || options.max_array_elements == 0)
         throw Error(errc::invalid_argument, "reply limits must be positive");
+    if (options.sentinel_poll_interval <= milliseconds::zero())
+        throw Error(errc::invalid_argument, "sentinel_poll_interval must be positive");
 }
 
 // An address built field by field has not been through parse(); refuse here
 // what the I/O thread could not connect to, rather than fail there.
 const ServerAddress& validate(const ServerAddress& address) {
+    if (address.topology == ServerAddress::Topology::sentinel && address.master_name.empty())
+        throw Error(errc::invalid_uri, "a sentinel address needs a master name");
+    if (address.topology != ServerAddress::Topology::standalone &&
+        address.transport == ServerAddress::Transport::unix_socket)
+        throw Error(errc::invalid_uri, "sentinels and cluster nodes are reached over TCP, not a unix socket");
     if (address.transport != ServerAddress::Transport::unix_socket) return address;
     if (auto problem = socket_path_problem(address.socket_path); !problem.empty())
         throw Error(errc::invalid_uri, problem);
@@ -71,7 +78,10 @@ ClientCore::ClientCore(ServerAddress address, ClientOptions options)
     : address_((validate(address), std::move(address))),
       options_((validate(options), std::move(options))),
       work_(asio::make_work_guard(io_)) {
-    commands_ = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply);
+    if (address_.topology == ServerAddress::Topology::sentinel)
+        locator_ = std::make_shared<SentinelLocator>(io_, address_, options_);
+    commands_ = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply,
+                                             Connection::Hooks{}, locator_);
 }
 
 ClientCore::~ClientCore() {
@@ -79,6 +89,15 @@ ClientCore::~ClientCore() {
 }
 
 void ClientCore::start() {
+    if (locator_) {
+        locator_->on_change([weak = weak_from_this()](const ServerAddress&) {
+            auto self = weak.lock();
+            if (!self) return false;
+            self->run_failover_hooks();
+            return true;
+        });
+        locator_->start();
+    }
     commands_->start();
     thread_ = std::thread([this] { run_io(); });
     io_thread_id_ = thread_.get_id();
@@ -117,6 +136,7 @@ void ClientCore::stop() {
         run_each(io_hooks);
         commands_->shutdown();
         if (subscriber_) subscriber_->shutdown();
+        if (locator_) locator_->shutdown();
         // Synchronises with a concurrent first submit_dedicated; none is made after this.
         std::call_once(dedicated_once_, [] {});
         if (dedicated_) dedicated_->shutdown();
@@ -229,7 +249,7 @@ void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next 
                                   Clock::time_point deadline) {
     if (auto ec = usable()) return done(ec, {});
     std::call_once(dedicated_once_,
-                   [this] { dedicated_ = std::make_unique<DedicatedConnections>(io_, address_, options_); });
+                   [this] { dedicated_ = std::make_unique<DedicatedConnections>(io_, address_, options_, locator_); });
     if (!dedicated_) return done(errc::client_closed, {});  // stop() came first
     dedicated_->submit(std::move(first), std::move(next), std::move(done), deadline);
 }
@@ -281,6 +301,20 @@ void ClientCore::on_io_shutdown(std::function<void()> hook) {
     on_io_shutdown_.push_back(std::move(hook));
 }
 
+void ClientCore::on_failover(std::function<void()> hook) {
+    std::lock_guard lock(hooks_mutex_);
+    on_failover_.push_back(std::move(hook));
+}
+
+void ClientCore::run_failover_hooks() {
+    std::vector<std::function<void()>> hooks;
+    {
+        std::lock_guard lock(hooks_mutex_);
+        hooks = on_failover_;
+    }
+    run_each(hooks);
+}
+
 void ClientCore::before_stop(std::function<void()> hook) {
     std::lock_guard lock(hooks_mutex_);
     before_stop_.push_back(std::move(hook));
@@ -289,7 +323,7 @@ void ClientCore::before_stop(std::function<void()> hook) {
 Subscription ClientCore::subscribe(std::string channel, Subscription::Listener listener) {
     throw_if(usable());
     std::call_once(subscriber_once_, [this] {
-        auto subscriber = std::make_shared<Subscriber>(io_, address_, options_);
+        auto subscriber = std::make_shared<Subscriber>(io_, address_, options_, locator_);
         subscriber->set_io_thread(io_thread_id_);
         subscriber->start();
         subscriber_ = std::move(subscriber);

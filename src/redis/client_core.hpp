@@ -80,6 +80,10 @@ public:
     // Runs on the I/O thread as the client shuts down: cancel timers there,
     // or the I/O thread would wait for them.
     void on_io_shutdown(std::function<void()> hook);
+    // Runs on the I/O thread when the server behind this client changed (a
+    // Sentinel failover), after the connections to the old one dropped: the
+    // lock layer revalidates its holds at once.
+    void on_failover(std::function<void()> hook);
     std::error_code wait_connected();
 
     // Whether the server has `script` cached as far as this client knows
@@ -133,6 +137,7 @@ private:
 #endif
     }
     void run_io() noexcept;
+    void run_failover_hooks();
 
     const ServerAddress address_;
     const ClientOptions options_;
@@ -145,6 +150,7 @@ private:
     std::atomic<bool> stopped_{false};
     std::atomic<bool> spinning_{false};
 
+    std::shared_ptr<SentinelLocator> locator_;  // Sentinel deployments only
     std::shared_ptr<Connection> commands_;
     std::once_flag subscriber_once_;
     std::shared_ptr<Subscriber> subscriber_;
@@ -155,6 +161,7 @@ private:
     std::mutex hooks_mutex_;
     std::vector<std::function<void()>> before_stop_;
     std::vector<std::function<void()>> on_io_shutdown_;
+    std::vector<std::function<void()>> on_failover_;
     KnownScripts known_scripts_;
 };
 

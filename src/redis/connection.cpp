@@ -39,12 +39,14 @@ bool ran_cleanly(Call&& call) noexcept {
 
 }  // namespace
 
-Connection::Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks)
+Connection::Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks,
+                       std::shared_ptr<SentinelLocator> locator)
     : io_(io),
       address_(std::move(address)),
       options_(std::move(options)),
       mode_(mode),
       hooks_(std::move(hooks)),
+      locator_(std::move(locator)),
       read_buffer_(read_chunk),
       connect_timer_(io),
       reconnect_timer_(io),
@@ -113,6 +115,13 @@ void Connection::start() {
         state_ = State::connecting;
     }
     asio::post(io_, [self = shared_from_this()] {
+        if (self->locator_) {
+            self->locator_->on_change([weak = self->weak_from_this()](const ServerAddress& master) {
+                auto connection = weak.lock();
+                if (connection) connection->guarded([&] { connection->master_changed(master); });
+                return connection != nullptr;
+            });
+        }
         self->tick();
         self->guarded([&] { self->begin_attempt(); });
     });
@@ -314,6 +323,20 @@ void Connection::begin_attempt() {
         state_ = State::connecting;
     }
     if (!tls_setup_error_.empty()) return fail_attempt(errc::tls_error, tls_setup_error_);
+    if (!locator_) return connect(attempt);
+    locator_->locate([self = shared_from_this(), attempt](std::error_code ec, const ServerAddress& master,
+                                                          const std::string& detail) {
+        if (attempt != self->attempt_) return;
+        self->guarded([&] {
+            if (ec) return self->fail_attempt(ec, detail);
+            // The master's place, with the URI's transport and credentials.
+            self->address_ = master;
+            self->connect(attempt);
+        });
+    });
+}
+
+void Connection::connect(std::uint64_t attempt) {
     reader_ = std::make_unique<ReplyReader>(options_.max_string_bytes, options_.max_array_elements);
     stream_ = std::make_shared<Stream>(io_, address_, tls_context_ ? &*tls_context_ : nullptr);
     connect_timer_.expires_after(options_.connect_timeout);
@@ -358,7 +381,12 @@ void Connection::start_handshake(std::uint64_t attempt) {
     }
     // Something must answer before the connection counts as ready: a paused
     // server still completes TCP handshakes from its listen backlog.
-    if (handshake_.empty() || handshake_.back().kind == HandshakeStep::Kind::set_name) {
+    if (locator_) {
+        // Sentinels may name a master that a failover has just demoted; and
+        // this answer also proves the server answers.
+        append_command(*bytes, std::vector<std::string_view>{"ROLE"});
+        handshake_.push_back({HandshakeStep::Kind::role});
+    } else if (handshake_.empty() || handshake_.back().kind == HandshakeStep::Kind::set_name) {
         append_command(*bytes, std::vector<std::string_view>{"PING"});
         handshake_.push_back({HandshakeStep::Kind::ping});
     }
@@ -380,12 +408,54 @@ void Connection::handle_handshake_reply(Reply& reply) {
             case HandshakeStep::Kind::select: return fail_attempt(errc::server_error, "SELECT: " + reply.text);
             case HandshakeStep::Kind::set_name: break;  // an ACL user may lack CLIENT; the name is only a courtesy
             case HandshakeStep::Kind::ping:
-                // An ACL user without +ping gets NOPERM: that still proves the server answers.
+            case HandshakeStep::Kind::role:
+                // An ACL user without +ping (+role) gets NOPERM: that still
+                // proves the server answers. Without ROLE, a demoted master
+                // is found by its READONLY answers instead.
                 if (ec == errc::permission_denied) break;
                 return fail_attempt(ec == errc::auth_failed ? ec : make_error_code(errc::server_error), reply.text);
         }
+    } else if (step == HandshakeStep::Kind::role && !check_role(reply)) {
+        return;
     }
     if (handshake_done_ == handshake_.size()) become_ready();
+}
+
+bool Connection::check_role(const Reply& reply) {
+    if (reply.is_array() && !reply.elements.empty() && reply.elements[0].is_text() &&
+        reply.elements[0].text == "master")
+        return true;
+    std::string role = reply.is_array() && !reply.elements.empty() && reply.elements[0].is_text()
+                           ? reply.elements[0].text.substr(0, 32)
+                           : std::string("not a master");
+    if (locator_) locator_->not_master(address_);
+    fail_attempt(errc::not_master, address_.to_string() + " says its role is '" + role +
+                                       "': the sentinels named a server that is not the master; asking them again");
+    return false;
+}
+
+void Connection::master_changed(const ServerAddress& master) {
+    State state;
+    {
+        std::lock_guard lock(mutex_);
+        state = state_;
+    }
+    if (state == State::closed || state == State::idle) return;
+    if (state == State::backoff) {
+        // Waiting to retry a master that failed: try the new one now.
+        reconnect_timer_.cancel();
+        return begin_attempt();
+    }
+    if (address_.host == master.host && address_.port == master.port) return;
+    if (state == State::connecting) {
+        // Abandon this attempt without failing what waits for it: the next
+        // one asks the locator, which names the new master.
+        ++attempt_;
+        connect_timer_.cancel();
+        close_stream();
+        return begin_attempt();
+    }
+    drop(errc::connection_lost);
 }
 
 void Connection::become_ready() {
@@ -556,11 +626,25 @@ void Connection::deliver(std::vector<Reply>& replies) {
     }
     // Completions run outside the lock: they may submit again (the EVAL
     // fallback does). They cannot reenter deliver(): only a read calls it.
+    bool demoted = false;
     for (std::size_t i = 0; i < completions.size(); ++i) {
         std::error_code ec = replies[i].error_code();
+        if (locator_ && replies[i].is_error() && replies[i].text.starts_with("READONLY")) {
+            // The master became a replica under us (a failover): the command
+            // did not run here, and what follows it will not either. It fails
+            // as a lost connection would, so that the lock layer's retry
+            // carries it to the new master; READONLY never reaches the caller.
+            ec = errc::connection_lost;
+            demoted = true;
+        }
         ran_cleanly([&] { completions[i](ec, std::move(replies[i])); });
     }
     completions.clear();
+    if (demoted) {
+        locator_->not_master(address_);
+        drop(errc::connection_lost);
+        return;
+    }
     if (unexpected) drop(errc::protocol_error);
 }
 

@@ -46,6 +46,7 @@
 #include "dlock/server_address.hpp"
 #include "fork_guard.hpp"
 #include "reply_reader.hpp"
+#include "sentinel_locator.hpp"
 #include "stream.hpp"
 
 namespace dlock::detail {
@@ -64,7 +65,11 @@ public:
         std::function<void(Reply&&)> on_push;        // I/O thread, subscriber mode
     };
 
-    Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks = {});
+    // With a locator (Sentinel), every connect attempt goes to the master it
+    // names now, checked with ROLE; address then only gives the transport
+    // and credentials. A READONLY answer ends the connection (see deliver()).
+    Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks = {},
+               std::shared_ptr<SentinelLocator> locator = {});
     ~Connection();
 
     // Begins the first connect attempt. Any thread, once; nothing in a forked child.
@@ -104,12 +109,17 @@ private:
         std::string bytes;  // only while waiting for a connection
     };
     struct HandshakeStep {
-        enum class Kind { auth, select, set_name, ping } kind;
+        enum class Kind { auth, select, set_name, ping, role } kind;
     };
 
     // The mutex, for a thread coming in from outside; forked_child in a child.
     std::unique_lock<std::mutex> enter(std::error_code& ec);
     void begin_attempt();
+    void connect(std::uint64_t attempt);
+    // The locator named another master: leave this one (I/O thread).
+    void master_changed(const ServerAddress& master);
+    // A handshake ROLE answer: true when the server is a master.
+    bool check_role(const Reply& reply);
     void start_handshake(std::uint64_t attempt);
     void fail_attempt(std::error_code ec, const std::string& detail);
     // Why the server hung up before the handshake ended, as far as it can be told.
@@ -141,10 +151,11 @@ private:
 
     asio::io_context& io_;
     const ForkGuard fork_guard_;
-    const ServerAddress address_;
+    ServerAddress address_;  // I/O thread, once started: with a locator, the master of this attempt
     const ClientOptions options_;
     const Mode mode_;
     Hooks hooks_;
+    const std::shared_ptr<SentinelLocator> locator_;
 
     // I/O-thread state.
     std::optional<asio::ssl::context> tls_context_;

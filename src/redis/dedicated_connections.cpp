@@ -13,8 +13,9 @@ bool is_reply_error(std::error_code ec) {
 
 }  // namespace
 
-DedicatedConnections::DedicatedConnections(asio::io_context& io, ServerAddress address, ClientOptions options)
-    : io_(io), address_(std::move(address)), options_(std::move(options)) {}
+DedicatedConnections::DedicatedConnections(asio::io_context& io, ServerAddress address, ClientOptions options,
+                                           std::shared_ptr<SentinelLocator> locator)
+    : io_(io), address_(std::move(address)), options_(std::move(options)), locator_(std::move(locator)) {}
 
 std::shared_ptr<Connection> DedicatedConnections::take() {
     std::lock_guard lock(mutex_);
@@ -24,7 +25,8 @@ std::shared_ptr<Connection> DedicatedConnections::take() {
         idle_.pop_back();
         return connection;
     }
-    auto connection = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply);
+    auto connection = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply,
+                                                   Connection::Hooks{}, locator_);
     std::erase_if(all_, [](const auto& weak) { return weak.expired(); });
     all_.push_back(connection);
     connection->start();

@@ -23,7 +23,8 @@ public:
     using Done = std::function<void(std::error_code, std::vector<Reply>&&)>;
     static constexpr std::size_t max_idle = 4;
 
-    DedicatedConnections(asio::io_context& io, ServerAddress address, ClientOptions options);
+    DedicatedConnections(asio::io_context& io, ServerAddress address, ClientOptions options,
+                         std::shared_ptr<SentinelLocator> locator = {});
 
     // What to send after a reply, on the same connection; nullopt: nothing.
     using Next = std::function<std::optional<std::string>(const Reply&)>;
@@ -47,6 +48,7 @@ private:
     asio::io_context& io_;
     const ServerAddress address_;
     const ClientOptions options_;
+    const std::shared_ptr<SentinelLocator> locator_;
     std::mutex mutex_;
     std::vector<std::shared_ptr<Connection>> idle_;
     std::vector<std::weak_ptr<Connection>> all_;

@@ -34,6 +34,9 @@ public:
             case errc::lease_lost: return "the lock's lease was lost";
             case errc::no_quorum: return "a majority of the Redlock masters did not answer in time";
             case errc::replicas_not_acknowledged: return "fewer replicas than required acknowledged the lock";
+            case errc::no_master: return "no sentinel named a master";
+            case errc::not_master: return "the server is not a master (a failover is under way)";
+            case errc::cluster_down: return "no cluster node serves the key's slot";
         }
         return "unknown dlock error";
     }

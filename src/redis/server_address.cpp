@@ -85,7 +85,8 @@ bool valid_host_name(std::string_view host) {
     return true;
 }
 
-void parse_host_port(std::string_view hostport, ServerAddress& out) {
+ServerAddress::Endpoint parse_host_port(std::string_view hostport, std::uint16_t default_port) {
+    ServerAddress::Endpoint out{{}, default_port};
     std::string_view port_text;
     bool has_port = false;
     if (!hostport.empty() && hostport[0] == '[') {
@@ -114,6 +115,7 @@ void parse_host_port(std::string_view hostport, ServerAddress& out) {
         if (!valid_host_name(out.host)) throw ParseError{"bad character in host '" + out.host + "'"};
     }
     if (has_port) out.port = parse_number<std::uint16_t>(port_text, 1, 65535, "port");
+    return out;
 }
 
 long parse_database(std::string_view text) {
@@ -131,6 +133,59 @@ void parse_unix_query(std::string_view query, ServerAddress& out) {
         if (key != "db") throw ParseError{"unknown query parameter '" + std::string(key) + "'"};
         out.database = parse_database(item.substr(eq + 1));
     }
+}
+
+// [userinfo@]host[:port][/db], or with `many` a comma-separated list of
+// host[:port] (the first also goes to out.host and out.port).
+void parse_hosts_and_db(std::string_view rest, ServerAddress& out, std::uint16_t default_port, bool many) {
+    auto slash = rest.find('/');
+    auto authority = rest.substr(0, slash);
+    auto at = authority.rfind('@');
+    if (at != std::string_view::npos) {
+        parse_userinfo(authority.substr(0, at), out);
+        authority = authority.substr(at + 1);
+    }
+    if (!many) {
+        auto endpoint = parse_host_port(authority, default_port);
+        out.host = std::move(endpoint.host);
+        out.port = endpoint.port;
+    } else {
+        while (true) {
+            auto comma = authority.find(',');
+            if (out.endpoints.size() == ServerAddress::max_endpoints)
+                throw ParseError{"more than " + std::to_string(ServerAddress::max_endpoints) + " hosts"};
+            out.endpoints.push_back(parse_host_port(authority.substr(0, comma), default_port));
+            if (comma == std::string_view::npos) break;
+            authority = authority.substr(comma + 1);
+        }
+        out.host = out.endpoints.front().host;
+        out.port = out.endpoints.front().port;
+    }
+    if (slash != std::string_view::npos) {
+        auto db = rest.substr(slash + 1);
+        if (!db.empty()) out.database = parse_database(db);
+    }
+}
+
+// The part after the scheme of a sentinel or cluster URI: credentials,
+// endpoints separated by commas, then for a sentinel an optional /db and
+// the #master-name.
+void parse_group(std::string_view rest, ServerAddress& out) {
+    const bool sentinel = out.topology == ServerAddress::Topology::sentinel;
+    if (rest.find('?') != std::string_view::npos) throw ParseError{"query parameters are not supported"};
+    auto hash = rest.find('#');
+    if (sentinel) {
+        if (hash == std::string_view::npos) throw ParseError{"a sentinel URI ends with #master-name"};
+        out.master_name = percent_decode(rest.substr(hash + 1), "master name");
+        if (out.master_name.empty()) throw ParseError{"empty master name after '#'"};
+        for (unsigned char c : out.master_name)
+            if (c <= ' ' || c == 0x7f) throw ParseError{"master name holds a space or control character"};
+        rest = rest.substr(0, hash);
+    } else if (hash != std::string_view::npos) {
+        throw ParseError{"fragments are not supported in cluster URIs"};
+    }
+    parse_hosts_and_db(rest, out, sentinel ? 26379 : 6379, true);
+    if (!sentinel && out.database != 0) throw ParseError{"a cluster has only database 0"};
 }
 
 ServerAddress parse_or_throw(std::string_view uri) {
@@ -158,27 +213,27 @@ ServerAddress parse_or_throw(std::string_view uri) {
         if (question != std::string_view::npos) parse_unix_query(rest.substr(question + 1), out);
         return out;
     }
-    if (scheme == "redis") {
+    if (scheme == "redis" || scheme == "redis-sentinel" || scheme == "redis-cluster") {
         out.transport = ServerAddress::Transport::tcp;
-    } else if (scheme == "rediss") {
+    } else if (scheme == "rediss" || scheme == "rediss-sentinel" || scheme == "rediss-cluster") {
         out.transport = ServerAddress::Transport::tls;
     } else {
-        throw ParseError{"unsupported scheme '" + std::string(scheme) + "'"};
+        throw ParseError{"unsupported scheme '" + std::string(scheme) +
+                         "' (redis, rediss, unix, redis-sentinel, rediss-sentinel, redis-cluster, rediss-cluster)"};
+    }
+    if (scheme.ends_with("-sentinel")) {
+        out.topology = ServerAddress::Topology::sentinel;
+        parse_group(rest, out);
+        return out;
+    }
+    if (scheme.ends_with("-cluster")) {
+        out.topology = ServerAddress::Topology::cluster;
+        parse_group(rest, out);
+        return out;
     }
     if (rest.find('?') != std::string_view::npos || rest.find('#') != std::string_view::npos)
         throw ParseError{"query parameters and fragments are not supported in redis:// URIs"};
-    auto slash = rest.find('/');
-    auto authority = rest.substr(0, slash);
-    auto at = authority.rfind('@');
-    if (at != std::string_view::npos) {
-        parse_userinfo(authority.substr(0, at), out);
-        authority = authority.substr(at + 1);
-    }
-    parse_host_port(authority, out);
-    if (slash != std::string_view::npos) {
-        auto db = rest.substr(slash + 1);
-        if (!db.empty()) out.database = parse_database(db);
-    }
+    parse_hosts_and_db(rest, out, 6379, false);
     return out;
 }
 
@@ -203,6 +258,19 @@ ServerAddress ServerAddress::parse(std::string_view uri) {
     return address;
 }
 
+namespace {
+
+void append_host_port(std::string& s, const std::string& host, std::uint16_t port) {
+    const bool ipv6 = host.find(':') != std::string::npos;
+    if (ipv6) s += '[';
+    s += host;
+    if (ipv6) s += ']';
+    s += ':';
+    s += std::to_string(port);
+}
+
+}  // namespace
+
 std::string ServerAddress::to_string() const {
     std::string credentials;
     if (!password.empty()) credentials = username + ":***@";
@@ -211,19 +279,39 @@ std::string ServerAddress::to_string() const {
         if (database != 0) s += "?db=" + std::to_string(database);
         return s;
     }
-    std::string s = transport == Transport::tls ? "rediss://" : "redis://";
+    std::string s = transport == Transport::tls ? "rediss" : "redis";
+    if (topology == Topology::sentinel) s += "-sentinel";
+    if (topology == Topology::cluster) s += "-cluster";
+    s += "://";
     s += credentials;
-    const bool ipv6 = host.find(':') != std::string::npos;
-    if (ipv6) s += '[';
-    s += host;
-    if (ipv6) s += ']';
-    s += ':';
-    s += std::to_string(port);
+    if (endpoints.empty() || topology == Topology::standalone) {
+        append_host_port(s, host, port);
+    } else {
+        for (std::size_t i = 0; i < endpoints.size(); ++i) {
+            if (i) s += ',';
+            append_host_port(s, endpoints[i].host, endpoints[i].port);
+        }
+    }
     if (database != 0) {
         s += '/';
         s += std::to_string(database);
     }
+    if (topology == Topology::sentinel) {
+        s += '#';
+        s += master_name;
+    }
     return s;
+}
+
+ServerAddress ServerAddress::node(std::string node_host, std::uint16_t node_port) const {
+    ServerAddress out;
+    out.transport = transport;
+    out.host = std::move(node_host);
+    out.port = node_port;
+    out.username = username;
+    out.password = password;
+    out.database = database;
+    return out;
 }
 
 }  // namespace dlock

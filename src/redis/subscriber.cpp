@@ -22,7 +22,8 @@ void append_channel_command(std::string& out, std::string_view verb, const std::
 
 }  // namespace
 
-Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options) {
+Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
+                       std::shared_ptr<SentinelLocator> locator) {
     Connection::Hooks hooks;
     // The hooks run on the I/O thread while this object is alive: the client
     // core shuts the connection down before letting go of the subscriber.
@@ -30,7 +31,7 @@ Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOption
     hooks.on_push = [this](Reply&& reply) { on_push(std::move(reply)); };
     options.client_name = options.client_name.empty() ? std::string() : options.client_name + ":sub";
     connection_ = std::make_shared<Connection>(io, std::move(address), std::move(options),
-                                               Connection::Mode::subscriber, std::move(hooks));
+                                               Connection::Mode::subscriber, std::move(hooks), std::move(locator));
 }
 
 void Subscriber::start() { connection_->start(); }

@@ -23,7 +23,8 @@ namespace dlock::detail {
 
 class Subscriber : public std::enable_shared_from_this<Subscriber> {
 public:
-    Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options);
+    Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
+               std::shared_ptr<SentinelLocator> locator = {});
 
     void start();
     void shutdown();  // I/O thread

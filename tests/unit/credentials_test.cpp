@@ -60,3 +60,32 @@ TEST(Credentials, TheFileWinsAndMistakesAreUsageErrors) {
     apply_credentials(plain, {});
     EXPECT_EQ(plain[0], "redis://h") << "nothing to add";
 }
+
+TEST(UrlLists, ACommaEndsAUrlOnlyWhereASchemeFollows) {
+    using dlock::cli::split_urls;
+    using V = std::vector<std::string>;
+    EXPECT_EQ(split_urls({"redis://a:1,redis://b:2,rediss://c:3"}), (V{"redis://a:1", "redis://b:2", "rediss://c:3"}));
+    // The hosts of one Sentinel or Cluster address stay together.
+    EXPECT_EQ(split_urls({"redis-sentinel://s1:26379,s2:26379,s3#m"}), (V{"redis-sentinel://s1:26379,s2:26379,s3#m"}));
+    EXPECT_EQ(split_urls({"redis-cluster://n1:7000,n2:7001,redis://x:1"}),
+              (V{"redis-cluster://n1:7000,n2:7001", "redis://x:1"}));
+    EXPECT_THROW(split_urls({"redis://a:1,,redis://b:2"}), dlock::cli::UsageError);
+    EXPECT_THROW(split_urls({"redis://a:1,"}), dlock::cli::UsageError);
+}
+
+TEST(Credentials, SentinelsHaveTheirOwn) {
+    CleanEnvironment clean;
+    unsetenv("DLOCK_SENTINEL_PASSWORD");
+    dlock::cli::GlobalOptions global;
+    Credentials credentials;
+    credentials.sentinel_user = "watcher";
+    EXPECT_THROW(dlock::cli::apply_sentinel_credentials(global, credentials), dlock::cli::UsageError);
+    setenv("DLOCK_SENTINEL_PASSWORD", "s3nt", 1);
+    dlock::cli::apply_sentinel_credentials(global, credentials);
+    unsetenv("DLOCK_SENTINEL_PASSWORD");
+    EXPECT_EQ(global.sentinel_user, "watcher");
+    EXPECT_EQ(global.sentinel_password, "s3nt");
+    const auto options = dlock::cli::client_options(global);
+    EXPECT_EQ(options.sentinel_username, "watcher");
+    EXPECT_EQ(options.sentinel_password, "s3nt");
+}

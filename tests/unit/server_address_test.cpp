@@ -81,6 +81,50 @@ TEST(ServerAddress, UnixSocketPathsTheKernelCannotTakeAreRejected) {
     EXPECT_NE(reason.find("NUL"), std::string::npos) << reason;
 }
 
+TEST(ServerAddress, SentinelForm) {
+    auto a = ServerAddress::parse("redis-sentinel://:pw@s1,s2:26380,[::1]:7/3#my%2Dmaster");
+    EXPECT_EQ(a.topology, ServerAddress::Topology::sentinel);
+    EXPECT_EQ(a.transport, Transport::tcp);
+    ASSERT_EQ(a.endpoints.size(), 3u);
+    EXPECT_EQ(a.endpoints[0], (ServerAddress::Endpoint{"s1", 26379}));  // the sentinel default port
+    EXPECT_EQ(a.endpoints[1], (ServerAddress::Endpoint{"s2", 26380}));
+    EXPECT_EQ(a.endpoints[2], (ServerAddress::Endpoint{"::1", 7}));
+    EXPECT_EQ(a.host, "s1");
+    EXPECT_EQ(a.port, 26379);
+    EXPECT_EQ(a.password, "pw");  // the master's
+    EXPECT_EQ(a.database, 3);
+    EXPECT_EQ(a.master_name, "my-master");
+    EXPECT_EQ(a.to_string(), "redis-sentinel://:***@s1:26379,s2:26380,[::1]:7/3#my-master");
+    auto tls = ServerAddress::parse("rediss-sentinel://s#m");
+    EXPECT_EQ(tls.transport, Transport::tls);
+    EXPECT_EQ(tls.master_name, "m");
+    EXPECT_EQ(tls.database, 0);
+}
+
+TEST(ServerAddress, ClusterForm) {
+    auto a = ServerAddress::parse("redis-cluster://alice:pw@n1:7000,n2");
+    EXPECT_EQ(a.topology, ServerAddress::Topology::cluster);
+    ASSERT_EQ(a.endpoints.size(), 2u);
+    EXPECT_EQ(a.endpoints[1], (ServerAddress::Endpoint{"n2", 6379}));
+    EXPECT_EQ(a.username, "alice");
+    EXPECT_EQ(a.to_string(), "redis-cluster://alice:***@n1:7000,n2:6379");
+    EXPECT_EQ(ServerAddress::parse("rediss-cluster://n1:1/").transport, Transport::tls);
+    // A node of it: the same transport and credentials, standalone.
+    auto node = a.node("10.0.0.5", 7001);
+    EXPECT_EQ(node.topology, ServerAddress::Topology::standalone);
+    EXPECT_EQ(node.to_string(), "redis://alice:***@10.0.0.5:7001");
+}
+
+TEST(ServerAddress, HostListsAreBounded) {
+    std::string uri = "redis-cluster://";
+    for (std::size_t i = 0; i <= ServerAddress::max_endpoints; ++i) uri += (i ? ",h:" : "h:") + std::to_string(i + 1);
+    std::error_code ec;
+    std::string reason;
+    ServerAddress::parse(uri, ec, &reason);
+    EXPECT_EQ(ec, dlock::errc::invalid_uri);
+    EXPECT_NE(reason.find("more than 64 hosts"), std::string::npos) << reason;
+}
+
 class MalformedUri : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MalformedUri, IsRejectedWithReason) {
@@ -107,4 +151,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "redis://host#x", "redis://::1:6379", "redis://[::1", "redis://[]:1", "redis://[::1]x",
                       "redis://[zz]:1", "redis://ho st", "redis://user@host", "redis://user:@host",
                       "redis://:p%4@host", "redis://:p%zz@host", "unix://", "unix:///", "unix://relative/path",
-                      "unix:///tmp/s?db=x", "unix:///tmp/s?foo=1", "unix:///tmp/s?db", "REDIS://host"));
+                      "unix:///tmp/s?db=x", "unix:///tmp/s?foo=1", "unix:///tmp/s?db", "REDIS://host",
+                      "redis-sentinel://s1", "redis-sentinel://s1#", "redis-sentinel://s1,#m",
+                      "redis-sentinel://,s1#m", "redis-sentinel://s1:0#m", "redis-sentinel://s1/x#m",
+                      "redis-sentinel://s1#a%0Ab", "redis-sentinel://s1#a%20b", "redis-sentinel://s1?x=1#m", "redis-cluster://",
+                      "redis-cluster://n1/1", "redis-cluster://n1#m", "redis-cluster://n1,,n2",
+                      "redis-cluster://n1:7000,n2:x", "redis-cluster://user@n1"));

@@ -22,6 +22,8 @@ ClientOptions client_options(const GlobalOptions& global) {
     options.tls.ca_file = global.tls_ca;
     options.tls.cert_file = global.tls_cert;
     options.tls.key_file = global.tls_key;
+    options.sentinel_username = global.sentinel_user;
+    options.sentinel_password = global.sentinel_password;
     if (!global.quiet) options.on_warning = [](std::string_view message) { warn(std::string(message)); };
     return options;
 }
@@ -56,12 +58,29 @@ void warn(const std::string& message) {
     else std::fprintf(stderr, "dlock: warning: %s\n", message.c_str());
 }
 
+namespace {
+
+// A comma ends a URL only when a scheme follows it: inside one URL, commas
+// separate the hosts of a Sentinel or Cluster address
+// (redis-sentinel://a:26379,b:26379#m).
+std::size_t next_url_comma(const std::string& item, std::size_t from) {
+    for (auto comma = item.find(',', from); comma != std::string::npos; comma = item.find(',', comma + 1)) {
+        auto end = comma + 1;
+        while (end < item.size() && (std::isalnum(static_cast<unsigned char>(item[end])) || item[end] == '-'))
+            ++end;
+        if (end == item.size() || item.compare(end, 3, "://") == 0 || item[end] == ',') return comma;
+    }
+    return std::string::npos;
+}
+
+}  // namespace
+
 std::vector<std::string> split_urls(const std::vector<std::string>& given) {
     std::vector<std::string> urls;
     for (const auto& item : given) {
         std::size_t start = 0;
         while (start <= item.size()) {
-            auto comma = item.find(',', start);
+            auto comma = next_url_comma(item, start);
             if (comma == std::string::npos) comma = item.size();
             if (comma == start)
                 throw UsageError(item.empty() ? "the URL is empty (an unset variable?)"
@@ -130,6 +149,16 @@ void apply_credentials(std::vector<std::string>& urls, const Credentials& given)
         if (at != std::string::npos && (authority_end == std::string::npos || at < authority_end)) continue;
         url.insert(authority, userinfo);
     }
+}
+
+void apply_sentinel_credentials(GlobalOptions& global, const Credentials& given) {
+    global.sentinel_user = given.sentinel_user;
+    if (!given.sentinel_password_file.empty())
+        global.sentinel_password = password_from_file(given.sentinel_password_file);
+    else if (const char* value = std::getenv("DLOCK_SENTINEL_PASSWORD"); value && *value)
+        global.sentinel_password = value;
+    if (!global.sentinel_user.empty() && global.sentinel_password.empty())
+        throw UsageError("--sentinel-user needs a password (--sentinel-password-file, $DLOCK_SENTINEL_PASSWORD)");
 }
 
 std::string describe_owner(const LockInfo& info) {

@@ -31,6 +31,8 @@ struct GlobalOptions {
     bool url_given = false;     // by option or environment (demo starts its own server otherwise)
     std::chrono::milliseconds connect_timeout{2000};
     std::string tls_ca, tls_cert, tls_key;
+    // What the sentinels of a redis-sentinel:// URL require of their own.
+    std::string sentinel_user, sentinel_password;
     bool quiet = false;
     bool verbose = false;
 };
@@ -74,6 +76,8 @@ std::vector<std::string> split_urls(const std::vector<std::string>& given);
 struct Credentials {
     std::string user;           // --user, else $DLOCK_USER; empty: the URL's, or the default user
     std::string password_file;  // --password-file: its first line
+    std::string sentinel_user;           // --sentinel-user
+    std::string sentinel_password_file;  // --sentinel-password-file, else $DLOCK_SENTINEL_PASSWORD
 };
 
 // Puts user and password into every URL that has none of its own. The
@@ -81,6 +85,8 @@ struct Credentials {
 // $REDISCLI_AUTH (as redis-cli reads it). Throws UsageError for an
 // unreadable or empty password file and for --user without a password.
 void apply_credentials(std::vector<std::string>& urls, const Credentials& credentials);
+// The sentinels' own credentials, into global (a redis-sentinel:// URL's are the master's).
+void apply_sentinel_credentials(GlobalOptions& global, const Credentials& credentials);
 
 // The owner as an operator can use it: host, pid and thread when the lock
 // recorded them, then the owner id.

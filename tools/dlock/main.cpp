@@ -207,6 +207,10 @@ int main(int argc, char** argv) {
     app.add_option("--user", credentials.user, "ACL user (with a password from --password-file or the environment)");
     auto* password_file_option = app.add_option("--password-file", credentials.password_file,
                    "read the password from this file's first line (else $DLOCK_PASSWORD, then $REDISCLI_AUTH)");
+    app.add_option("--sentinel-user", credentials.sentinel_user,
+                   "ACL user on the sentinels of a redis-sentinel:// URL (the URL's credentials are the master's)");
+    app.add_option("--sentinel-password-file", credentials.sentinel_password_file,
+                   "the sentinels' password, from this file's first line (else $DLOCK_SENTINEL_PASSWORD)");
     app.add_option("--connect-timeout", connect_timeout, "how long to try to reach Redis (default 2s)");
     app.add_option("--tls-ca", global.tls_ca, "CA certificate file for rediss:// URLs")->check(CLI::ExistingFile);
     app.add_option("--tls-cert", global.tls_cert, "client certificate file")->check(CLI::ExistingFile);
@@ -342,6 +346,7 @@ int main(int argc, char** argv) {
         global.url_given = !global.urls.empty();
         if (global.urls.empty()) global.urls.emplace_back(dlock::default_server_uri);
         apply_credentials(global.urls, credentials);
+        apply_sentinel_credentials(global, credentials);
         if (global.urls.size() % 2 == 0)
             throw UsageError("a Redlock needs an odd number of masters, at least 3; got " +
                              std::to_string(global.urls.size()) + " URLs");
