@@ -1,11 +1,13 @@
-# cmake -DOUTPUT=header -DSCRIPTS="a.lua,b.lua" [-DPRELUDE=prelude.lua] -P GenerateScriptsHeader.cmake
+# cmake -DOUTPUT=header -DSCRIPTS="a.lua,b.lua" [-DPRELUDE="p.lua,q.lua"] -P GenerateScriptsHeader.cmake
 # Each script is embedded with the prelude (helpers every script shares) in
 # front of it: Redis scripts cannot include one another.
 string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
 set(prelude "")
-if(PRELUDE)
-  file(READ ${PRELUDE} prelude)
-endif()
+string(REPLACE "," ";" PRELUDE "${PRELUDE}")
+foreach(part IN LISTS PRELUDE)
+  file(READ ${part} part_text)
+  string(APPEND prelude "${part_text}")
+endforeach()
 set(body "// Generated from src/scripts/*.lua by cmake/GenerateScriptsHeader.cmake. Do not edit.\n#pragma once\n\nnamespace dlock::detail::scripts {\n\n")
 foreach(script IN LISTS SCRIPTS)
   get_filename_component(name ${script} NAME_WE)

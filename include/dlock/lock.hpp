@@ -262,6 +262,11 @@ struct LockInfo {
     std::chrono::milliseconds ttl{0};  // remaining lease; 0 when free
     std::uint64_t fencing_token = 0;   // the holder's token; 0 when free
     std::uint64_t last_fencing_token = 0;  // the newest token ever issued for this name
+    // Where the lock lives: "host:port" of the server that answered (the
+    // master a Sentinel deployment named; the master serving its slot in a
+    // cluster). Empty in list_locks' entries of a standalone server.
+    std::string server;
+    int slot = -1;  // in a cluster, the lock's hash slot (0..16383); -1 elsewhere
 };
 
 // Reads a lock's state. Throws like Client::eval.
@@ -277,7 +282,8 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
                      std::stop_token stop = {});
 
 // The locks held now whose names match pattern (a Redis glob: *, ?, [..]),
-// each with its state, sorted by name. Walks the keyspace with SCAN (never
+// each with its state, sorted by name. In a cluster every master's keyspace
+// is walked. Walks the keyspace with SCAN (never
 // KEYS, which blocks the server) and reads the locks in pipelined batches,
 // so the list is not one atomic snapshot: a lock taken or freed meanwhile
 // may or may not be in it. Throws like Client::eval.

@@ -7,6 +7,8 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "lock_keys.hpp"
+#include "redis/client_core.hpp"
+#include "redis/cluster_slots.hpp"
 #include "lock_scripts.hpp"
 #include "script_replies.hpp"
 
@@ -58,7 +60,10 @@ LockInfo inspect_lock(Client& client, std::string_view name) {
     detail::LockKeys keys(name);
     const auto fence = keys.fence();
     std::string_view k[] = {keys.lock, fence};
-    return detail::read_inspect(client.eval(detail::inspect_script(), k, {}));
+    auto info = detail::read_inspect(client.eval(detail::inspect_script(), k, {}));
+    info.server = client.core()->server_for_key(keys.lock);
+    if (client.core()->cluster()) info.slot = detail::key_slot(keys.lock);
+    return info;
 }
 
 bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_clock::time_point deadline,
@@ -92,22 +97,32 @@ std::vector<std::pair<std::string, LockInfo>> list_locks(Client& client, std::st
     const detail::LockKeys shape(pattern);
     const std::string prefix = "dlock:{";
     std::vector<std::pair<std::string, LockInfo>> locks;
-    std::string cursor = "0";
-    do {
-        Reply page = client.command({"SCAN", cursor, "MATCH", shape.lock, "COUNT", scan_count, "TYPE", "hash"});
-        if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array())
-            throw Error(errc::protocol_error, "unexpected SCAN reply");
-        cursor = page.elements[0].text;
-        std::vector<std::string> names;
-        for (const auto& key : page.elements[1].elements) {
-            // The lock hash is "dlock:{NAME}"; a glob may also match other
-            // keys of that shape whose name is not a valid lock name.
-            const auto& k = key.text;
-            if (k.size() <= prefix.size() + 1 || k.size() - prefix.size() - 1 > max_lock_name_bytes) continue;
-            names.push_back(k.substr(prefix.size(), k.size() - prefix.size() - 1));
-        }
-        if (!names.empty()) inspect_batch(client, std::move(names), locks);
-    } while (cursor != "0");
+    // A cluster's keyspace is the union of its masters'.
+    auto masters = client.core()->cluster_masters();
+    if (masters.empty()) masters.emplace_back();
+    for (const auto& master : masters) {
+        std::string cursor = "0";
+        do {
+            std::string_view scan[] = {"SCAN", cursor, "MATCH", shape.lock, "COUNT", scan_count, "TYPE", "hash"};
+            std::error_code ec;
+            Reply page = client.core()->call_on(master, scan, ec);
+            if (ec) throw Error(ec, page.is_error() ? page.text : "SCAN on " + master.to_string());
+            if (!page.is_array() || page.elements.size() != 2 || !page.elements[1].is_array())
+                throw Error(errc::protocol_error, "unexpected SCAN reply");
+            cursor = page.elements[0].text;
+            std::vector<std::string> names;
+            for (const auto& key : page.elements[1].elements) {
+                // The lock hash is "dlock:{NAME}"; a glob may also match other
+                // keys of that shape whose name is not a valid lock name.
+                const auto& k = key.text;
+                if (k.size() <= prefix.size() + 1 || k.back() != '}') continue;
+                auto name = detail::name_of_tag(std::string_view(k).substr(prefix.size(), k.size() - prefix.size() - 1));
+                if (!name || name->empty() || name->size() > max_lock_name_bytes) continue;
+                names.push_back(std::move(*name));
+            }
+            if (!names.empty()) inspect_batch(client, std::move(names), locks);
+        } while (cursor != "0");
+    }
     // SCAN may return a key twice (a rehash during the walk).
     std::sort(locks.begin(), locks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     locks.erase(std::unique(locks.begin(), locks.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),

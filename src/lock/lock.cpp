@@ -34,6 +34,7 @@ LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOp
       service(LockService::of(*client)),
       identity(make_identity(std::move(name), std::move(options))),
       fair_(fair),
+      name_inbox_(service->name_inbox(identity->keys.lock)),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string LockCore::current_owner() const {
@@ -369,14 +370,17 @@ bool LockCore::acquired(const Attempt& attempt, bool answered, const std::stop_t
 }
 
 bool LockCore::wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
-    if (service->inbox_active(LockClock::time_point::min())) return true;
+    auto active = [&](LockClock::time_point until) {
+        return name_inbox_ ? name_inbox_.wait_active(until) : service->inbox_active(until);
+    };
+    if (active(LockClock::time_point::min())) return true;
     auto until = LockClock::now() + client->options().command_timeout;
     if (deadline) until = std::min(until, *deadline);
     // In slices, so that a stop request is honoured within one.
     constexpr std::chrono::milliseconds slice{10};
     while (!stop.stop_requested()) {
         const auto now = LockClock::now();
-        if (now >= until || service->inbox_active(std::min(until, now + slice))) return false;
+        if (now >= until || active(std::min(until, now + slice))) return false;
     }
     return false;
 }

@@ -137,6 +137,8 @@ private:
     bool wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop);
 
     const bool fair_;
+    // Cluster only: this lock's inbox (LockService::name_inbox).
+    Subscription name_inbox_;
     const std::string handle_owner_;  // Ownership::handle only
     // The owners this object made holds for; what it made is counted on
     // each hold (Hold::contribute), and dies with the hold.

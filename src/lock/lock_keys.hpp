@@ -1,17 +1,54 @@
-// The Redis keys of one lock. All carry the hash tag {name} so that they
-// live in one cluster slot and one script may touch them together.
+// The Redis keys of one lock. All carry the hash tag {<tag>}, the name
+// with '%' and '}' percent-encoded (key_tag), so that they live in one
+// cluster slot and one script may touch them together, whatever bytes the
+// name holds: a raw '}' first in the name would leave the tag empty ("{}"),
+// and Redis would hash each whole key instead, to slots of their own.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace dlock::detail {
 
+// The name as it stands between the braces of its keys: '%' becomes "%25"
+// and '}' "%7D", nothing else changes (so names without either keep the
+// keys they always had). Never empty for a non-empty name, never holds '}'.
+inline std::string key_tag(std::string_view name) {
+    std::string tag;
+    tag.reserve(name.size());
+    for (char c : name) {
+        if (c == '%') tag += "%25";
+        else if (c == '}') tag += "%7D";
+        else tag += c;
+    }
+    return tag;
+}
+
+// key_tag's inverse; nullopt for text key_tag cannot have made.
+inline std::optional<std::string> name_of_tag(std::string_view tag) {
+    std::string name;
+    name.reserve(tag.size());
+    for (std::size_t i = 0; i < tag.size(); ++i) {
+        if (tag[i] == '}') return std::nullopt;
+        if (tag[i] != '%') {
+            name += tag[i];
+            continue;
+        }
+        const auto code = tag.substr(i, 3);
+        if (code == "%25") name += '%';
+        else if (code == "%7D") name += '}';
+        else return std::nullopt;
+        i += 2;
+    }
+    return name;
+}
+
 struct LockKeys {
     // The keys every acquisition and release names are made once, here:
     // a lock object keeps five key names, and its calls make none.
     explicit LockKeys(std::string_view name)
-        : lock("dlock:{" + std::string(name) + "}"),
+        : lock("dlock:{" + key_tag(name) + "}"),
           fence_(lock + ":fence"),
           channel_(lock + ":ch"),
           line_(lock + ":line"),

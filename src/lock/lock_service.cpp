@@ -48,8 +48,18 @@ std::shared_ptr<LockService> LockService::of(ClientCore& core) {
     return std::static_pointer_cast<LockService>(core.attachment([&] { return std::make_shared<LockService>(core); }));
 }
 
+Subscription LockService::name_inbox(const std::string& lock_key) {
+    if (!core_.cluster() || core_.usable()) return {};
+    try {
+        return core_.subscribe(lock_key + ":inbox:" + id(),
+                               [this](Subscription::Event event, std::string_view payload) { on_inbox(event, payload); });
+    } catch (const Error&) {
+        return {};  // closed meanwhile: renewals still find a revoked lock
+    }
+}
+
 void LockService::listen_to_inbox() {
-    if (core_.usable()) return;
+    if (core_.usable() || core_.cluster()) return;
     try {
         inbox_ = core_.subscribe(inbox_channel(id()),
                                  [this](Subscription::Event event, std::string_view payload) { on_inbox(event, payload); });

@@ -45,6 +45,11 @@ public:
     // True once the inbox subscription is confirmed (grant notices reach
     // this client); waits until deadline at the most.
     bool inbox_active(LockClock::time_point deadline) const { return inbox_ && inbox_.wait_active(deadline); }
+    // In a Redis Cluster, scripts tell this client about one lock's holds
+    // and waits on a channel of that lock's slot (inbox_of in publish.lua):
+    // a lock object listens there while it lives. Empty elsewhere, where the
+    // client's one inbox serves every name.
+    Subscription name_inbox(const std::string& lock_key);
     // The answer to confirm_grant.lua for a direct grant its waiter took
     // from the notice (sent at `sent`): extended as by a renewal, or lost.
     void confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,

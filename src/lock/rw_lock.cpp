@@ -47,7 +47,8 @@ RwLockCore::RwLockCore(std::shared_ptr<ClientCore> client_, std::string name, co
       // claim sleeping heads).
       queue_name_("rw\n" + name),
       reader_queue_name_("rw-read\n" + name),
-      handle_owner_(options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
+      handle_owner_(options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()),
+      name_inbox_(service->name_inbox(write_->keys.lock)) {}
 
 std::string RwLockCore::current_owner() const {
     return write_->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();

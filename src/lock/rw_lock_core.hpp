@@ -101,6 +101,7 @@ private:
     const std::string queue_name_;    // the name's local wait queue (both sides)
     const std::string reader_queue_name_;  // readers' own, with prefer_readers
     const std::string handle_owner_;  // Ownership::handle only
+    Subscription name_inbox_;         // cluster only: LockService::name_inbox
     Contributions contributions_;  // owners this object made holds for
 };
 

@@ -1,5 +1,7 @@
 #include "script_replies.hpp"
 
+#include "lock_keys.hpp"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -115,7 +117,7 @@ template <std::size_t Numbers>
 struct InboxNotice {
     std::string_view owner;
     std::array<std::uint64_t, Numbers> numbers{};
-    std::string_view name;
+    std::string name;
 };
 
 template <std::size_t Numbers>
@@ -143,22 +145,24 @@ std::optional<InboxNotice<Numbers>> read_inbox_notice(std::string_view payload, 
     const auto key = payload;
     if (key.size() < key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix || key.back() != '}')
         return std::nullopt;
-    notice.name = key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1);
+    auto name = name_of_tag(key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1));
+    if (!name) return std::nullopt;
+    notice.name = std::move(*name);
     return notice;
 }
 
 }  // namespace
 
 std::optional<Revocation> read_revocation(std::string_view payload) {
-    const auto notice = read_inbox_notice<1>(payload, "revoked ");
+    auto notice = read_inbox_notice<1>(payload, "revoked ");
     if (!notice) return std::nullopt;
-    return Revocation{notice->owner, notice->numbers[0], notice->name};
+    return Revocation{notice->owner, notice->numbers[0], std::move(notice->name)};
 }
 
 std::optional<GrantNotice> read_grant_notice(std::string_view payload) {
-    const auto notice = read_inbox_notice<2>(payload, "granted ");
+    auto notice = read_inbox_notice<2>(payload, "granted ");
     if (!notice) return std::nullopt;
-    return GrantNotice{notice->owner, notice->numbers[0], notice->numbers[1], notice->name};
+    return GrantNotice{notice->owner, notice->numbers[0], notice->numbers[1], std::move(notice->name)};
 }
 
 }  // namespace dlock::detail

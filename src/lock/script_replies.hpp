@@ -81,7 +81,7 @@ std::optional<std::string> read_force_release(const Reply& reply);
 struct Revocation {
     std::string_view owner;
     std::uint64_t token = 0;
-    std::string_view name;
+    std::string name;  // decoded from the key's tag
 };
 std::optional<Revocation> read_revocation(std::string_view payload);
 // The notice of a direct grant to a waiter in the lock's line (prelude.lua,
@@ -91,7 +91,7 @@ struct GrantNotice {
     std::string_view owner;
     std::uint64_t token = 0;
     std::uint64_t arrival = 0;
-    std::string_view name;
+    std::string name;  // decoded from the key's tag
 };
 std::optional<GrantNotice> read_grant_notice(std::string_view payload);
 

@@ -1,4 +1,5 @@
-// The Redis keys of one semaphore. All carry the hash tag {name}, so they
+// The Redis keys of one semaphore. All carry the hash tag {<tag>}
+// (lock_keys.hpp: key_tag), so they
 // live in one cluster slot, and every semaphore script is given all of them
 // in one order (src/scripts/semaphore_prelude.lua).
 #pragma once
@@ -7,11 +8,13 @@
 #include <string>
 #include <string_view>
 
+#include "lock_keys.hpp"
+
 namespace dlock::detail {
 
 struct SemaphoreKeys {
     explicit SemaphoreKeys(std::string_view name)
-        : permits("dlock:sem:{" + std::string(name) + "}"),
+        : permits("dlock:sem:{" + key_tag(name) + "}"),
           all{permits, permits + ":state", permits + ":queue", permits + ":waiters", permits + ":done",
               permits + ":ch"} {}
 

@@ -3,6 +3,7 @@
 #include <semaphore>
 
 #include "address_checks.hpp"
+#include "cluster_slots.hpp"
 #include "command_format.hpp"
 #include "dlock/error.hpp"
 
@@ -78,6 +79,10 @@ ClientCore::ClientCore(ServerAddress address, ClientOptions options)
     : address_((validate(address), std::move(address))),
       options_((validate(options), std::move(options))),
       work_(asio::make_work_guard(io_)) {
+    if (address_.topology == ServerAddress::Topology::cluster) {
+        cluster_ = std::make_shared<ClusterRouter>(io_, address_, options_);
+        return;
+    }
     if (address_.topology == ServerAddress::Topology::sentinel)
         locator_ = std::make_shared<SentinelLocator>(io_, address_, options_);
     commands_ = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply,
@@ -98,7 +103,19 @@ void ClientCore::start() {
         });
         locator_->start();
     }
-    commands_->start();
+    if (cluster_) {
+        // A failover or a migration moved some slot to another master: the
+        // holds are revalidated as after a Sentinel failover.
+        cluster_->on_change([weak = weak_from_this()] {
+            auto self = weak.lock();
+            if (!self) return false;
+            self->run_failover_hooks();
+            return true;
+        });
+        cluster_->start();
+    } else {
+        commands_->start();
+    }
     thread_ = std::thread([this] { run_io(); });
     io_thread_id_ = thread_.get_id();
 }
@@ -134,12 +151,18 @@ void ClientCore::stop() {
             io_hooks.swap(on_io_shutdown_);
         }
         run_each(io_hooks);
-        commands_->shutdown();
+        if (commands_) commands_->shutdown();
         if (subscriber_) subscriber_->shutdown();
         if (locator_) locator_->shutdown();
         // Synchronises with a concurrent first submit_dedicated; none is made after this.
         std::call_once(dedicated_once_, [] {});
         if (dedicated_) dedicated_->shutdown();
+        {
+            std::lock_guard lock(node_dedicated_mutex_);
+            node_dedicated_closed_ = true;
+            for (auto& [key, pool] : node_dedicated_) pool->shutdown();
+        }
+        if (cluster_) cluster_->shutdown();
         work_.reset();
         // Handlers still queued for closed sockets and cancelled timers run
         // and return; then run() ends.
@@ -168,7 +191,7 @@ void ClientCore::fail_soon(Completion& done, std::error_code ec) {
 void ClientCore::submit_formatted(std::string_view formatted, Completion done, Clock::time_point deadline) {
     std::error_code ec = usable();
     if (!ec) {
-        ec = commands_->submit(formatted, done, deadline);
+        ec = cluster_ ? cluster_->submit(formatted, done, deadline) : commands_->submit(formatted, done, deadline);
         if (!ec) return;
     }
     fail_soon(done, ec);
@@ -240,6 +263,29 @@ Reply ClientCore::call(Args args, std::error_code& ec) noexcept {
         ec);
 }
 
+Reply ClientCore::call_on(const ServerAddress& master, Args args, std::error_code& ec) noexcept {
+    if (!cluster_) return call(args, ec);
+    return wait_for(
+        [&](Completion done, Clock::time_point until) {
+            auto& bytes = format_buffer();
+            append_command(bytes, args);
+            if (auto failed = cluster_->submit_to(master, bytes, done, until)) fail_soon(done, failed);
+        },
+        ec);
+}
+
+std::string ClientCore::server_for_key(std::string_view key) const {
+    if (cluster_) {
+        auto master = cluster_->master_for_slot(key_slot(key));
+        return master ? master->host + ":" + std::to_string(master->port) : std::string();
+    }
+    return commands_->peer();
+}
+
+std::vector<ServerAddress> ClientCore::cluster_masters() const {
+    return cluster_ ? cluster_->masters() : std::vector<ServerAddress>{};
+}
+
 Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept {
     return wait_for(
         [&](Completion done, Clock::time_point until) { eval_async(script, keys, argv, std::move(done), until); }, ec);
@@ -248,10 +294,32 @@ Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_co
 void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next next, DedicatedConnections::Done done,
                                   Clock::time_point deadline) {
     if (auto ec = usable()) return done(ec, {});
+    if (cluster_) return submit_dedicated_in_cluster(std::move(first), std::move(next), std::move(done), deadline);
     std::call_once(dedicated_once_,
                    [this] { dedicated_ = std::make_unique<DedicatedConnections>(io_, address_, options_, locator_); });
     if (!dedicated_) return done(errc::client_closed, {});  // stop() came first
     dedicated_->submit(std::move(first), std::move(next), std::move(done), deadline);
+}
+
+// WAIT counts the writes of its own connection: the write goes to the
+// master of its slot, on a connection of that master's pool.
+void ClientCore::submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
+                                             DedicatedConnections::Done done, Clock::time_point deadline) {
+    std::optional<ServerAddress> master;
+    if (auto key = routing_key(first)) master = cluster_->master_for_slot(key_slot(*key));
+    if (!master) {
+        cluster_->refresh_soon();
+        return done(errc::cluster_down, {});
+    }
+    DedicatedConnections* pool = nullptr;
+    {
+        std::lock_guard lock(node_dedicated_mutex_);
+        if (node_dedicated_closed_) return done(errc::client_closed, {});
+        auto& slot = node_dedicated_[master->host + ":" + std::to_string(master->port)];
+        if (!slot) slot = std::make_unique<DedicatedConnections>(io_, *master, options_);
+        pool = slot.get();
+    }
+    pool->submit(std::move(first), std::move(next), std::move(done), deadline);
 }
 
 void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
@@ -285,7 +353,8 @@ void ClientCore::submit_many(std::span<const std::string_view> formatted, std::v
                              Clock::time_point until) {
     if (dones.empty()) return;
     std::error_code ec = usable();
-    if (!ec) ec = commands_->submit_many(formatted, dones, until);
+    if (!ec)
+        ec = cluster_ ? cluster_->submit_many(formatted, dones, until) : commands_->submit_many(formatted, dones, until);
     if (!ec) return;
     for (auto& done : dones)
         if (done) fail_soon(done, ec);
@@ -323,7 +392,8 @@ void ClientCore::before_stop(std::function<void()> hook) {
 Subscription ClientCore::subscribe(std::string channel, Subscription::Listener listener) {
     throw_if(usable());
     std::call_once(subscriber_once_, [this] {
-        auto subscriber = std::make_shared<Subscriber>(io_, address_, options_, locator_);
+        auto subscriber = cluster_ ? std::make_shared<Subscriber>(io_, address_, options_, cluster_)
+                                   : std::make_shared<Subscriber>(io_, address_, options_, locator_);
         subscriber->set_io_thread(io_thread_id_);
         subscriber->start();
         subscriber_ = std::move(subscriber);
@@ -333,7 +403,8 @@ Subscription ClientCore::subscribe(std::string channel, Subscription::Listener l
 
 std::error_code ClientCore::wait_connected() {
     if (auto ec = usable()) return ec;
-    return commands_->wait_connected(Clock::now() + options_.connect_timeout + options_.command_timeout);
+    const auto until = Clock::now() + options_.connect_timeout + options_.command_timeout;
+    return cluster_ ? cluster_->wait_connected(until) : commands_->wait_connected(until);
 }
 
 }  // namespace dlock::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <semaphore>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "asio.hpp"
+#include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dedicated_connections.hpp"
 #include "dlock/client_options.hpp"
@@ -90,10 +92,26 @@ public:
     // (known_scripts.hpp), and noting that it has: call on an answer to the
     // script that was not NOSCRIPT, on the I/O thread as it arrives.
     bool script_cached(const Script& script) const {
-        return known_scripts_.known(script.sha1(), commands_->sessions());
+        // In a cluster each master has its own cache: nothing counts as known.
+        return commands_ && known_scripts_.known(script.sha1(), commands_->sessions());
     }
-    void note_script_cached(const Script& script) { known_scripts_.note(script.sha1(), commands_->sessions()); }
-    std::string last_connect_error() const { return commands_->last_error_detail(); }
+    void note_script_cached(const Script& script) {
+        if (commands_) known_scripts_.note(script.sha1(), commands_->sessions());
+    }
+    std::string last_connect_error() const {
+        return cluster_ ? cluster_->last_error_detail() : commands_->last_error_detail();
+    }
+    // Where a command on key goes now, as "host:port" (the master a
+    // Sentinel deployment named, the master serving key's slot in a
+    // cluster); empty when not known yet. For status output.
+    std::string server_for_key(std::string_view key) const;
+    // The masters a keyspace walk must visit: each master of a cluster;
+    // empty otherwise (the one server).
+    std::vector<ServerAddress> cluster_masters() const;
+    // One command to one master of the cluster, blocking as call() does.
+    Reply call_on(const ServerAddress& master, Args args, std::error_code& ec) noexcept;
+    // Cluster only (else null): the slot map, for status output and tests.
+    const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
 
     asio::io_context& io() noexcept { return io_; }
     bool on_io_thread() const noexcept { return std::this_thread::get_id() == io_thread_id_; }
@@ -138,6 +156,8 @@ private:
     }
     void run_io() noexcept;
     void run_failover_hooks();
+    void submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
+                                     DedicatedConnections::Done done, Clock::time_point deadline);
 
     const ServerAddress address_;
     const ClientOptions options_;
@@ -151,11 +171,15 @@ private:
     std::atomic<bool> spinning_{false};
 
     std::shared_ptr<SentinelLocator> locator_;  // Sentinel deployments only
+    std::shared_ptr<ClusterRouter> cluster_;     // Cluster only; then there is no commands_
     std::shared_ptr<Connection> commands_;
     std::once_flag subscriber_once_;
     std::shared_ptr<Subscriber> subscriber_;
     std::once_flag dedicated_once_;
     std::unique_ptr<DedicatedConnections> dedicated_;
+    std::mutex node_dedicated_mutex_;  // cluster: a pool per master
+    std::map<std::string, std::unique_ptr<DedicatedConnections>> node_dedicated_;
+    bool node_dedicated_closed_ = false;
     std::once_flag attachment_once_;
     std::shared_ptr<void> attachment_;
     std::mutex hooks_mutex_;

@@ -472,6 +472,10 @@ void Connection::become_ready() {
     }
     direct_writes_ = fd >= 0;
     state_ = State::ready;
+    peer_ = address_.transport == ServerAddress::Transport::unix_socket
+                ? address_.socket_path
+                : (address_.host.find(':') != std::string::npos ? "[" + address_.host + "]" : address_.host) + ":" +
+                      std::to_string(address_.port);
     sessions_.fetch_add(1, std::memory_order_acq_rel);
     last_error_.clear();
     writer_active_ = false;
@@ -547,6 +551,11 @@ void Connection::close_stream() noexcept {
 }
 
 // ---- reading (I/O thread) ----
+
+std::string Connection::peer() const {
+    std::lock_guard lock(mutex_);
+    return peer_;
+}
 
 std::string Connection::closed_in_handshake(const std::error_code& ec) const {
     std::string detail = "connection closed during handshake: " + ec.message();

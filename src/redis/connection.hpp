@@ -94,6 +94,9 @@ public:
 
     // What the last failed attempt said, for error messages.
     std::string last_error_detail() const;
+    // "host:port" (or the socket path) of the server of the last session
+    // that became ready; empty before. Any thread.
+    std::string peer() const;
 
     // Changes when the connection becomes ready and when it drops: the
     // same number twice means one unbroken session with one server process;
@@ -179,6 +182,7 @@ private:
     State state_ = State::idle;
     std::error_code last_error_;
     std::string last_error_detail_;
+    std::string peer_;
     std::uint64_t generation_ = 0;  // changes at every ready and every drop
     std::atomic<std::uint64_t> sessions_{0};
     std::string out_;               // bytes not yet handed to a writer

@@ -4,30 +4,12 @@
 #include <charconv>
 
 #include "command_format.hpp"
+#include "reported_address.hpp"
 #include "connection.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock::detail {
 namespace {
-
-std::optional<std::uint16_t> port_of(std::string_view text) {
-    unsigned value = 0;
-    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc{} || end != text.data() + text.size() || value == 0 || value > 65535) return std::nullopt;
-    return static_cast<std::uint16_t>(value);
-}
-
-// A host as a sentinel reports it: an address or a name, nothing that
-// could smuggle other bytes into an error message or a connect call.
-bool plausible_host(std::string_view host) {
-    if (host.empty() || host.size() > 255) return false;
-    for (char c : host) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                  c == '.' || c == '_' || c == ':';
-        if (!ok) return false;
-    }
-    return true;
-}
 
 bool same_server(const ServerAddress& a, const ServerAddress& b) { return a.host == b.host && a.port == b.port; }
 
@@ -147,7 +129,7 @@ void SentinelLocator::on_answer(std::size_t index, std::size_t tried, std::error
     const auto who = endpoint_text(sentinels_[index]);
     if (!ec && reply.is_array() && reply.elements.size() == 2 && reply.elements[0].is_text() &&
         reply.elements[1].is_text() && plausible_host(reply.elements[0].text)) {
-        if (auto port = port_of(reply.elements[1].text)) {
+        if (auto port = reported_port(reply.elements[1].text)) {
             current_ = index;  // ask this one first next time
             set_master(address_.node(reply.elements[0].text, *port));
             return finish_round({}, {});
@@ -217,7 +199,7 @@ void SentinelLocator::on_switch_message(const Reply& push) {
         text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
     }
     if (words.size() != 5 || words[0] != address_.master_name || !plausible_host(words[3])) return;
-    if (auto port = port_of(words[4])) set_master(address_.node(std::string(words[3]), *port));
+    if (auto port = reported_port(words[4])) set_master(address_.node(std::string(words[3]), *port));
 }
 
 void SentinelLocator::poll() {
@@ -253,7 +235,7 @@ void SentinelLocator::learn_sentinels(const Reply& reply) {
             if (entry.elements[i].text == "ip") ip = entry.elements[i + 1].text;
             if (entry.elements[i].text == "port") port_text = entry.elements[i + 1].text;
         }
-        auto port = port_of(port_text);
+        auto port = reported_port(port_text);
         if (!port || !plausible_host(ip)) continue;
         ServerAddress::Endpoint endpoint{std::string(ip), *port};
         if (std::find(sentinels_.begin(), sentinels_.end(), endpoint) != sentinels_.end()) continue;

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "cluster_slots.hpp"
 #include "command_format.hpp"
 
 namespace dlock::detail {
@@ -23,39 +24,99 @@ void append_channel_command(std::string& out, std::string_view verb, const std::
 }  // namespace
 
 Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
-                       std::shared_ptr<SentinelLocator> locator) {
-    Connection::Hooks hooks;
-    // The hooks run on the I/O thread while this object is alive: the client
-    // core shuts the connection down before letting go of the subscriber.
-    hooks.on_ready = [this] { on_ready(); };
-    hooks.on_push = [this](Reply&& reply) { on_push(std::move(reply)); };
-    options.client_name = options.client_name.empty() ? std::string() : options.client_name + ":sub";
-    connection_ = std::make_shared<Connection>(io, std::move(address), std::move(options),
-                                               Connection::Mode::subscriber, std::move(hooks), std::move(locator));
+                       std::shared_ptr<SentinelLocator> locator)
+    : io_(io), address_(std::move(address)), options_(std::move(options)), locator_(std::move(locator)) {
+    std::lock_guard lock(mutex_);
+    shard_locked(address_, std::string());
 }
 
-void Subscriber::start() { connection_->start(); }
+Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
+                       std::shared_ptr<ClusterRouter> router)
+    : io_(io), address_(std::move(address)), options_(std::move(options)), router_(std::move(router)) {}
 
-void Subscriber::shutdown() { connection_->shutdown(); }
+Subscriber::Shard& Subscriber::shard_locked(const ServerAddress& address, std::string key) {
+    auto it = shards_.find(key);
+    if (it != shards_.end()) return *it->second;
+    auto shard = std::make_unique<Shard>();
+    shard->key = key;
+    auto* raw = shard.get();
+    Connection::Hooks hooks;
+    // The hooks run on the I/O thread while this object is alive: the client
+    // core shuts the connections down before letting go of the subscriber.
+    hooks.on_ready = [this, raw] { on_ready(*raw); };
+    hooks.on_push = [this, raw](Reply&& reply) { on_push(*raw, std::move(reply)); };
+    auto options = options_;
+    options.client_name = options.client_name.empty() ? std::string() : options.client_name + ":sub";
+    shard->connection = std::make_shared<Connection>(io_, address, std::move(options), Connection::Mode::subscriber,
+                                                     std::move(hooks), locator_);
+    if (started_) shard->connection->start();
+    return *shards_.emplace(std::move(key), std::move(shard)).first->second;
+}
 
-void Subscriber::send_counted(std::string_view verb, const std::vector<std::string_view>& channels) {
+Subscriber::Shard* Subscriber::place_locked(const std::string& channel) {
+    if (!router_) return shards_.begin()->second.get();
+    auto master = router_->master_for_slot(key_slot(channel));
+    if (!master) return nullptr;
+    return &shard_locked(*master, master->host + ":" + std::to_string(master->port));
+}
+
+void Subscriber::start() {
+    std::vector<std::shared_ptr<Connection>> connections;
+    {
+        std::lock_guard lock(mutex_);
+        started_ = true;
+        for (auto& [key, shard] : shards_) connections.push_back(shard->connection);
+    }
+    for (auto& connection : connections) connection->start();
+    if (router_) {
+        router_->on_change([weak = weak_from_this()] {
+            auto self = weak.lock();
+            if (self) self->replace_channels();
+            return self != nullptr;
+        });
+    }
+}
+
+void Subscriber::shutdown() {
+    std::vector<std::shared_ptr<Connection>> connections;
+    {
+        std::lock_guard lock(mutex_);
+        shut_down_ = true;
+        for (auto& [key, shard] : shards_) connections.push_back(shard->connection);
+    }
+    if (replace_timer_) replace_timer_->cancel();
+    for (auto& connection : connections) connection->shutdown();
+}
+
+void Subscriber::send_counted(Shard& shard, bool subscribe, const std::vector<std::string_view>& channels) {
     std::string bytes;
-    append_channel_command(bytes, verb, channels);
+    if (router_) {
+        // One command per channel: the channels of one SSUBSCRIBE must share a slot.
+        for (auto channel : channels) append_channel_command(bytes, subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE", {channel});
+    } else {
+        append_channel_command(bytes, subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", channels);
+    }
     // Not ready: nothing is sent, and on_ready subscribes every channel.
-    if (!connection_->send_if_ready(bytes)) return;
-    for (auto channel : channels) ++outstanding_acks_[std::string(channel)];
+    if (!shard.connection->send_if_ready(bytes)) return;
+    for (auto channel : channels) ++shard.outstanding_acks[std::string(channel)];
 }
 
 Subscription Subscriber::add(std::string channel, Subscription::Listener listener) {
     unsigned long long id;
+    bool unplaced = false;
     {
         std::lock_guard lock(mutex_);
         id = next_id_++;
         auto& entry = channels_[channel];
         bool first = entry.listeners.empty();
         entry.listeners.emplace(id, std::make_shared<Subscription::Listener>(std::move(listener)));
-        if (first) send_counted("SUBSCRIBE", {channel});
+        if (first) {
+            entry.shard = place_locked(channel);
+            if (entry.shard) send_counted(*entry.shard, true, {channel});
+            else unplaced = true;
+        }
     }
+    if (unplaced) schedule_replace();  // once the slot map is in
     return Subscription(shared_from_this(), std::move(channel), id);
 }
 
@@ -70,8 +131,9 @@ void Subscriber::remove(const std::string& channel, unsigned long long id) {
     if (it == channels_.end()) return;
     it->second.listeners.erase(id);
     if (it->second.listeners.empty()) {
+        auto* shard = it->second.shard;
         channels_.erase(it);
-        send_counted("UNSUBSCRIBE", {channel});
+        if (shard) send_counted(*shard, false, {channel});
     }
 }
 
@@ -91,40 +153,116 @@ bool Subscriber::active(const std::string& channel) {
     return it != channels_.end() && it->second.active;
 }
 
-void Subscriber::on_ready() {
+void Subscriber::on_ready(Shard& shard) {
     std::lock_guard lock(mutex_);
-    outstanding_acks_.clear();  // acks of the old connection never come
+    shard.outstanding_acks.clear();  // acks of the old connection never come
     std::vector<std::string_view> names;
-    names.reserve(channels_.size());
     for (auto& [name, entry] : channels_) {
+        if (entry.shard != &shard) continue;
         // A channel that was active before this connection may have missed
         // messages; tell its listeners once the server confirms again.
         entry.announce_resubscribe = entry.active || entry.announce_resubscribe;
         entry.active = false;
         names.push_back(name);
     }
-    if (!names.empty()) send_counted("SUBSCRIBE", names);
+    if (!names.empty()) send_counted(shard, true, names);
 }
 
-void Subscriber::on_push(Reply&& reply) {
+void Subscriber::displaced_locked(Channel& entry) {
+    entry.announce_resubscribe = entry.active || entry.announce_resubscribe;
+    entry.active = false;
+    entry.shard = nullptr;
+}
+
+void Subscriber::on_push(Shard& shard, Reply&& reply) {
+    if (router_ && reply.is_error()) {
+        // An SSUBSCRIBE that reached a node not serving its slot (MOVED):
+        // its channels there are placed again once the map is refreshed.
+        {
+            std::lock_guard lock(mutex_);
+            for (auto& [name, entry] : channels_) {
+                if (entry.shard != &shard || entry.active) continue;
+                shard.outstanding_acks.erase(name);
+                displaced_locked(entry);
+            }
+        }
+        router_->refresh_soon();
+        return schedule_replace();
+    }
     if (!reply.is_array() || reply.elements.size() < 3) return;
     const auto& kind = reply.elements[0].text;
     const auto& channel = reply.elements[1].text;
-    if (kind == "message") {
+    if (kind == "message" || kind == "smessage") {
         notify(channel, Subscription::Event::message, reply.elements[2].text, false);
-    } else if (kind == "subscribe" || kind == "unsubscribe") {
+    } else if (kind == "subscribe" || kind == "unsubscribe" || kind == "ssubscribe" || kind == "sunsubscribe") {
+        bool dropped = false;
         {
             std::lock_guard lock(mutex_);
-            auto ack = outstanding_acks_.find(channel);
-            if (ack != outstanding_acks_.end() && --ack->second == 0) outstanding_acks_.erase(ack);
-            if (outstanding_acks_.count(channel)) return;  // a later (UN)SUBSCRIBE is still on its way
+            auto ack = shard.outstanding_acks.find(channel);
             auto it = channels_.find(channel);
-            if (it == channels_.end()) return;
-            it->second.active = true;
+            if (ack == shard.outstanding_acks.end()) {
+                // Not an answer to us: the server dropped the channel (its
+                // slot moved away, or the node became a replica).
+                if (!router_ || kind != "sunsubscribe" || it == channels_.end() || it->second.shard != &shard) return;
+                displaced_locked(it->second);
+                dropped = true;
+            } else {
+                if (--ack->second == 0) shard.outstanding_acks.erase(ack);
+                if (shard.outstanding_acks.count(channel)) return;  // a later one is still on its way
+                if (it == channels_.end() || it->second.shard != &shard) return;
+                it->second.active = true;
+            }
+        }
+        if (dropped) {
+            router_->refresh_soon();
+            return schedule_replace();
         }
         confirmed_.notify_all();
         notify(channel, Subscription::Event::resubscribed, {}, true);
     }
+}
+
+void Subscriber::schedule_replace() {
+    if (!router_) return;
+    asio::post(io_, [weak = weak_from_this()] {
+        auto self = weak.lock();
+        if (!self || self->replace_scheduled_) return;
+        {
+            std::lock_guard lock(self->mutex_);
+            if (self->shut_down_) return;
+        }
+        if (!self->replace_timer_) self->replace_timer_ = std::make_unique<asio::steady_timer>(self->io_);
+        self->replace_scheduled_ = true;
+        // After the refresh that the drop asked for has had its chance.
+        self->replace_timer_->expires_after(ClusterRouter::min_refresh_gap * 2);
+        self->replace_timer_->async_wait([self](std::error_code ec) {
+            self->replace_scheduled_ = false;
+            if (!ec) self->replace_channels();
+        });
+    });
+}
+
+void Subscriber::replace_channels() {
+    if (!router_) return;
+    bool unplaced = false;
+    {
+        std::lock_guard lock(mutex_);
+        if (shut_down_) return;
+        for (auto& [name, entry] : channels_) {
+            auto* target = place_locked(name);
+            if (!target) {
+                unplaced = true;
+                continue;
+            }
+            if (target == entry.shard) continue;
+            if (entry.shard && entry.active) send_counted(*entry.shard, false, {name});
+            entry.announce_resubscribe = entry.active || entry.announce_resubscribe || entry.shard == nullptr;
+            entry.active = false;
+            entry.shard = target;
+            send_counted(*target, true, {name});
+        }
+    }
+    if (unplaced) schedule_replace();
 }
 
 void Subscriber::notify(const std::string& channel, Subscription::Event event, std::string_view payload,

@@ -1,8 +1,14 @@
-// The client's single pub/sub connection, shared by every listener.
+// The client's pub/sub connections, shared by every listener: one
+// connection to one server (standalone, or the master a Sentinel deployment
+// names), or in a Redis Cluster one per master serving a subscribed
+// channel's slot, with sharded pub/sub (SSUBSCRIBE; lock scripts SPUBLISH).
 //
 // Channels are reference-counted by their listeners: the first subscribes,
 // the last unsubscribes. After a reconnect every channel is subscribed again
 // and, once the server confirms, its listeners get Event::resubscribed.
+// In a cluster, a channel whose slot moves (a migration, a failover: the
+// server pushes SUNSUBSCRIBE, or the slot map changes) is subscribed on its
+// new master, and its listeners get Event::resubscribed once it confirms.
 //
 // In a forked child, remove() does nothing (the parent keeps the channel),
 // and active()/wait_active() are false at once.
@@ -16,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dlock/subscription.hpp"
 
@@ -25,6 +32,9 @@ class Subscriber : public std::enable_shared_from_this<Subscriber> {
 public:
     Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
                std::shared_ptr<SentinelLocator> locator = {});
+    // Sharded, over the masters of a cluster.
+    Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
+               std::shared_ptr<ClusterRouter> router);
 
     void start();
     void shutdown();  // I/O thread
@@ -36,34 +46,59 @@ public:
 
     void set_io_thread(std::thread::id id) { io_thread_ = id; }
 
+    // Cluster: moves every channel whose slot another master serves now
+    // (and subscribes again those the server dropped). I/O thread.
+    void replace_channels();
+
 private:
     using ListenerPtr = std::shared_ptr<Subscription::Listener>;
+    // One connection, to one server.
+    struct Shard {
+        std::string key;  // "host:port" in a cluster; empty otherwise
+        std::shared_ptr<Connection> connection;
+        // SUBSCRIBE/UNSUBSCRIBE commands sent on the current connection whose
+        // acknowledgement has not come yet, by channel. Redis acknowledges each
+        // once per channel, in order, so a channel is subscribed on the server
+        // only when none are outstanding; an ack left over from an earlier
+        // unsubscribe-and-subscribe does not count. Reset on reconnect.
+        std::unordered_map<std::string, unsigned> outstanding_acks;
+    };
     struct Channel {
         std::map<unsigned long long, ListenerPtr> listeners;
+        Shard* shard = nullptr;  // where it is (to be) subscribed; nullptr: dropped, to be placed again
         bool active = false;
         bool announce_resubscribe = false;
     };
 
-    void on_ready();
-    // Sends a SUBSCRIBE or UNSUBSCRIBE and counts its acks. Under mutex_.
-    void send_counted(std::string_view verb, const std::vector<std::string_view>& channels);
-    void on_push(Reply&& reply);
+    // Under mutex_: the shard a channel belongs on now (nullptr: no master
+    // known for its slot yet).
+    Shard* place_locked(const std::string& channel);
+    Shard& shard_locked(const ServerAddress& address, std::string key);
+    void on_ready(Shard& shard);
+    // Sends a (S)SUBSCRIBE or (S)UNSUBSCRIBE on shard and counts its acks. Under mutex_.
+    void send_counted(Shard& shard, bool subscribe, const std::vector<std::string_view>& channels);
+    void on_push(Shard& shard, Reply&& reply);
+    // A channel the server dropped on its own (its slot moved): placed again soon.
+    void displaced_locked(Channel& entry);
+    void schedule_replace();
     void notify(const std::string& channel, Subscription::Event event, std::string_view payload, bool only_if_announced);
 
     const ForkGuard fork_guard_;
-    std::shared_ptr<Connection> connection_;
+    asio::io_context& io_;
+    const ServerAddress address_;
+    const ClientOptions options_;
+    const std::shared_ptr<SentinelLocator> locator_;
+    const std::shared_ptr<ClusterRouter> router_;  // cluster only: sharded
     std::thread::id io_thread_;
 
     std::mutex mutex_;
     std::condition_variable confirmed_;
+    std::map<std::string, std::unique_ptr<Shard>> shards_;  // by key; never removed before shutdown
     std::unordered_map<std::string, Channel> channels_;
-    // SUBSCRIBE/UNSUBSCRIBE commands sent on the current connection whose
-    // acknowledgement has not come yet, by channel. Redis acknowledges each
-    // once per channel, in order, so a channel is subscribed on the server
-    // only when none are outstanding; an ack left over from an earlier
-    // unsubscribe-and-subscribe does not count. Reset on reconnect.
-    std::unordered_map<std::string, unsigned> outstanding_acks_;
     unsigned long long next_id_ = 1;
+    bool started_ = false, shut_down_ = false;
+    std::unique_ptr<asio::steady_timer> replace_timer_;  // cluster; I/O thread
+    bool replace_scheduled_ = false;
 
     // Held while listeners run, so remove() can promise that its listener is
     // not running and will not run once it returns.

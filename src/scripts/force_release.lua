@@ -16,7 +16,7 @@ local count = tonumber(redis.call('HGET', KEYS[1], 'count'))
 local token = redis.call('HGET', KEYS[1], 'token') or '0'
 redis.call('DEL', KEYS[1])
 if not (KEYS[5] and grant_first_in_line(KEYS[1], KEYS[3], KEYS[4], KEYS[5], tonumber(ARGV[1]), tonumber(ARGV[2]))) then
-  redis.call('PUBLISH', KEYS[2], 'released')
+  publish(KEYS[2], 'released')
 end
-redis.call('PUBLISH', 'dlock:inbox:' .. string.match(owner, '^[^:]*'), 'revoked ' .. owner .. ' ' .. token .. ' ' .. KEYS[1])
+publish(inbox_of(owner, KEYS[1]), 'revoked ' .. owner .. ' ' .. token .. ' ' .. KEYS[1])
 return {owner, count}

@@ -18,6 +18,6 @@ end
 redis.call('DEL', KEYS[1])
 keep_fence(KEYS[2], tonumber(ARGV[3]))
 if not grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[2]), tonumber(ARGV[3])) then
-  redis.call('PUBLISH', KEYS[5], 'released')
+  publish(KEYS[5], 'released')
 end
 return 1

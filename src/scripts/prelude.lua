@@ -223,7 +223,7 @@ local function grant_first_in_line(lock, fence, line, places, grant_ms, retentio
              'granted', arrival)
   redis.call('PEXPIRE', lock, grant_ms)
   keep_fence(fence, grant_ms + retention)
-  redis.call('PUBLISH', 'dlock:inbox:' .. string.match(waiter, '^[^:]*'),
+  publish(inbox_of(waiter, lock),
              'granted ' .. waiter .. ' ' .. string.format('%.0f', token) .. ' ' .. arrival .. ' ' .. lock)
   return waiter
 end

@@ -52,5 +52,5 @@ keep_fence(KEYS[2], tonumber(ARGV[5]))
 if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5])) then
   return 0
 end
-redis.call('PUBLISH', KEYS[3], 'released')
+publish(KEYS[3], 'released')
 return 0

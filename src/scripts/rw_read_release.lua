@@ -42,6 +42,6 @@ redis.call('HDEL', KEYS[2], 'n:' .. reader, 's:' .. reader, 't:' .. reader)
 raise_tombstone(KEYS[5], ARGV[3], ARGV[5])
 if redis.call('ZCARD', KEYS[1]) == 0 then
   if redis.call('EXISTS', KEYS[6]) == 0 then keep_fence(KEYS[3], tonumber(ARGV[5])) end
-  redis.call('PUBLISH', KEYS[4], 'released')
+  publish(KEYS[4], 'released')
 end
 return 0

@@ -10,6 +10,6 @@ if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 -- Marks of writers that died waiting have run out: they hold nobody back.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', server_ms())
 if redis.call('ZCARD', KEYS[1]) == 0 then
-  redis.call('PUBLISH', KEYS[3], 'released')
+  publish(KEYS[3], 'released')
 end
 return 1

@@ -79,5 +79,5 @@ end
 -- the grant calls the next one.
 local function call_next(limit, used)
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  if head and used + weight(head) <= limit then redis.call('PUBLISH', KEYS[6], head) end
+  if head and used + weight(head) <= limit then publish(KEYS[6], head) end
 end

@@ -5,5 +5,5 @@
 local previous = tonumber(redis.call('HGET', KEYS[2], 'limit')) or 0
 redis.call('HSET', KEYS[2], 'limit', ARGV[1])
 live_for(KEYS[2], tonumber(ARGV[2]))
-redis.call('PUBLISH', KEYS[6], 'limit')
+publish(KEYS[6], 'limit')
 return previous

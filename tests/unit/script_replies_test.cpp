@@ -1,6 +1,10 @@
 // How the lock kinds read their scripts' replies (src/lock/script_replies.hpp),
 // on the answers the scripts give and on answers no script gives.
 #include "lock/script_replies.hpp"
+#include "lock/lock_keys.hpp"
+#include "lock/semaphore_keys.hpp"
+#include "redis/cluster_slots.hpp"
+#include "redis/command_format.hpp"
 
 #include <gtest/gtest.h>
 
@@ -114,20 +118,22 @@ TEST(ScriptReplies, InspectAndForceRelease) {
 }
 
 TEST(ScriptReplies, RevocationNoticeKeepsEveryByteOfTheName) {
-    const auto notice = read_revocation("revoked abc:1:t-9 1795331927095183 dlock:{a b}c}");
+    // The key carries the name's tag (lock_keys.hpp): '}' and '%' percent-encoded.
+    const auto notice = read_revocation("revoked abc:1:t-9 1795331927095183 dlock:{a b%7Dc%25}");
     ASSERT_TRUE(notice);
     EXPECT_EQ(notice->owner, "abc:1:t-9");
     EXPECT_EQ(notice->token, 1795331927095183u);
-    EXPECT_EQ(notice->name, "a b}c");
+    EXPECT_EQ(notice->name, "a b}c%");
     for (const char* bad : {"revoked abc 12x dlock:{n}", "revoked abc 12 dlock:{n", "revoked abc 12 lock:{n}",
-                            "released abc 12 dlock:{n}", "revoked abc", "revoked abc 12 dlock:{"})
+                            "released abc 12 dlock:{n}", "revoked abc", "revoked abc 12 dlock:{",
+                            "revoked abc 12 dlock:{a}b}", "revoked abc 12 dlock:{a%7}", "revoked abc 12 dlock:{%41}"})
         EXPECT_FALSE(read_revocation(bad)) << bad;
 }
 
 // A direct grant's notice names the wait it is for by its arrival number;
 // a busy answer to a caller that stands in line carries that number.
 TEST(ScriptReplies, GrantNoticeAndBusyAnswerCarryTheArrival) {
-    const auto notice = read_grant_notice("granted abc:1:t-9 1795331927095183 1795331927000001 dlock:{a b}c}");
+    const auto notice = read_grant_notice("granted abc:1:t-9 1795331927095183 1795331927000001 dlock:{a b%7Dc}");
     ASSERT_TRUE(notice);
     EXPECT_EQ(notice->owner, "abc:1:t-9");
     EXPECT_EQ(notice->token, 1795331927095183u);
@@ -186,4 +192,49 @@ TEST(RwScriptReplies, AGrantOrWaitWhoseNumbersAreNotIntegersIsMalformed) {
         EXPECT_EQ(read_reentry(reply).kind, Reentry::Kind::malformed);
         EXPECT_FALSE(is_grant(reply));
     }
+}
+
+// Every key of one lock must hash to one cluster slot whatever its name
+// holds: the tag between the braces is never empty and never ends early.
+TEST(LockKeys, EveryKeyOfALockSharesItsHashSlot) {
+    using dlock::detail::key_slot;
+    for (std::string name : {"}", "}}", "x{}y", "{", "{}", "a}b", "%", "%7D", "plain", "with space", "}{x}"}) {
+        const dlock::detail::LockKeys keys(name);
+        const auto slot = key_slot(keys.lock);
+        for (const auto& key : {keys.fence(), keys.channel(), keys.line(), keys.places(), keys.tombstone("o:1"),
+                                keys.readers(), keys.reader_state(), keys.waiting_writers(), keys.read_tombstone("o:1"),
+                                keys.lock + ":inbox:abc"})
+            EXPECT_EQ(key_slot(key), slot) << name << " " << key;
+        const dlock::detail::SemaphoreKeys semaphore(name);
+        for (const auto& key : semaphore.all) EXPECT_EQ(key_slot(key), key_slot(semaphore.permits)) << name << " " << key;
+        EXPECT_EQ(dlock::detail::name_of_tag(dlock::detail::key_tag(name)), name);
+    }
+    // Names without '%' or '}' keep the keys they always had.
+    EXPECT_EQ(dlock::detail::LockKeys("orders:42").lock, "dlock:{orders:42}");
+    EXPECT_EQ(dlock::detail::LockKeys("%").lock, "dlock:{%25}");
+    EXPECT_NE(dlock::detail::LockKeys("%7D").lock, dlock::detail::LockKeys("}").lock);
+}
+
+// The slot function against values Redis's CLUSTER KEYSLOT gives.
+TEST(ClusterSlots, KeySlotAndRoutingKey) {
+    using dlock::detail::key_slot;
+    EXPECT_EQ(key_slot("foo"), 12182);
+    EXPECT_EQ(key_slot("{user1000}.following"), key_slot("user1000"));
+    EXPECT_EQ(key_slot("foo{}{bar}"), key_slot("foo{}{bar}"));  // an empty tag: the whole key
+    EXPECT_NE(key_slot("a{}"), key_slot("b{}"));
+    std::string bytes;
+    const std::string_view eval[] = {"EVALSHA", "abc", "2", "dlock:{n}", "k2", "argv"};
+    dlock::detail::append_command(bytes, eval);
+    EXPECT_EQ(dlock::detail::routing_key(bytes), "dlock:{n}");
+    bytes.clear();
+    const std::string_view keyless[] = {"EVAL", "return 1", "0"};
+    dlock::detail::append_command(bytes, keyless);
+    EXPECT_FALSE(dlock::detail::routing_key(bytes));
+    bytes.clear();
+    const std::string_view get[] = {"get", "k"};
+    dlock::detail::append_command(bytes, get);
+    EXPECT_EQ(dlock::detail::routing_key(bytes), "k");
+    for (std::string_view hostile : {"", "*", "*1\r\n$3\r\nGET\r\n", "*2\r\n$3\r\nGET\r\n$99\r\nk\r\n",
+                                     "*4\r\n$4\r\nEVAL\r\n$1\r\nx\r\n$1\r\n1\r\n", "*2\r\n$-1\r\n"})
+        EXPECT_FALSE(dlock::detail::routing_key(hostile)) << hostile;
 }

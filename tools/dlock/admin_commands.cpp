@@ -131,9 +131,19 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     // A semaphore of that name is shown too: its limit and its holders.
     const auto semaphore = inspect_semaphore(client, key);
     const bool is_semaphore = semaphore.limit > 0 && !info.held;
+    // Behind Sentinel or in a cluster, which server answered (and the slot).
+    const auto topology = client.address().topology;
+    std::string where, where_json;
+    if (topology != ServerAddress::Topology::standalone) {
+        where = " [" + (info.slot >= 0 ? "slot " + std::to_string(info.slot) + " on " : std::string("on master ")) +
+                info.server + "]";
+        where_json = ", \"server\": " + json_string(info.server) +
+                     (info.slot >= 0 ? ", \"slot\": " + std::to_string(info.slot) : std::string());
+    }
     if (is_semaphore) print_semaphore(key, semaphore, options.json);
-    else if (options.json) std::printf("{\"key\": %s, %s}\n", json_string(key).c_str(), json_fields(info).c_str());
-    else std::printf("%s: %s\n", text_line(key).c_str(), describe(info).c_str());
+    else if (options.json)
+        std::printf("{\"key\": %s, %s%s}\n", json_string(key).c_str(), json_fields(info).c_str(), where_json.c_str());
+    else std::printf("%s: %s%s\n", text_line(key).c_str(), describe(info).c_str(), where.c_str());
     const bool held = is_semaphore ? semaphore.used > 0 : info.held;
     return options.exit_status && !held ? exit_not_held : exit_ok;
 }

@@ -3,9 +3,9 @@ _dlock() {
     local cur prev words cword
     _init_completion || return
     local commands="run hold status wait-free list release demo"
-    local global="--url --user --password-file --connect-timeout --tls-ca --tls-cert --tls-key --quiet --verbose --help --version"
+    local global="--url --user --password-file --sentinel-user --sentinel-password-file --connect-timeout --tls-ca --tls-cert --tls-key --quiet --verbose --help --version"
     case $prev in
-        --password-file|--tls-ca|--tls-cert|--tls-key) _filedir; return ;;
+        --password-file|--sentinel-password-file|--tls-ca|--tls-cert|--tls-key) _filedir; return ;;
         --on-lost) COMPREPLY=($(compgen -W "term kill ignore" -- "$cur")); return ;;
         --url|--user|--connect-timeout|--key|--pattern|--ttl|--wait|--grace|--timeout|--conflict-exit-code|--permits|-c|--command|--processes|--threads|--bonuses) return ;;
     esac
