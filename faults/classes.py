@@ -9,6 +9,7 @@ import signal
 import time
 
 from infra import Endpoint, Proxy, RedisServer, command
+from topologies import ClusterSet, SentinelSet
 
 
 class FaultClass:
@@ -213,6 +214,72 @@ class FailoverAck(Failover):
     replica_ack = 1
 
 
+class SentinelFailover(FaultClass):
+    name = "sentinel-failover"
+    description = ("the master of a Sentinel deployment is killed -9; the sentinels promote its replica and "
+                   "clients follow through their redis-sentinel:// URL; the old master returns as a replica")
+    in_contract = False
+    safe_with = ("replica_ack (the sentinel-failover-ack class): without it, a grant the replica had not yet "
+                 "received is lost at the failover and another client is let in")
+    replica_ack = 0
+
+    def setup(self):
+        self.deployment = SentinelSet()
+        self.servers = []
+
+    def lock_urls(self):
+        return [self.deployment.url()]
+
+    def inject(self):
+        start = time.time()
+        self.deployment.kill_master_and_return()
+        self.run.record("sentinel-failover", start)
+
+    def teardown(self):
+        self.deployment.close()
+
+
+class SentinelFailoverAck(SentinelFailover):
+    name = "sentinel-failover-ack"
+    description = "as sentinel-failover, with LockOptions::replica_ack = 1 replica"
+    in_contract = True
+    safe_with = ""
+    replica_ack = 1
+
+
+class ClusterFailover(FaultClass):
+    name = "cluster-failover"
+    description = ("the cluster master serving the lock's slot is killed -9; its replica takes over and clients "
+                   "follow through their redis-cluster:// URL; the old master returns as a replica")
+    in_contract = False
+    safe_with = ("replica_ack (the cluster-failover-ack class): without it, a grant the replica had not yet "
+                 "received is lost at the failover and another client is let in")
+    replica_ack = 0
+
+    def setup(self):
+        self.cluster = ClusterSet()
+        self.servers = []
+
+    def lock_urls(self):
+        return [self.cluster.url()]
+
+    def inject(self):
+        start = time.time()
+        self.cluster.kill_master_and_return("dlock:{%s}" % self.run.lock_name)
+        self.run.record("cluster-failover", start)
+
+    def teardown(self):
+        self.cluster.close()
+
+
+class ClusterFailoverAck(ClusterFailover):
+    name = "cluster-failover-ack"
+    description = "as cluster-failover, with LockOptions::replica_ack = 1 replica"
+    in_contract = True
+    safe_with = ""
+    replica_ack = 1
+
+
 class BlackHole(FaultClass):
     name = "black-hole"
     description = "the network between one holder and the server goes silent past the lease, then heals"
@@ -335,7 +402,8 @@ def for_kind(base, kind):
 
 
 ALL = [HolderPause, HolderPauseCli, ServerPause, ServerRestartAof, ServerRestartEmpty, ScriptFlush, Failover,
-       FailoverAck, BlackHole, RedlockPause, RedlockRestart, RedlockRestartHeld, CliKill]
+       FailoverAck, SentinelFailover, SentinelFailoverAck, ClusterFailover, ClusterFailoverAck, BlackHole,
+       RedlockPause, RedlockRestart, RedlockRestartHeld, CliKill]
 # Every lock kind faces the pauses and restarts.
 ALL += [for_kind(base, kind) for kind in KINDS if kind not in ("lock", "fair")
         for base in (HolderPause, ServerPause, ServerRestartAof, ServerRestartEmpty)]

@@ -10,10 +10,11 @@
 // Every event goes to a log of JSON lines with wall-clock times (all clients
 // run on one machine, so one clock), which the checker reads.
 //
-//   dlock_fault_client --lock URL[,URL...] --storage URL --name NAME --id ID
+//   dlock_fault_client --lock "URL[ URL...]" --storage URL --name NAME --id ID
 //                      --log FILE --fenced-sha SHA1 [--lease-ms 1000] [--seconds 20] [--work-ms 40]
 //                      [--replica-ack N] [--ack-timeout-ms 200] [--kind lock|fair|multi|permit|read|write] [--limit N]
-// Several --lock URLs make a Redlock over those masters. --kind multi takes a
+// Several --lock URLs (separated by spaces: a Sentinel or Cluster URL has
+// commas of its own) make a Redlock over those masters. --kind multi takes a
 // MultiLock over NAME:a, NAME:b and NAME:c (listed in an order that depends
 // on ID, so clients list them differently) and fences its writes with the
 // token of NAME:a. --kind permit holds one of --limit permits of semaphore
@@ -114,7 +115,7 @@ Settings parse(int argc, char** argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string flag = argv[i], value = argv[i + 1];
         auto ms = [&] { return std::chrono::milliseconds(std::stoll(value)); };
-        if (flag == "--lock") s.lock_urls = split(value, ',');
+        if (flag == "--lock") s.lock_urls = split(value, ' ');
         else if (flag == "--storage") s.storage_url = value;
         else if (flag == "--name") s.name = value;
         else if (flag == "--id") s.id = value;

@@ -98,9 +98,10 @@ class Run:
                 if os.path.exists(stale):
                     os.remove(stale)
             work_ms = cls.work_ms_for(i, self.args.work_ms)
-            urls = ",".join(cls.url_for(i))
             if i < cls.library_clients:
-                argv = [os.path.join(build, "faults", "dlock_fault_client"), "--lock", urls, "--storage",
+                # Spaces between masters: a Sentinel or Cluster URL has commas of its own.
+                argv = [os.path.join(build, "faults", "dlock_fault_client"), "--lock", " ".join(cls.url_for(i)),
+                        "--storage",
                         storage.url(), "--name", self.lock_name, "--id", id, "--log", log, "--fenced-sha", sha,
                         "--lease-ms", str(self.args.lease_ms), "--seconds", str(seconds), "--work-ms",
                         str(work_ms)]
@@ -110,7 +111,7 @@ class Run:
                 kind = "library"
             else:
                 argv = [sys.executable, os.path.join(HERE, "cli_client.py"),
-                        os.path.join(build, "tools", "dlock", "dlock"), urls, self.lock_name, str(self.args.lease_ms),
+                        os.path.join(build, "tools", "dlock", "dlock"), ",".join(cls.url_for(i)), self.lock_name, str(self.args.lease_ms),
                         str(seconds), log, str(storage.port), sha, id, str(work_ms)]
                 kind = "cli"
             proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL,

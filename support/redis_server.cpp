@@ -144,9 +144,11 @@ std::string RedisServer::uri() const {
 }
 
 std::vector<std::string> RedisServer::arguments() const {
-    std::vector<std::string> args{"redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+    std::vector<std::string> args{"redis-server"};
+    if (!options_.config_text.empty()) args.push_back(dir_ + "/redis.conf");
+    args.insert(args.end(), {"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                                   "--dir", dir_, "--logfile", dir_ + "/redis.log", "--daemonize", "no",
-                                  "--protected-mode", "no"};
+                                  "--protected-mode", "no"});
     if (options_.tls) {
         const auto& tls = TlsFiles::get();
         args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
@@ -168,6 +170,8 @@ std::vector<std::string> RedisServer::arguments() const {
 void RedisServer::start() {
     if (pid_ > 0) return;
     std::ofstream(dir_ + "/redis.log", std::ios::trunc);
+    if (!options_.config_text.empty() && access((dir_ + "/redis.conf").c_str(), F_OK) != 0)
+        std::ofstream(dir_ + "/redis.conf") << options_.config_text;
     pid_ = spawn(arguments());
     paused_ = false;
     wait_ready();
@@ -181,7 +185,11 @@ void RedisServer::wait_ready() {
             pid_ = -1;
             throw std::runtime_error("redis-server exited at start:\n" + read_file(dir_ + "/redis.log"));
         }
-        if (read_file(dir_ + "/redis.log").find("Ready to accept connections") != std::string::npos) return;
+        const auto log = read_file(dir_ + "/redis.log");
+        // A sentinel says neither: it names itself once it listens.
+        if (log.find("Ready to accept connections") != std::string::npos ||
+            log.find("Sentinel ID is") != std::string::npos)
+            return;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     kill();

@@ -35,6 +35,9 @@ struct RedisServerOptions {
     bool tls_require_client_cert = false;               // with tls: clients must present a certificate
     bool unix_socket = false;                           // also listen on <dir>/redis.sock
     std::vector<std::string> extra_args;                // more "--directive value" arguments
+    // Written to <dir>/redis.conf and given first: a sentinel needs a
+    // config file of its own, which it rewrites. Empty: no file.
+    std::string config_text;
 };
 
 class RedisServer {

@@ -41,6 +41,10 @@ struct ClientOptions {
     // for +switch-master: the fallback when that subscription is lost.
     // Default 1 s.
     std::chrono::milliseconds sentinel_poll_interval{1000};
+    // Redis Cluster (redis-cluster:// URIs): how often the slot map is
+    // asked for when nothing prompted it (a MOVED answer or an unreachable
+    // node asks at once). Default 2 s.
+    std::chrono::milliseconds cluster_refresh_interval{2000};
     // Limits on what the server may send: the length of one string and the
     // element count of one array. Both are checked against the reply's
     // headers, before the bytes they announce are buffered; over a limit the

@@ -33,8 +33,8 @@ void validate(const ClientOptions& options) {
         throw Error(errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max");
     if (options.max_string_bytes == 0 || options.max_array_elements == 0)
         throw Error(errc::invalid_argument, "reply limits must be positive");
-    if (options.sentinel_poll_interval <= milliseconds::zero())
-        throw Error(errc::invalid_argument, "sentinel_poll_interval must be positive");
+    if (options.sentinel_poll_interval <= milliseconds::zero() || options.cluster_refresh_interval <= milliseconds::zero())
+        throw Error(errc::invalid_argument, "sentinel_poll_interval and cluster_refresh_interval must be positive");
 }
 
 // An address built field by field has not been through parse(); refuse here
@@ -302,9 +302,38 @@ void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next 
 }
 
 // WAIT counts the writes of its own connection: the write goes to the
-// master of its slot, on a connection of that master's pool.
+// master of its slot, on a connection of that master's pool. An answer
+// that the write did not run there (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: a
+// migration or a failover) sends the whole conversation again, to the
+// master the refreshed map names, until the deadline.
 void ClientCore::submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
                                              DedicatedConnections::Done done, Clock::time_point deadline) {
+    auto redirected = [](std::error_code ec, const std::vector<Reply>& replies) {
+        if (!ec || replies.size() != 1 || !replies[0].is_error()) return false;
+        const std::string_view text = replies[0].text;
+        for (std::string_view prefix : {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"})
+            if (text.substr(0, prefix.size()) == prefix) return true;
+        return false;
+    };
+    done = [weak = weak_from_this(), first, next, done = std::move(done), deadline, redirected](
+               std::error_code ec, std::vector<Reply>&& replies) mutable {
+        auto self = weak.lock();
+        constexpr auto pause = std::chrono::milliseconds(50);
+        if (!self || !redirected(ec, replies) || Clock::now() + pause >= deadline) return done(ec, std::move(replies));
+        self->cluster_->refresh_soon();
+        auto timer = std::make_shared<asio::steady_timer>(self->io_, pause);
+        timer->async_wait([weak, timer, first = std::move(first), next = std::move(next), done = std::move(done),
+                           deadline](std::error_code timer_ec) mutable {
+            auto core = weak.lock();
+            if (timer_ec || !core) return done(errc::client_closed, {});
+            core->submit_dedicated_in_cluster(std::move(first), std::move(next), std::move(done), deadline);
+        });
+    };
+    route_dedicated_in_cluster(std::move(first), std::move(next), std::move(done), deadline);
+}
+
+void ClientCore::route_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
+                                            DedicatedConnections::Done done, Clock::time_point deadline) {
     std::optional<ServerAddress> master;
     if (auto key = routing_key(first)) master = cluster_->master_for_slot(key_slot(*key));
     if (!master) {

@@ -158,6 +158,8 @@ private:
     void run_failover_hooks();
     void submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
                                      DedicatedConnections::Done done, Clock::time_point deadline);
+    void route_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
+                                    DedicatedConnections::Done done, Clock::time_point deadline);
 
     const ServerAddress address_;
     const ClientOptions options_;

@@ -61,7 +61,7 @@ struct ClusterRouter::Routed {
     std::string bytes;
     Completion done;
     Clock::time_point deadline;
-    int redirects = 0;
+    int redirects = 0;  // MOVED and ASK hops since the last pause: a loop between nodes ends
     std::unique_ptr<asio::steady_timer> pause;
 };
 
@@ -259,6 +259,7 @@ void ClusterRouter::on_reply(const std::shared_ptr<Routed>& routed, std::error_c
                         return finish(routed, ec, std::move(reply));
                     auto& node = node_locked(redirect->host, redirect->port);
                     if (moved) slots_[redirect->slot] = &node;  // at once; the refresh brings the rest
+                    ++(moved ? counts_.moved : counts_.asked);
                     connection = node.connection;
                 }
                 if (moved) refresh_soon();
@@ -278,8 +279,15 @@ void ClusterRouter::on_reply(const std::shared_ptr<Routed>& routed, std::error_c
 }
 
 void ClusterRouter::retry_later(const std::shared_ptr<Routed>& routed, std::error_code ec, Reply&& reply) {
-    if (Clock::now() + retry_pause >= routed->deadline || ++routed->redirects > max_redirects * 8)
-        return finish(routed, ec, std::move(reply));
+    // Bounded by the deadline: every retry waits retry_pause first. A
+    // migration's TRYAGAIN may follow an ASK; after the pause the hops count
+    // afresh.
+    if (Clock::now() + retry_pause >= routed->deadline) return finish(routed, ec, std::move(reply));
+    routed->redirects = 0;
+    {
+        std::lock_guard lock(mutex_);
+        ++counts_.retried;
+    }
     refresh_soon();
     if (!routed->pause) routed->pause = std::make_unique<asio::steady_timer>(io_);
     routed->pause->expires_after(retry_pause);
@@ -344,6 +352,11 @@ std::vector<ServerAddress> ClusterRouter::masters() const {
     return out;
 }
 
+ClusterRouter::Counts ClusterRouter::counts() const {
+    std::lock_guard lock(mutex_);
+    return counts_;
+}
+
 void ClusterRouter::on_change(ChangeListener listener) {
     std::lock_guard lock(mutex_);
     listeners_.push_back(std::make_shared<ChangeListener>(std::move(listener)));
@@ -386,7 +399,7 @@ void ClusterRouter::refresh_soon() {
 }
 
 void ClusterRouter::schedule_periodic_refresh() {
-    periodic_timer_.expires_after(refresh_interval);
+    periodic_timer_.expires_after(options_.cluster_refresh_interval);
     periodic_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
         if (ec) return;
         if (!self->refreshing_) self->refresh_now();
@@ -489,6 +502,7 @@ bool ClusterRouter::apply_map(const Reply& reply, const ServerAddress& asked) {
         }
         changed = map_known_ && slots != slots_;
         slots_ = slots;
+        ++counts_.refreshes;
         map_known_ = true;
         map_failed_ = false;
         last_error_.clear();

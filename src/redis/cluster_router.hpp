@@ -17,7 +17,7 @@
 // nothing is resent here (the lock layer's retries are idempotent). Errors
 // reaching a node refresh the map (at most every min_refresh_gap), since a
 // failover may have moved its slots; the map is also refreshed every
-// refresh_interval. When a refresh finds a slot served by another master
+// ClientOptions::cluster_refresh_interval. When a refresh finds a slot served by another master
 // than before (a failover, a migration), the change listeners run.
 //
 // The map comes from CLUSTER SLOTS, asked of a known master, else of the
@@ -53,7 +53,6 @@ public:
     using ChangeListener = std::function<bool()>;
 
     static constexpr auto min_refresh_gap = std::chrono::milliseconds(100);
-    static constexpr auto refresh_interval = std::chrono::milliseconds(2000);
     static constexpr int max_redirects = 16;
     static constexpr auto retry_pause = std::chrono::milliseconds(25);
 
@@ -82,6 +81,14 @@ public:
     // Every master in the map.
     std::vector<ServerAddress> masters() const;
     void on_change(ChangeListener listener);  // any thread
+    // What the cluster made this client do, since it started.
+    struct Counts {
+        std::uint64_t moved = 0;     // MOVED answers followed
+        std::uint64_t asked = 0;     // ASK answers followed
+        std::uint64_t retried = 0;   // TRYAGAIN and CLUSTERDOWN answers waited out
+        std::uint64_t refreshes = 0; // slot maps applied
+    };
+    Counts counts() const;
     // Asks for a new map soon (any thread).
     void refresh_soon();
 
@@ -135,6 +142,7 @@ private:
     std::string last_error_detail_;
     std::deque<Waiting> waiting_;                       // before the first map
     std::vector<std::shared_ptr<ChangeListener>> listeners_;
+    Counts counts_;
     bool shut_down_ = false;
 
     // I/O thread.

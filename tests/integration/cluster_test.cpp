@@ -1,0 +1,295 @@
+// Locks on a Redis Cluster of three masters with a replica each
+// (support/cluster_deployment.hpp): names across slots from threads and
+// processes, names with braces, MOVED, ASK and TRYAGAIN, a held and
+// contended lock whose slot migrates, failovers, and the typed errors.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "acquirable.hpp"
+#include "child_process.hpp"
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "cluster_deployment.hpp"
+#include "eventually.hpp"
+#include "lock/lock_keys.hpp"
+#include "redis/client_core.hpp"
+#include "redis/cluster_slots.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::ClusterDeployment;
+using dlock::support::eventually;
+
+namespace {
+
+std::string key_of(const std::string& name) { return dlock::detail::LockKeys(name).lock; }
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// One cluster for the tests that leave it as they found it.
+ClusterDeployment& shared_cluster() {
+    static ClusterDeployment cluster;
+    return cluster;
+}
+
+// A master other than `not_this`.
+std::uint16_t another_master(ClusterDeployment& cluster, std::uint16_t not_this) {
+    for (int slot : {0, 8000, 16000}) {
+        auto port = cluster.master_for_slot(slot);
+        if (port != not_this) return port;
+    }
+    throw std::runtime_error("no other master");
+}
+
+}  // namespace
+
+TEST(Cluster, ManyNamesAcrossSlotsFromThreadsAndProcessesKeepExactCounters) {
+    auto& cluster = shared_cluster();
+    constexpr int names = 100, threads = 4, rounds = 3, processes = 2;
+    // Each process adds to a counter per name in Redis by read-modify-write
+    // under the lock: a lost update shows as a count short.
+    auto work = [&] {
+        dlock::Client client(cluster.uri());
+        std::vector<std::thread> workers;
+        for (int t = 0; t < threads; ++t) {
+            workers.emplace_back([&, t] {
+                for (int r = 0; r < rounds; ++r) {
+                    for (int n = 0; n < names; ++n) {
+                        const auto name = "counter-" + std::to_string((n + t * 7) % names);
+                        auto lock = client.lock(name);
+                        lock.lock();
+                        const std::string counter = "count:{" + name + "}";
+                        auto value = client.command({"GET", counter});
+                        const long next = (value.is_nil() ? 0 : std::stol(value.text)) + 1;
+                        client.command({"SET", counter, std::to_string(next)});
+                        lock.unlock();
+                    }
+                }
+            });
+        }
+        for (auto& worker : workers) worker.join();
+        return 0;
+    };
+    std::vector<pid_t> children;
+    for (int p = 0; p < processes; ++p) children.push_back(dlock::support::run_in_child(work));
+    for (auto child : children) EXPECT_EQ(dlock::support::wait_child(child), 0);
+    dlock::Client client(cluster.uri());
+    std::map<std::uint16_t, int> per_master;
+    for (int n = 0; n < names; ++n) {
+        const auto name = "counter-" + std::to_string(n);
+        const std::string counter = "count:{" + name + "}";
+        EXPECT_EQ(client.command({"GET", counter}).text, std::to_string(processes * threads * rounds)) << name;
+        client.command({"DEL", counter});
+        ++per_master[cluster.master_for_slot(cluster.key_slot(key_of(name)))];
+    }
+    EXPECT_EQ(per_master.size(), 3u) << "the names should spread over every master";
+}
+
+TEST(Cluster, NamesWithBracesKeepEveryKeyInOneSlot) {
+    auto& cluster = shared_cluster();
+    dlock::Client a(cluster.uri()), b(cluster.uri());
+    for (std::string name : {"}", "x{}y", "{a}", "}{", "50%}"}) {
+        auto held = a.lock(name);
+        held.lock();
+        // Every key the lock made is in the lock key's slot (the server
+        // would have refused a script touching two slots anyway).
+        const int slot = cluster.key_slot(key_of(name));
+        EXPECT_EQ(cluster.key_slot(key_of(name) + ":fence"), slot) << name;
+        // Listed by its own name, read back from its key on that slot's master.
+        bool listed = false;
+        for (const auto& [listed_name, info] : dlock::list_locks(a, "*")) listed |= listed_name == name && info.held;
+        EXPECT_TRUE(listed) << name;
+        auto rival = b.lock(name);
+        EXPECT_FALSE(rival.try_lock()) << name;
+        std::promise<bool> got;
+        std::thread waiting([&] { got.set_value(rival.try_lock_for(10s)); });
+        std::this_thread::sleep_for(100ms);
+        held.unlock();
+        EXPECT_TRUE(got.get_future().get()) << name;
+        waiting.join();
+        EXPECT_EQ(dlock::inspect_lock(a, name).slot, slot) << name;
+        rival.unlock();
+    }
+}
+
+TEST(Cluster, MovedAfterAMigrationIsFollowed) {
+    ClusterDeployment cluster;
+    // No refresh but the ones a MOVED asks for.
+    dlock::Client client(cluster.uri(), {.cluster_refresh_interval = std::chrono::hours(1)});
+    const std::string name = "moving";
+    auto lock = client.lock(name);
+    lock.lock();  // the client has its map now
+    lock.unlock();
+    const int slot = cluster.key_slot(key_of(name));
+    const auto from = cluster.master_for_slot(slot), to = another_master(cluster, from);
+    const auto before = client.core()->cluster()->counts();
+    cluster.migrate_slot(slot, from, to);
+    // The client's map still says `from`: MOVED, then the new owner.
+    ASSERT_TRUE(lock.try_lock_for(5s));
+    EXPECT_GT(client.core()->cluster()->counts().moved, before.moved);
+    // Made stale on purpose: the keys go back, and the client is not told.
+    cluster.migrate_slot(slot, to, from);
+    const auto moved_before = client.core()->cluster()->counts().moved;
+    EXPECT_EQ(client.command({"EXISTS", key_of(name) + ":fence"}).integer, 1);
+    EXPECT_EQ(client.core()->cluster()->counts().moved, moved_before + 1);
+    cluster.migrate_slot(slot, from, to);
+    EXPECT_EQ(cluster.node_on_port(to).cli({"EXISTS", key_of(name)}), "1");
+    EXPECT_EQ(dlock::inspect_lock(client, name).server, "127.0.0.1:" + std::to_string(to));
+    lock.unlock();
+}
+
+// Mid-migration the source answers ASK for a key it no longer has, and
+// the target serves it after ASKING. A lock script's keys are then split
+// or missing, which Redis answers TRYAGAIN until the migration ends: the
+// acquisition waits for that, within its deadline, and never fails for it.
+TEST(Cluster, AskDuringAMigrationIsFollowed) {
+    ClusterDeployment cluster;
+    dlock::Client client(cluster.uri());
+    const std::string name = "asked";
+    auto lock = client.lock(name);
+    lock.lock();
+    lock.unlock();  // leaves the fence behind, on the source
+    const std::string plain = key_of(name) + ":plain";
+    client.command({"SET", plain, "here"});
+    const int slot = cluster.key_slot(key_of(name));
+    const auto from = cluster.master_for_slot(slot), to = another_master(cluster, from);
+    const auto token_before = dlock::inspect_lock(client, name).last_fencing_token;
+    cluster.begin_migration(slot, from, to);
+    cluster.move_keys(slot, from, to);
+    const auto asks_before = cluster.node_on_port(to).command_calls("asking");
+    const auto counted_before = client.core()->cluster()->counts().asked;
+    EXPECT_EQ(client.command({"GET", plain}).text, "here");  // ASK, then ASKING + GET on the target
+    EXPECT_EQ(cluster.node_on_port(to).command_calls("asking"), asks_before + 1);
+    EXPECT_EQ(client.core()->cluster()->counts().asked, counted_before + 1);
+    std::thread finisher([&] {
+        std::this_thread::sleep_for(500ms);
+        cluster.finish_migration(slot, from, to);
+    });
+    ASSERT_TRUE(lock.try_lock_for(10s));
+    EXPECT_GT(lock.fencing_token(), token_before);  // the fence moved with the slot
+    EXPECT_EQ(cluster.node_on_port(to).cli({"EXISTS", key_of(name)}), "1");
+    finisher.join();
+    lock.unlock();
+}
+
+TEST(Cluster, TryAgainIsRetriedUntilTheMigrationEnds) {
+    ClusterDeployment cluster;
+    dlock::Client client(cluster.uri());
+    const std::string name = "split";
+    auto lock = client.lock(name);
+    lock.lock();
+    lock.unlock();
+    const int slot = cluster.key_slot(key_of(name));
+    const auto from = cluster.master_for_slot(slot), to = another_master(cluster, from);
+    cluster.begin_migration(slot, from, to);
+    // Only the fence moves: a script naming it and the (absent) lock key
+    // together gets TRYAGAIN while the slot's keys are split.
+    cluster.node_on_port(from).cli({"MIGRATE", "127.0.0.1", std::to_string(to), key_of(name) + ":fence", "0", "5000"});
+    cluster.node_on_port(from).cli({"SET", key_of(name) + ":other", "x"});  // keeps keys on both sides
+    std::thread finisher([&] {
+        std::this_thread::sleep_for(500ms);
+        cluster.move_keys(slot, from, to);
+        cluster.finish_migration(slot, from, to);
+    });
+    const auto started = Clock::now();
+    const auto retried_before = client.core()->cluster()->counts().retried;
+    EXPECT_TRUE(lock.try_lock_for(10s));
+    EXPECT_GE(seconds_since(started), 0.4);  // it waited for the migration, it did not fail
+    EXPECT_GT(client.core()->cluster()->counts().retried, retried_before);
+    finisher.join();
+    lock.unlock();
+}
+
+TEST(Cluster, AHeldContendedLockFollowsItsSlotMigration) {
+    ClusterDeployment cluster;
+    dlock::Client holder_client(cluster.uri()), waiter_client(cluster.uri());
+    const std::string name = "migrating-held";
+    std::atomic<int> losses{0};
+    auto held = holder_client.lock(name, {.lease = 1500ms, .on_lost = [&](auto, auto) { ++losses; }});
+    held.lock();
+    const auto token = held.fencing_token();
+    auto waiter = waiter_client.lock(name, {.lease = 1500ms});
+    std::promise<std::uint64_t> got;
+    std::thread waiting([&] { got.set_value(waiter.try_lock_for(30s) ? waiter.fencing_token() : 0); });
+    std::this_thread::sleep_for(300ms);  // in line
+    const int slot = cluster.key_slot(key_of(name));
+    const auto from = cluster.master_for_slot(slot), to = another_master(cluster, from);
+    cluster.migrate_slot(slot, from, to);
+    // Renewed on the new owner for several leases.
+    std::this_thread::sleep_for(2500ms);
+    EXPECT_TRUE(held.is_held());
+    EXPECT_EQ(losses.load(), 0);
+    EXPECT_EQ(cluster.node_on_port(to).cli({"HGET", key_of(name), "token"}), std::to_string(token));
+    auto future = got.get_future();
+    EXPECT_EQ(future.wait_for(0s), std::future_status::timeout) << "granted while held";
+    held.unlock();
+    // The waiter hears of the release on the new owner (its subscription moved).
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready) << "the waiter was not served after the migration";
+    EXPECT_GT(future.get(), token);
+    waiting.join();
+    waiter.unlock();
+}
+
+TEST(Cluster, AFailedOverMasterKeepsItsReplicatedHolds) {
+    ClusterDeployment cluster;
+    dlock::Client client(cluster.uri()), other(cluster.uri());
+    const std::string name = "failing-over";
+    std::atomic<int> losses{0};
+    auto held = client.lock(name, {.lease = 1500ms, .on_lost = [&](auto, auto) { ++losses; }});
+    held.lock();
+    const int slot = cluster.key_slot(key_of(name));
+    const auto old_master = cluster.master_for_slot(slot);
+    std::this_thread::sleep_for(200ms);  // replicated
+    const auto new_master = cluster.failover_replica_of(old_master);
+    std::this_thread::sleep_for(2500ms);
+    EXPECT_TRUE(held.is_held());
+    EXPECT_EQ(losses.load(), 0);
+    EXPECT_EQ(dlock::inspect_lock(other, name).server, "127.0.0.1:" + std::to_string(new_master));
+    auto rival = other.lock(name);
+    EXPECT_FALSE(rival.try_lock());
+    held.unlock();
+    EXPECT_TRUE(rival.try_lock_for(5s));
+    rival.unlock();
+}
+
+TEST(Cluster, AKilledMasterIsReplacedAndAcquisitionsResume) {
+    ClusterDeployment cluster;
+    dlock::Client client(cluster.uri(), {.connect_timeout = 500ms, .command_timeout = 1000ms});
+    const std::string name = "killed";
+    auto lock = client.lock(name);
+    lock.lock();
+    lock.unlock();
+    const int slot = cluster.key_slot(key_of(name));
+    const auto old_master = cluster.master_for_slot(slot);
+    const auto started = Clock::now();
+    cluster.kill_node(old_master);
+    const double resumed = dlock::support::seconds_until_acquirable(client, name, started);
+    ASSERT_GE(resumed, 0) << "no acquisition for 30 s after the kill";
+    std::printf("[ figure ] kill -9 of a cluster master: acquisitions on its slots succeeded again after %.2f s\n",
+                resumed);
+    EXPECT_NE(dlock::inspect_lock(client, name).server, "127.0.0.1:" + std::to_string(old_master));
+}
+
+TEST(Cluster, ErrorsAreTyped) {
+    // A server that is not a cluster: its own words, typed.
+    dlock::support::RedisServer plain;
+    dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(plain.port()),
+                         {.connect_timeout = 500ms, .command_timeout = 1000ms});
+    try {
+        client.command({"PING"});
+        ADD_FAILURE() << "no error";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::server_error);
+        EXPECT_NE(std::string(e.what()).find("cluster support disabled"), std::string::npos) << e.what();
+    }
+    const auto closed = std::to_string(dlock::support::free_port());
+    dlock::Client nobody("redis-cluster://127.0.0.1:" + closed, {.connect_timeout = 500ms, .command_timeout = 1000ms});
+    std::error_code ec;
+    nobody.wait_connected(ec);
+    EXPECT_EQ(ec, dlock::errc::connection_refused);
+}

@@ -1,0 +1,210 @@
+// Locks behind Redis Sentinel, against a real master, replica and three
+// sentinels (support/sentinel_deployment.hpp): failovers by SENTINEL
+// FAILOVER and by kill -9, holds that the new master lacks, replica_ack,
+// waiters across a failover, and the typed errors of the discovery.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "acquirable.hpp"
+#include "eventually.hpp"
+#include "sentinel_deployment.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::eventually;
+using dlock::support::SentinelDeployment;
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+}  // namespace
+
+TEST(Sentinel, LockRenewAndReleaseThroughASentinelFailover) {
+    SentinelDeployment deployment;
+    dlock::Client client(deployment.uri());
+    std::atomic<int> losses{0};
+    auto lock = client.lock("through-failover", {.lease = 1500ms, .on_lost = [&](auto, auto) { ++losses; }});
+    lock.lock();
+    const auto token = lock.fencing_token();
+    deployment.wait_replicated();
+    const auto old_port = deployment.current_master_port();
+    const auto started = Clock::now();
+    const auto new_port = deployment.failover();
+    ASSERT_NE(new_port, old_port);
+    std::printf("[ figure ] SENTINEL FAILOVER: the sentinels named the new master after %.2f s\n",
+                seconds_since(started));
+    // Renewed on the new master for several leases: the hold was never lost.
+    std::this_thread::sleep_for(3s);
+    EXPECT_TRUE(lock.is_held());
+    EXPECT_EQ(losses.load(), 0);
+    EXPECT_EQ(lock.fencing_token(), token);
+    auto& master = deployment.node_on_port(new_port);
+    EXPECT_NE(master.cli({"HGET", key_of("through-failover"), "owner"}), "");
+    const auto pttl = std::stol(master.cli({"PTTL", key_of("through-failover")}));
+    EXPECT_GT(pttl, 0);
+    lock.unlock();
+    EXPECT_EQ(master.cli({"EXISTS", key_of("through-failover")}), "0");
+    // And another client takes it at once.
+    dlock::Client other(deployment.uri());
+    auto again = other.lock("through-failover");
+    EXPECT_TRUE(again.try_lock());
+    EXPECT_GT(again.fencing_token(), token);
+    again.unlock();
+}
+
+TEST(Sentinel, AHoldTheNewMasterLacksIsReportedLostAtOnce) {
+    SentinelDeployment deployment;
+    dlock::Client client(deployment.uri());
+    std::promise<std::error_code> lost;
+    auto lock = client.lock("lacking", {.lease = 30s, .on_lost = [&](auto, std::error_code ec) { lost.set_value(ec); }});
+    lock.lock();
+    deployment.wait_replicated();
+    // The replica that will be promoted forgets the lock (as one that had
+    // not received it yet would).
+    auto* replica = deployment.data_nodes()[1];
+    replica->cli({"CONFIG", "SET", "replica-read-only", "no"});
+    replica->cli({"DEL", key_of("lacking")});
+    const auto started = Clock::now();
+    deployment.failover();
+    auto future = lost.get_future();
+    // Far sooner than the 30 s lease, let alone its next renewal at 10 s.
+    ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the loss was not reported after the failover";
+    EXPECT_EQ(future.get(), dlock::errc::lease_lost);
+    std::printf("[ figure ] a hold the new master lacked was reported lost %.2f s after the failover began\n",
+                seconds_since(started));
+    EXPECT_FALSE(lock.is_held());
+    // Never silently taken again: the key stays absent on the new master.
+    EXPECT_EQ(deployment.current_master().cli({"EXISTS", key_of("lacking")}), "0");
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_EQ(ec, dlock::errc::lease_lost);
+}
+
+TEST(Sentinel, WithReplicaAckAKilledMasterLosesNoHoldAndGrantsNoSecond) {
+    SentinelDeployment deployment;
+    dlock::Client client(deployment.uri());
+    std::atomic<int> losses{0};
+    auto lock = client.lock("acknowledged", {.lease = 20s,
+                                             .on_lost = [&](auto, auto) { ++losses; },
+                                             .replica_ack = {.replicas = 1, .timeout = 1000ms}});
+    lock.lock();
+    const auto token = lock.fencing_token();
+    const auto started = Clock::now();
+    const auto old_port = deployment.kill_master();
+    deployment.wait_for_new_master(old_port);
+    dlock::Client other(deployment.uri());
+    const double resumed = dlock::support::seconds_until_acquirable(other, "probe-after-kill", started);
+    ASSERT_GE(resumed, 0) << "no acquisition for 30 s after the kill";
+    std::printf("[ figure ] kill -9 of the master: acquisitions succeeded again after %.2f s\n", resumed);
+    // The confirmed hold is on the new master: nobody else gets it.
+    auto rival = other.lock("acknowledged");
+    EXPECT_FALSE(rival.try_lock_for(500ms));
+    EXPECT_TRUE(eventually([&] { return lock.is_held(); }, 1s));
+    EXPECT_EQ(losses.load(), 0);
+    EXPECT_EQ(lock.fencing_token(), token);
+    lock.unlock();
+    EXPECT_TRUE(rival.try_lock_for(5s));
+    EXPECT_GT(rival.fencing_token(), token);
+    rival.unlock();
+}
+
+TEST(Sentinel, AWaiterIsServedAcrossAFailover) {
+    SentinelDeployment deployment;
+    dlock::Client holder_client(deployment.uri()), waiter_client(deployment.uri());
+    auto held = holder_client.lock("queue");
+    held.lock();
+    auto waiter = waiter_client.lock("queue");
+    std::promise<bool> got;
+    std::thread waiting([&] { got.set_value(waiter.try_lock_for(30s)); });
+    std::this_thread::sleep_for(300ms);  // in line
+    deployment.wait_replicated();
+    deployment.failover();
+    held.unlock();
+    auto future = got.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready) << "the waiter was not served after the failover";
+    EXPECT_TRUE(future.get());
+    waiting.join();
+    waiter.unlock();
+}
+
+TEST(Sentinel, DiscoveryErrorsAreTyped) {
+    SentinelDeployment deployment({.replicas = 0, .sentinel_password = "s3nt"});
+    const auto ports = deployment.sentinel_ports();
+    const std::string sentinels = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+    dlock::ClientOptions fast{.connect_timeout = 500ms, .command_timeout = 1000ms};
+    auto connect_error = [&](const std::string& uri, dlock::ClientOptions options) {
+        dlock::Client client(uri, options);
+        std::error_code ec;
+        client.wait_connected(ec);
+        return ec;
+    };
+    auto with_password = fast;
+    with_password.sentinel_password = "s3nt";
+    // The sentinels' own password is not the master's.
+    EXPECT_EQ(connect_error("redis-sentinel://" + sentinels + "#mymaster", fast), dlock::errc::auth_failed);
+    auto wrong = fast;
+    wrong.sentinel_password = "wrong";
+    EXPECT_EQ(connect_error("redis-sentinel://" + sentinels + "#mymaster", wrong), dlock::errc::auth_failed);
+    EXPECT_FALSE(connect_error("redis-sentinel://" + sentinels + "#mymaster", with_password));
+    // A name no sentinel monitors.
+    EXPECT_EQ(connect_error("redis-sentinel://" + sentinels + "#nosuch", with_password), dlock::errc::no_master);
+    // No sentinel listening.
+    const auto closed = std::to_string(dlock::support::free_port());
+    EXPECT_EQ(connect_error("redis-sentinel://127.0.0.1:" + closed + "#mymaster", with_password),
+              dlock::errc::connection_refused);
+    // A dead first sentinel: the next one answers.
+    EXPECT_FALSE(connect_error("redis-sentinel://127.0.0.1:" + closed + "," + sentinels + "#mymaster", with_password));
+    // The failure names each sentinel's answer.
+    dlock::Client client("redis-sentinel://" + sentinels + "#nosuch", with_password);
+    try {
+        client.command({"PING"});
+        ADD_FAILURE() << "no error";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), dlock::errc::no_master);
+        EXPECT_NE(std::string(e.what()).find("does not know it"), std::string::npos) << e.what();
+    }
+}
+
+// A master demoted behind the sentinels' back: its READONLY answer never
+// reaches the caller as such, and the ROLE check refuses it until it is a
+// master again.
+TEST(Sentinel, ADemotedMasterIsLeftAndCheckedWithRole) {
+    SentinelDeployment deployment;
+    dlock::Client client(deployment.uri(), {.connect_timeout = 500ms, .command_timeout = 1000ms});
+    client.command({"SET", "k", "1"});
+    auto& master = *deployment.data_nodes()[0];
+    auto& replica = *deployment.data_nodes()[1];
+    replica.cli({"REPLICAOF", "NO", "ONE"});
+    master.cli({"REPLICAOF", "127.0.0.1", std::to_string(replica.port())});
+    ASSERT_TRUE(eventually([&] { return master.cli({"ROLE"}).rfind("slave", 0) == 0; }, 5s));
+    std::error_code ec;
+    auto reply = client.command(std::vector<std::string_view>{"SET", "k", "2"}, ec);
+    EXPECT_EQ(ec, dlock::errc::connection_lost) << ec.message() << " " << reply.text;
+    // Reconnecting, the sentinels still name the demoted master: ROLE says no.
+    EXPECT_TRUE(eventually(
+        [&] {
+            client.command(std::vector<std::string_view>{"PING"}, ec);
+            return ec == dlock::errc::not_master;
+        },
+        5s))
+        << ec.message();
+    // Put back: served again.
+    master.cli({"REPLICAOF", "NO", "ONE"});
+    replica.cli({"REPLICAOF", "127.0.0.1", std::to_string(master.port())});
+    EXPECT_TRUE(eventually(
+        [&] {
+            client.command(std::vector<std::string_view>{"SET", "k", "3"}, ec);
+            return !ec;
+        },
+        10s))
+        << ec.message();
+}
