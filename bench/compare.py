@@ -27,6 +27,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "faults"))
+from topologies import ClusterSet  # noqa: E402  (the fault suite's cluster: three masters with a replica each)
 import time
 
 import matplotlib
@@ -80,6 +83,44 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+
+CLUSTER_LABEL = "dlock (3-master cluster)"
+
+
+class NodeCli:
+    """redis-cli against one node, as server_usage() wants it."""
+
+    def __init__(self, port):
+        self.port = port
+
+    def cli(self, *args):
+        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True,
+                              timeout=30).stdout
+
+
+def many_on_cluster(build, quick, limit):
+    """dlock's many-names scenario on a Redis Cluster of three masters (each
+    with a replica), next to the one-server run: the same 64 workers and
+    10,000 names, the servers' CPU summed over the six nodes."""
+    print("%-32s %s" % (CLUSTER_LABEL, "many"), flush=True)
+    cluster = ClusterSet()
+    try:
+        nodes = [NodeCli(n.port) for n in cluster.nodes]
+        before = [server_usage(n) for n in nodes]
+        command = [os.path.join(build, "bench", "dlock_runner"), "--kind", "lock", "--scenario", "many", "--url",
+                   cluster.url(), "--tasks", "64", "--names", "10000", "--duration-ms", "400" if quick else "5000"]
+        try:
+            value = run_json(command, limit)
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+            print("  error: %s" % str(e)[-500:], flush=True)
+            return {"error": str(e)[-500:]}
+        after = [server_usage(n) for n in nodes]
+        cpu = sum(a["cpu_seconds"] - b["cpu_seconds"] for a, b in zip(after, before))
+        value["server_cpu_us_per_op"] = cpu * 1e6 / max(value.get("ops", 0), 1)
+        return value
+    finally:
+        cluster.close()
 
 
 def run_json(command, limit):
@@ -759,6 +800,7 @@ def main():
                     # the seconds of lock+unlock after it.
                     value.update(server_cost(before, server_usage(server), value["ops"]))
                 report["results"][label][scenario] = value
+        report["results"][CLUSTER_LABEL] = {"many": many_on_cluster(args.build, args.quick, limit)}
         report["goals"] = goals(report["results"], report["server_capacity"], processes * tasks)
     finally:
         for s in servers:

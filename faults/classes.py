@@ -214,29 +214,40 @@ class FailoverAck(Failover):
     replica_ack = 1
 
 
-class SentinelFailover(FaultClass):
-    name = "sentinel-failover"
-    description = ("the master of a Sentinel deployment is killed -9; the sentinels promote its replica and "
-                   "clients follow through their redis-sentinel:// URL; the old master returns as a replica")
+class TopologyFailover(FaultClass):
+    """A master of a Sentinel deployment or a cluster is killed -9 once per
+    run, its replica promoted, and the old master brought back empty as a
+    replica; clients follow through their URL alone."""
     in_contract = False
-    safe_with = ("replica_ack (the sentinel-failover-ack class): without it, a grant the replica had not yet "
-                 "received is lost at the failover and another client is let in")
     replica_ack = 0
+    topology = None  # SentinelSet or ClusterSet
+
+    deployment = None
 
     def setup(self):
-        self.deployment = SentinelSet()
         self.servers = []
+        self.deployment = self.topology()
 
     def lock_urls(self):
         return [self.deployment.url()]
 
     def inject(self):
         start = time.time()
-        self.deployment.kill_master_and_return()
-        self.run.record("sentinel-failover", start)
+        self.deployment.kill_master_and_return("dlock:{%s}" % self.run.lock_name)
+        self.run.record(self.name.replace("-ack", ""), start)
 
     def teardown(self):
-        self.deployment.close()
+        if self.deployment:
+            self.deployment.close()
+
+
+class SentinelFailover(TopologyFailover):
+    name = "sentinel-failover"
+    description = ("the master of a Sentinel deployment is killed -9; the sentinels promote its replica and "
+                   "clients follow through their redis-sentinel:// URL; the old master returns as a replica")
+    safe_with = ("replica_ack (the sentinel-failover-ack class): without it, a grant the replica had not yet "
+                 "received is lost at the failover and another client is let in")
+    topology = SentinelSet
 
 
 class SentinelFailoverAck(SentinelFailover):
@@ -247,29 +258,13 @@ class SentinelFailoverAck(SentinelFailover):
     replica_ack = 1
 
 
-class ClusterFailover(FaultClass):
+class ClusterFailover(TopologyFailover):
     name = "cluster-failover"
     description = ("the cluster master serving the lock's slot is killed -9; its replica takes over and clients "
                    "follow through their redis-cluster:// URL; the old master returns as a replica")
-    in_contract = False
     safe_with = ("replica_ack (the cluster-failover-ack class): without it, a grant the replica had not yet "
                  "received is lost at the failover and another client is let in")
-    replica_ack = 0
-
-    def setup(self):
-        self.cluster = ClusterSet()
-        self.servers = []
-
-    def lock_urls(self):
-        return [self.cluster.url()]
-
-    def inject(self):
-        start = time.time()
-        self.cluster.kill_master_and_return("dlock:{%s}" % self.run.lock_name)
-        self.run.record("cluster-failover", start)
-
-    def teardown(self):
-        self.cluster.close()
+    topology = ClusterSet
 
 
 class ClusterFailoverAck(ClusterFailover):

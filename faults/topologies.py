@@ -70,8 +70,8 @@ class SentinelSet:
     def node(self, port):
         return next(n for n in self.nodes if n.port == port)
 
-    def kill_master_and_return(self):
-        """kill -9 of the master; once the sentinels promote the replica, the
+    def kill_master_and_return(self, key=None):
+        """kill -9 of the master (whatever key); once the sentinels promote the replica, the
         old master comes back empty and the sentinels make it a replica."""
         old = self.master_port()
         self.node(old).kill()
@@ -92,11 +92,22 @@ class ClusterSet:
     def __init__(self):
         extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
                  "--repl-diskless-sync-delay", "0"]
-        self.nodes = [RedisServer(extra=extra) for _ in range(6)]
+        self.nodes = [self._node(extra) for _ in range(6)]
         subprocess.run(["redis-cli", "--cluster", "create"] + ["127.0.0.1:%d" % n.port for n in self.nodes] +
                        ["--cluster-replicas", "1", "--cluster-yes"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=True, timeout=60)
         self.wait_ok()
+
+    @staticmethod
+    def _node(extra):
+        # A cluster node also listens on its port + 10000 (the cluster bus):
+        # a port above 55535 cannot be one; such a node fails to start.
+        for _ in range(20):
+            try:
+                return RedisServer(extra=extra)
+            except RuntimeError:
+                continue
+        raise RuntimeError("no cluster node would start")
 
     def wait_ok(self):
         wait_for(lambda: all(b"cluster_state:ok" in command(n.port, "CLUSTER", "INFO")

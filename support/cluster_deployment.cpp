@@ -27,6 +27,7 @@ std::vector<std::string> words(const std::string& line) {
 
 ClusterDeployment::ClusterDeployment(int masters) {
     RedisServerOptions options;
+    options.max_port = 55535;  // the cluster bus listens on port + 10000
     options.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                           "--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0"};
     for (int i = 0; i < masters * 2; ++i) nodes_.push_back(std::make_unique<RedisServer>(options));

@@ -119,7 +119,8 @@ const TlsFiles& TlsFiles::get() {
 RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
     dir_ = make_temp_dir("dlock-redis-");
     for (int tries = 0;; ++tries) {
-        port_ = free_port();
+        do port_ = free_port();
+        while (port_ > options_.max_port);
         try {
             start();
             return;

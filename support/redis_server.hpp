@@ -38,6 +38,9 @@ struct RedisServerOptions {
     // Written to <dir>/redis.conf and given first: a sentinel needs a
     // config file of its own, which it rewrites. Empty: no file.
     std::string config_text;
+    // The highest port to take: a cluster node also listens on port + 10000
+    // (its bus), so it needs a port up to 55535.
+    std::uint16_t max_port = 65535;
 };
 
 class RedisServer {

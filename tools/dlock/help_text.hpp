@@ -13,6 +13,11 @@ A lock name that begins with '-' goes in --key=NAME (every command that takes a
 KEY), or after -- (all but run); scripts should say --key="$KEY". -h, --help and
 --version after a command are taken only alone.
 
+Sentinel and Cluster: --url redis-sentinel://s1:26379,s2:26379,s3:26379#mymaster
+(the master the sentinels name; --sentinel-password-file for the sentinels' own
+password) or --url redis-cluster://n1:6379,n2:6379 (seed nodes); status shows
+which node and slot hold the lock.
+
 Several masters: --url given 3, 5, ... times (or one comma list) makes run, hold,
 status and release work on a Redlock over those independent Redis masters.
 
