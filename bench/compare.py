@@ -262,8 +262,10 @@ def server_capacity(server, quick):
     once per fresh grant, PUBLISH once per final release."""
     scripts = {}
     # As the build embeds them: the shared prelude in front of each script.
-    with open(os.path.join(ROOT, "src", "scripts", "prelude.lua")) as f:
-        prelude = f.read()
+    prelude = ""
+    for part in ("publish.lua", "prelude.lua"):
+        with open(os.path.join(ROOT, "src", "scripts", part)) as f:
+            prelude += f.read()
     for name in ("acquire", "release"):
         with open(os.path.join(ROOT, "src", "scripts", name + ".lua")) as f:
             scripts[name] = server.cli("SCRIPT", "LOAD", prelude + f.read()).strip()

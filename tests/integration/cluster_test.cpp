@@ -14,6 +14,7 @@
 #include "child_process.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/redlock.hpp"
 #include "cluster_deployment.hpp"
 #include "eventually.hpp"
 #include "lock/lock_keys.hpp"
@@ -292,4 +293,19 @@ TEST(Cluster, ErrorsAreTyped) {
     std::error_code ec;
     nobody.wait_connected(ec);
     EXPECT_EQ(ec, dlock::errc::connection_refused);
+}
+
+// A cluster is one master of a Redlock like any server: its URL is enough.
+TEST(Cluster, IsARedlockMasterByItsUrl) {
+    auto& cluster = shared_cluster();
+    dlock::support::RedisServer a, b;
+    dlock::Masters masters({cluster.uri(), a.uri(), b.uri()});
+    dlock::Redlock lock(masters, "redlock-over-a-cluster");
+    ASSERT_TRUE(lock.try_lock_for(5s));
+    EXPECT_TRUE(lock.is_held());
+    dlock::Client client(cluster.uri());
+    // The call returns once a majority granted; the cluster's grant may come just after.
+    EXPECT_TRUE(eventually([&] { return dlock::inspect_lock(client, "redlock-over-a-cluster").held; }, 5s));
+    lock.unlock();
+    EXPECT_FALSE(dlock::inspect_lock(client, "redlock-over-a-cluster").held);
 }

@@ -208,3 +208,26 @@ TEST(Sentinel, ADemotedMasterIsLeftAndCheckedWithRole) {
         10s))
         << ec.message();
 }
+
+// Given one sentinel, the client learns the others from it, and follows a
+// failover through them once that one is gone.
+TEST(Sentinel, TheSentinelListGrowsWithWhatTheSentinelsReport) {
+    SentinelDeployment deployment;
+    const auto first = deployment.sentinel_ports()[0];
+    dlock::Client client("redis-sentinel://127.0.0.1:" + std::to_string(first) + "#mymaster",
+                         {.connect_timeout = 500ms, .command_timeout = 1000ms, .sentinel_poll_interval = 100ms});
+    client.command({"SET", "k", "1"});
+    std::this_thread::sleep_for(500ms);  // a few polls: the first asks for the other sentinels
+    deployment.sentinel(0).kill();
+    deployment.wait_replicated();
+    const auto new_port = deployment.failover();
+    std::error_code ec;
+    EXPECT_TRUE(eventually(
+        [&] {
+            client.command(std::vector<std::string_view>{"SET", "k", "2"}, ec);
+            return !ec;
+        },
+        10s))
+        << ec.message();
+    EXPECT_EQ(deployment.node_on_port(new_port).cli({"GET", "k"}), "2");
+}
