@@ -212,7 +212,12 @@ std::error_code ClusterRouter::submit_many(std::span<const std::string_view> for
         }
         if (auto ec = group.first->submit_many(views, wrapped, deadline)) {
             refresh_soon();
-            for (auto& r : routed) finish(r, ec, Reply::make_error(group.first->last_error_detail()));
+            // Taken from the caller: failed later, on the I/O thread, as
+            // completions always run.
+            asio::post(io_, [self = shared_from_this(), routed = std::move(routed), ec,
+                             detail = group.first->last_error_detail()] {
+                for (auto& r : routed) self->finish(r, ec, Reply::make_error(detail));
+            });
         }
     }
     if (!unrouted.empty()) refresh_soon();
@@ -252,16 +257,20 @@ void ClusterRouter::on_reply(const std::shared_ptr<Routed>& routed, std::error_c
             if (auto redirect = read_redirect(text)) {
                 ++routed->redirects;
                 std::shared_ptr<Connection> connection;
+                bool closed = false;
                 {
+                    // Completions run outside the lock: they may submit again.
                     std::lock_guard lock(mutex_);
-                    if (shut_down_) return finish(routed, errc::client_closed, Reply{});
-                    if (nodes_.size() >= max_nodes && !nodes_.count(node_key(redirect->host, redirect->port)))
-                        return finish(routed, ec, std::move(reply));
-                    auto& node = node_locked(redirect->host, redirect->port);
-                    if (moved) slots_[redirect->slot] = &node;  // at once; the refresh brings the rest
-                    ++(moved ? counts_.moved : counts_.asked);
-                    connection = node.connection;
+                    closed = shut_down_;
+                    if (!closed && (nodes_.size() < max_nodes || nodes_.count(node_key(redirect->host, redirect->port)))) {
+                        auto& node = node_locked(redirect->host, redirect->port);
+                        if (moved) slots_[redirect->slot] = &node;  // at once; the refresh brings the rest
+                        ++(moved ? counts_.moved : counts_.asked);
+                        connection = node.connection;
+                    }
                 }
+                if (closed) return finish(routed, errc::client_closed, Reply{});
+                if (!connection) return finish(routed, ec, std::move(reply));  // past max_nodes
                 if (moved) refresh_soon();
                 if (auto send_ec = send(routed, connection, ask))
                     finish(routed, send_ec, Reply::make_error(connection->last_error_detail()));
@@ -295,11 +304,13 @@ void ClusterRouter::retry_later(const std::shared_ptr<Routed>& routed, std::erro
                                   std::error_code timer_ec) mutable {
         if (timer_ec) return self->finish(routed, errc::client_closed, Reply{});
         std::shared_ptr<Connection> connection;
+        bool closed = false;
         {
             std::lock_guard lock(self->mutex_);
-            if (self->shut_down_) return self->finish(routed, errc::client_closed, Reply{});
-            connection = self->route_locked(slot_of(routed->bytes));
+            closed = self->shut_down_;
+            if (!closed) connection = self->route_locked(slot_of(routed->bytes));
         }
+        if (closed) return self->finish(routed, errc::client_closed, Reply{});
         if (!connection) return self->finish(routed, ec, std::move(reply));
         if (auto send_ec = self->send(routed, connection, false))
             self->finish(routed, send_ec, Reply::make_error(connection->last_error_detail()));
