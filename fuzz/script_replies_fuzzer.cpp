@@ -15,6 +15,7 @@
 
 #include "dlock/error.hpp"
 #include "fuzz_check.hpp"
+#include "lock/lock_keys.hpp"
 #include "lock/script_replies.hpp"
 #include "lock/semaphore_replies.hpp"
 #include "redis/reply_reader.hpp"
@@ -126,7 +127,8 @@ void check_revocation(std::string_view payload) {
     if (!notice) return;
     // Every part comes from the notice itself, in order.
     const std::string head = "revoked " + std::string(notice->owner) + " ";
-    const std::string tail = "dlock:{" + std::string(notice->name) + "}";
+    // The key carries the name's tag (lock_keys.hpp), which encodes back to the same bytes.
+    const std::string tail = "dlock:{" + dlock::detail::key_tag(notice->name) + "}";
     FUZZ_CHECK(payload.substr(0, head.size()) == head);
     FUZZ_CHECK(payload.size() >= head.size() + tail.size() && payload.substr(payload.size() - tail.size()) == tail);
 }
@@ -136,7 +138,7 @@ void check_grant_notice(std::string_view payload) {
     if (!notice) return;
     // Every part comes from the notice itself, in order.
     const std::string head = "granted " + std::string(notice->owner) + " ";
-    const std::string tail = "dlock:{" + std::string(notice->name) + "}";
+    const std::string tail = "dlock:{" + dlock::detail::key_tag(notice->name) + "}";
     FUZZ_CHECK(payload.substr(0, head.size()) == head);
     FUZZ_CHECK(payload.size() >= head.size() + tail.size() && payload.substr(payload.size() - tail.size()) == tail);
 }

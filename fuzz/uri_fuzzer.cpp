@@ -57,6 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(!again_ec);
         FUZZ_CHECK(again.transport == address.transport && again.host == address.host &&
                    again.port == address.port && again.database == address.database);
+        FUZZ_CHECK(again.topology == address.topology && again.endpoints == address.endpoints &&
+                   again.master_name == address.master_name);
     }
     return 0;
 }

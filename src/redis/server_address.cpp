@@ -297,8 +297,21 @@ std::string ServerAddress::to_string() const {
         s += std::to_string(database);
     }
     if (topology == Topology::sentinel) {
+        // Percent-encoded as the URI gave it, so that the text parses back
+        // to this name ('%', '#', '/', '?' and the rest).
         s += '#';
-        s += master_name;
+        for (unsigned char c : master_name) {
+            const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                               c == '-' || c == '.' || c == '_' || c == '~';
+            if (plain) {
+                s += static_cast<char>(c);
+            } else {
+                constexpr char hex[] = "0123456789ABCDEF";
+                s += '%';
+                s += hex[c >> 4];
+                s += hex[c & 15];
+            }
+        }
     }
     return s;
 }

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstdio>
+
 #include "dlock/error.hpp"
 
 using dlock::ServerAddress;
@@ -99,6 +102,20 @@ TEST(ServerAddress, SentinelForm) {
     EXPECT_EQ(tls.transport, Transport::tls);
     EXPECT_EQ(tls.master_name, "m");
     EXPECT_EQ(tls.database, 0);
+}
+
+TEST(ServerAddress, AMasterNameParsesBackFromItsText) {
+    for (std::string name : {"a%b", "a#b", "a/b?c", "plain-name_1.x~"}) {
+        std::string encoded;
+        for (unsigned char c : name) {
+            char hex[4];
+            std::snprintf(hex, sizeof hex, "%%%02X", c);
+            encoded += std::isalnum(c) ? std::string(1, static_cast<char>(c)) : std::string(hex);
+        }
+        auto a = ServerAddress::parse("redis-sentinel://s1#" + encoded);
+        EXPECT_EQ(a.master_name, name);
+        EXPECT_EQ(ServerAddress::parse(a.to_string()).master_name, name) << a.to_string();
+    }
 }
 
 TEST(ServerAddress, ClusterForm) {
