@@ -8,13 +8,17 @@
 #include <cstdio>
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "acquirable.hpp"
 #include "child_process.hpp"
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
+#include "dlock/semaphore.hpp"
 #include "cluster_deployment.hpp"
 #include "eventually.hpp"
 #include "lock/lock_keys.hpp"
@@ -312,4 +316,54 @@ TEST(Cluster, IsARedlockMasterByItsUrl) {
     EXPECT_TRUE(eventually([&] { return dlock::inspect_lock(client, "redlock-over-a-cluster").held; }, 5s));
     lock.unlock();
     EXPECT_FALSE(dlock::inspect_lock(client, "redlock-over-a-cluster").held);
+}
+
+// Every lock kind works on a cluster with the URL alone, waiters included:
+// the fair lock's direct grants, the read-write lock's sides, a semaphore's
+// permits, and a multi-lock whose names live in different slots.
+TEST(Cluster, EveryLockKindWorksOnACluster) {
+    auto& cluster = shared_cluster();
+    dlock::Client a(cluster.uri()), b(cluster.uri());
+    auto served = [](auto& holder_unlock, auto take) {
+        std::promise<bool> got;
+        std::thread waiting([&] { got.set_value(take()); });
+        std::this_thread::sleep_for(200ms);
+        holder_unlock();
+        const bool ok = got.get_future().get();
+        waiting.join();
+        return ok;
+    };
+    {
+        dlock::FairLock held(a, "kind-fair"), waiter(b, "kind-fair");
+        held.lock();
+        auto release = [&] { held.unlock(); };
+        EXPECT_TRUE(served(release, [&] { return waiter.try_lock_for(10s); }));
+        waiter.unlock();
+    }
+    {
+        auto writer = a.rw_lock("kind-rw");
+        auto reader = b.rw_lock("kind-rw");
+        writer.lock();
+        auto release = [&] { writer.unlock(); };
+        EXPECT_TRUE(served(release, [&] { return reader.try_lock_shared_for(10s); }));
+        reader.unlock_shared();
+    }
+    {
+        dlock::Semaphore first(a, "kind-sem", {.limit = 1}), second(b, "kind-sem", {.limit = 1});
+        auto permit = first.acquire();
+        ASSERT_TRUE(permit);
+        auto release = [&] { permit.release(); };
+        EXPECT_TRUE(served(release, [&] { return static_cast<bool>(second.try_acquire_for(10s)); }));
+    }
+    {
+        std::vector<std::string> names{"kind-multi-a", "kind-multi-b", "kind-multi-c"};
+        std::set<int> slots;
+        for (const auto& name : names) slots.insert(cluster.key_slot(key_of(name)));
+        EXPECT_GT(slots.size(), 1u);
+        dlock::MultiLock held(a, names), waiter(b, {names.rbegin(), names.rend()});
+        held.lock();
+        auto release = [&] { held.unlock(); };
+        EXPECT_TRUE(served(release, [&] { return waiter.try_lock_for(10s); }));
+        waiter.unlock();
+    }
 }
