@@ -61,9 +61,6 @@ public:
     void not_master(const ServerAddress& seen);
     void on_change(ChangeListener listener);
 
-    // The master last named, if any (for status output).
-    std::optional<ServerAddress> master() const { return master_; }
-
 private:
     void start_round();
     void ask(std::size_t tried);
