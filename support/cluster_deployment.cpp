@@ -138,6 +138,21 @@ std::uint16_t ClusterDeployment::failover_replica_of(std::uint16_t master_port) 
     if (answer != "OK") throw std::runtime_error("CLUSTER FAILOVER: " + answer);
     wait_until([&] { return node_on_port(replica).cli({"ROLE"}).rfind("master", 0) == 0; }, std::chrono::seconds(30),
                "the replica to become master");
+    // Every node's view, not only the new master's: until they agree, a
+    // client's map refresh may be answered with the old one.
+    wait_until(
+        [&] {
+            for (auto& node : nodes_) {
+                if (!node->running()) continue;
+                const auto view = node->cli({"CLUSTER", "NODES"});
+                const auto at = view.find(":" + std::to_string(replica) + "@");
+                if (at == std::string::npos) return false;
+                const auto line = view.substr(at, view.find('\n', at) - at);
+                if (line.find("master") == std::string::npos || line.find("slave") != std::string::npos) return false;
+            }
+            return true;
+        },
+        std::chrono::seconds(30), "every node to see the new master");
     wait_cluster_ok();
     return replica;
 }

@@ -49,6 +49,7 @@ enum class errc {
     no_master,              // Sentinel: no sentinel named a master (unreachable, or the name is unknown)
     not_master,             // the server reached is not a master (ROLE says replica): a failover is under way
     cluster_down,           // Cluster: no node serves the key's slot (CLUSTERDOWN, no slot map), within the deadline
+    slot_migrating,         // Cluster: TRYAGAIN, the key's slot is being migrated and the keys are split; it did not run
 };
 
 const std::error_category& error_category() noexcept;

@@ -46,6 +46,10 @@ public:
     // often faster than a sleep and wake-up).
     bool wait(ClientCore& client, std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               Handler if_walked_away) {
+        {
+            std::lock_guard lock(mutex_);
+            awaited_ = true;
+        }
         std::atomic<bool> woken_by_stop{false};
         std::optional<std::stop_callback<std::function<void()>>> on_stop;
         if (stop.stop_possible())
@@ -63,8 +67,15 @@ public:
             return true;
         }
         walked_away_ = true;
+        awaited_ = false;
         if_walked_away_ = std::move(if_walked_away);
         return false;
+    }
+
+    // True while a caller is blocked in wait() for the outcome (any thread).
+    bool awaited() {
+        std::lock_guard lock(mutex_);
+        return awaited_ && !delivered_;
     }
 
     // Walks away at once, without a spin or a sleep (a caller that never
@@ -84,6 +95,7 @@ private:
     std::mutex mutex_;
     bool delivered_ = false;
     bool walked_away_ = false;
+    bool awaited_ = false;  // in wait(), until it walks away
     std::optional<Outcome> outcome_;
     Handler if_walked_away_;
     // Released by the delivery and by a stop request: hence two.

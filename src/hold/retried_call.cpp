@@ -17,7 +17,7 @@ bool retryable(std::error_code ec) {
 }  // namespace
 
 RetriedCall::RetriedCall(std::shared_ptr<ClientCore> client, const Script& script, Clock::time_point give_up_by)
-    : client_(std::move(client)), script_(script), give_up_by_(give_up_by) {}
+    : client_(std::move(client)), script_(script), window_(give_up_by - Clock::now()), give_up_by_(give_up_by) {}
 
 std::shared_ptr<RetriedCall> RetriedCall::start(const std::shared_ptr<ClientCore>& client, const Script& script,
                                                 ClientCore::Args keys, ClientCore::Args argv,
@@ -53,9 +53,24 @@ void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
     // An answer means the server ran the script, so has it now. Not an
     // error: BUSY or LOADING come without the script being looked up.
     if (!ec) client_->note_script_cached(script_);
+    if (ec == errc::slot_migrating) {
+        // TRYAGAIN: the slot's keys are split by a migration, which a
+        // cluster does in normal operation, and the call did not run (the
+        // router already waited out one command timeout). The server is
+        // there and answering, so while the caller still waits the retry
+        // window starts again: however long the migration takes, the call
+        // ends by the caller's deadline, and one window after it at most.
+        if (outcome_.awaited()) give_up_by_ = std::max(give_up_by_, Clock::now() + window_);
+        if (Clock::now() + retry_pause >= give_up_by_) return finish(ec, std::move(reply));
+        return resend_after_pause();
+    }
     if (!ec || !retryable(ec)) return finish(ec, std::move(reply));
     if (outcome_unknown(ec)) was_sent_ = true;
     if (!was_sent_ || Clock::now() + retry_pause >= give_up_by_) return finish(ec, std::move(reply));
+    resend_after_pause();
+}
+
+void RetriedCall::resend_after_pause() {
     if (!retry_timer_) retry_timer_.emplace(client_->io());
     retry_timer_->expires_after(retry_pause);
     retry_timer_->async_wait([self = shared_from_this()](std::error_code timer_ec) {

@@ -5,7 +5,10 @@
 // same operation id, which the scripts answer as they answered the first
 // copy — until an answer comes or the retry window ends. A call that was
 // never sent (refused, not connected) fails at once: there is nothing to
-// learn.
+// learn. A call that a cluster did not run because a migration split its
+// slot's keys (errc::slot_migrating) is sent again as long as its caller
+// waits (each such answer opens the retry window again): a migration is
+// routine, not a failure.
 //
 // The caller waits with its own deadline and stop token, and may walk away
 // before the outcome is known (try_lock_until's deadline, a stop request).
@@ -76,11 +79,13 @@ public:
 private:
     void send(std::string_view bytes);
     void on_reply(std::error_code ec, Reply&& reply);
+    void resend_after_pause();
     void finish(std::error_code ec, Reply&& reply);
 
     const std::shared_ptr<ClientCore> client_;
     const Script& script_;
-    const Clock::time_point give_up_by_;
+    const Clock::duration window_;  // give_up_by as first asked, from the start
+    Clock::time_point give_up_by_;  // I/O thread after the first send
     Clock::time_point first_sent_{};
     std::string evalsha_;
     bool was_sent_ = false;  // I/O thread after the first send: some copy may have run

@@ -1,6 +1,7 @@
 #include "client_core.hpp"
 
 #include <semaphore>
+#include <set>
 
 #include "address_checks.hpp"
 #include "cluster_slots.hpp"
@@ -109,6 +110,7 @@ void ClientCore::start() {
         cluster_->on_change([weak = weak_from_this()] {
             auto self = weak.lock();
             if (!self) return false;
+            self->retire_unused_node_pools();
             self->run_failover_hooks();
             return true;
         });
@@ -296,7 +298,7 @@ void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next 
     if (auto ec = usable()) return done(ec, {});
     if (cluster_) return submit_dedicated_in_cluster(std::move(first), std::move(next), std::move(done), deadline);
     std::call_once(dedicated_once_,
-                   [this] { dedicated_ = std::make_unique<DedicatedConnections>(io_, address_, options_, locator_); });
+                   [this] { dedicated_ = std::make_shared<DedicatedConnections>(io_, address_, options_, locator_); });
     if (!dedicated_) return done(errc::client_closed, {});  // stop() came first
     dedicated_->submit(std::move(first), std::move(next), std::move(done), deadline);
 }
@@ -340,15 +342,35 @@ void ClientCore::route_dedicated_in_cluster(std::string first, DedicatedConnecti
         cluster_->refresh_soon();
         return done(errc::cluster_down, {});
     }
-    DedicatedConnections* pool = nullptr;
     {
         std::lock_guard lock(node_dedicated_mutex_);
         if (node_dedicated_closed_) return done(errc::client_closed, {});
         auto& slot = node_dedicated_[master->host + ":" + std::to_string(master->port)];
-        if (!slot) slot = std::make_unique<DedicatedConnections>(io_, *master, options_);
-        pool = slot.get();
+        if (!slot) slot = std::make_shared<DedicatedConnections>(io_, *master, options_);
+        // Under the lock, so retire_unused_node_pools cannot close it between
+        // (submit never completes synchronously).
+        slot->submit(std::move(first), std::move(next), std::move(done), deadline);
     }
-    pool->submit(std::move(first), std::move(next), std::move(done), deadline);
+}
+
+ClientCore::ClusterFootprint ClientCore::cluster_footprint() {
+    ClusterFootprint footprint;
+    if (cluster_) footprint.router_nodes = cluster_->node_count();
+    if (subscriber_made_.load(std::memory_order_acquire)) footprint.subscriber_shards = subscriber_->shard_count();
+    std::lock_guard lock(node_dedicated_mutex_);
+    footprint.node_pools = node_dedicated_.size();
+    return footprint;
+}
+
+// The pools of nodes that serve no slot now, once no conversation is on
+// them: over a long life a cluster's nodes change address.
+void ClientCore::retire_unused_node_pools() {
+    std::set<std::string> masters;
+    for (const auto& master : cluster_->masters()) masters.insert(master.host + ":" + std::to_string(master.port));
+    std::lock_guard lock(node_dedicated_mutex_);
+    std::erase_if(node_dedicated_, [&](auto& entry) {
+        return !masters.count(entry.first) && entry.second->shutdown_if_unused();
+    });
 }
 
 void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
@@ -426,6 +448,7 @@ Subscription ClientCore::subscribe(std::string channel, Subscription::Listener l
         subscriber->set_io_thread(io_thread_id_);
         subscriber->start();
         subscriber_ = std::move(subscriber);
+        subscriber_made_.store(true, std::memory_order_release);
     });
     return subscriber_->add(std::move(channel), std::move(listener));
 }

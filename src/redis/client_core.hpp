@@ -112,6 +112,13 @@ public:
     Reply call_on(const ServerAddress& master, Args args, std::error_code& ec) noexcept;
     // Cluster only (else null): the slot map, for status output and tests.
     const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
+    // Cluster: what this client keeps per node now (diagnostics, tests).
+    struct ClusterFootprint {
+        std::size_t router_nodes = 0;       // command connections
+        std::size_t subscriber_shards = 0;  // subscriber connections
+        std::size_t node_pools = 0;         // pools of dedicated connections
+    };
+    ClusterFootprint cluster_footprint();
 
     asio::io_context& io() noexcept { return io_; }
     bool on_io_thread() const noexcept { return std::this_thread::get_id() == io_thread_id_; }
@@ -158,6 +165,7 @@ private:
     void run_failover_hooks();
     void submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
                                      DedicatedConnections::Done done, Clock::time_point deadline);
+    void retire_unused_node_pools();
     void route_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
                                     DedicatedConnections::Done done, Clock::time_point deadline);
 
@@ -177,10 +185,11 @@ private:
     std::shared_ptr<Connection> commands_;
     std::once_flag subscriber_once_;
     std::shared_ptr<Subscriber> subscriber_;
+    std::atomic<bool> subscriber_made_{false};  // subscriber_ is set
     std::once_flag dedicated_once_;
-    std::unique_ptr<DedicatedConnections> dedicated_;
+    std::shared_ptr<DedicatedConnections> dedicated_;
     std::mutex node_dedicated_mutex_;  // cluster: a pool per master
-    std::map<std::string, std::unique_ptr<DedicatedConnections>> node_dedicated_;
+    std::map<std::string, std::shared_ptr<DedicatedConnections>> node_dedicated_;
     bool node_dedicated_closed_ = false;
     std::once_flag attachment_once_;
     std::shared_ptr<void> attachment_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 #include "command_format.hpp"
 #include "reported_address.hpp"
@@ -70,7 +71,8 @@ ClusterRouter::ClusterRouter(asio::io_context& io, ServerAddress address, Client
       address_(std::move(address)),
       options_(std::move(options)),
       refresh_timer_(io),
-      periodic_timer_(io) {}
+      periodic_timer_(io),
+      waiting_timer_(io) {}
 
 std::string ClusterRouter::node_key(const std::string& host, std::uint16_t port) {
     return host + ":" + std::to_string(port);
@@ -118,6 +120,7 @@ void ClusterRouter::shutdown() {
     map_changed_.notify_all();
     refresh_timer_.cancel();
     periodic_timer_.cancel();
+    asio::post(io_, [self = shared_from_this()] { self->waiting_timer_.cancel(); });
     {
         std::lock_guard lock(mutex_);
         listeners_.clear();
@@ -134,7 +137,36 @@ std::error_code ClusterRouter::wait_for_map_locked(std::span<const std::string_v
     }
     for (std::size_t i = 0; i < formatted.size(); ++i)
         waiting_.push_back({std::string(formatted[i]), std::move(dones[i]), deadline});
+    asio::post(io_, [self = shared_from_this()] { self->expire_waiting(); });
     return {};
+}
+
+// I/O thread: fails the commands whose deadline passed while they waited for
+// the first map (a seed that accepts and says nothing holds the map back for
+// a whole connect timeout), and waits for the next deadline.
+void ClusterRouter::expire_waiting() {
+    std::vector<Waiting> expired;
+    std::optional<Clock::time_point> next;
+    const auto now = Clock::now();
+    {
+        std::lock_guard lock(mutex_);
+        for (auto it = waiting_.begin(); it != waiting_.end();) {
+            if (it->deadline <= now) {
+                expired.push_back(std::move(*it));
+                it = waiting_.erase(it);
+                continue;
+            }
+            if (!next || it->deadline < *next) next = it->deadline;
+            ++it;
+        }
+    }
+    if (next) {
+        waiting_timer_.expires_at(*next);
+        waiting_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+            if (auto self = weak.lock(); self && !ec) self->expire_waiting();
+        });
+    }
+    for (auto& item : expired) item.done(errc::command_timeout, Reply{});
 }
 
 std::error_code ClusterRouter::submit(std::string_view formatted, Completion& done, Clock::time_point deadline) {
@@ -245,6 +277,16 @@ std::error_code ClusterRouter::send(const std::shared_ptr<Routed>& routed,
         dones.push_back(std::move(on_reply));
         ec = connection->submit_many(both, dones, routed->deadline);
     }
+    if (ec == errc::client_closed) {
+        // The node was closed after this command was routed to it: the map
+        // no longer names it (apply_map). Routed again, once.
+        std::shared_ptr<Connection> again;
+        {
+            std::lock_guard lock(mutex_);
+            if (!shut_down_) again = route_locked(slot_of(routed->bytes));
+        }
+        if (again && again != connection) return send(routed, again, false);
+    }
     if (ec) refresh_soon();
     return ec;
 }
@@ -277,9 +319,7 @@ void ClusterRouter::on_reply(const std::shared_ptr<Routed>& routed, std::error_c
                 return;
             }
         }
-        if (starts_with(text, "TRYAGAIN") || starts_with(text, "CLUSTERDOWN"))
-            return retry_later(routed, starts_with(text, "CLUSTERDOWN") ? make_error_code(errc::cluster_down) : ec,
-                               std::move(reply));
+        if (ec == errc::slot_migrating || ec == errc::cluster_down) return retry_later(routed, ec, std::move(reply));
     } else if (ec == errc::connection_lost || ec == errc::connection_refused || ec == errc::command_timeout ||
                ec == errc::connect_timeout || ec == errc::not_connected) {
         refresh_soon();  // the node may be gone, and its slots with it
@@ -366,6 +406,11 @@ std::vector<ServerAddress> ClusterRouter::masters() const {
 ClusterRouter::Counts ClusterRouter::counts() const {
     std::lock_guard lock(mutex_);
     return counts_;
+}
+
+std::size_t ClusterRouter::node_count() const {
+    std::lock_guard lock(mutex_);
+    return nodes_.size();
 }
 
 void ClusterRouter::on_change(ChangeListener listener) {
@@ -500,18 +545,39 @@ bool ClusterRouter::apply_map(const Reply& reply, const ServerAddress& asked) {
                           static_cast<std::uint16_t>(port)});
     }
     if (ranges.empty()) return false;
+    std::set<std::string> in_map;
+    for (const auto& range : ranges) in_map.insert(node_key(range.host, range.port));
+    if (in_map.size() > max_nodes) return false;
     bool changed = false;
     std::deque<Waiting> waiting;
+    std::vector<std::shared_ptr<Connection>> retired;
     {
         std::lock_guard lock(mutex_);
         if (shut_down_) return true;
+        // Changed: some slot has another master (compared by address, before
+        // any node is closed below).
+        std::array<const Range*, cluster_slots> wanted{};
+        for (const auto& range : ranges)
+            for (unsigned slot = range.first; slot <= range.last; ++slot) wanted[slot] = &range;
+        for (unsigned slot = 0; map_known_ && !changed && slot < cluster_slots; ++slot) {
+            const Node* was = slots_[slot];
+            const Range* now = wanted[slot];
+            changed = !was != !now || (was && (was->address.host != now->host || was->address.port != now->port));
+        }
+        // Nodes the map no longer names (replaced, demoted, gone) are closed
+        // once nothing waits on them: over a long life a cluster's nodes
+        // change address, and connections to the old ones would reconnect
+        // forever and count against max_nodes.
+        std::erase_if(nodes_, [&](auto& entry) {
+            if (in_map.count(entry.first) || !entry.second.connection->idle()) return false;
+            retired.push_back(entry.second.connection);
+            return true;
+        });
         std::array<Node*, cluster_slots> slots{};
         for (const auto& range : ranges) {
-            if (nodes_.size() >= max_nodes && !nodes_.count(node_key(range.host, range.port))) return false;
             auto* node = &node_locked(range.host, range.port);
             for (unsigned slot = range.first; slot <= range.last; ++slot) slots[slot] = node;
         }
-        changed = map_known_ && slots != slots_;
         slots_ = slots;
         ++counts_.refreshes;
         map_known_ = true;
@@ -521,6 +587,7 @@ bool ClusterRouter::apply_map(const Reply& reply, const ServerAddress& asked) {
         waiting.swap(waiting_);
     }
     map_changed_.notify_all();
+    for (auto& connection : retired) connection->shutdown();
     for (auto& item : waiting) {
         if (Clock::now() >= item.deadline) {
             item.done(errc::command_timeout, Reply{});

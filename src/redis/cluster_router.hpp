@@ -11,7 +11,10 @@
 //                          together, the map is left as it is;
 //   TRYAGAIN, CLUSTERDOWN  resent after a pause until the command's
 //                          deadline; past it the caller gets the error
-//                          (CLUSTERDOWN as errc::cluster_down).
+//                          (errc::slot_migrating, errc::cluster_down), with
+//                          Redis's text. The lock layer sends a call that
+//                          got slot_migrating again while its caller waits
+//                          (retried_call.hpp).
 // None of those ran the command, so resending it is safe. A lost connection
 // is an unknown outcome exactly as with one server: the caller is told, and
 // nothing is resent here (the lock layer's retries are idempotent). Errors
@@ -22,8 +25,8 @@
 //
 // The map comes from CLUSTER SLOTS, asked of a known master, else of the
 // seed nodes in turn. Until the first map is in, commands wait for it (up
-// to one connect attempt per seed); when no seed answers they fail with
-// what the last one said.
+// to one connect attempt per seed, and never past their own deadline); when
+// no seed answers they fail with what the last one said.
 //
 // Threads: submit, wait_connected and the queries may be called from any
 // thread; everything else runs on the I/O thread.
@@ -89,6 +92,7 @@ public:
         std::uint64_t refreshes = 0; // slot maps applied
     };
     Counts counts() const;
+    std::size_t node_count() const;  // nodes with a connection now
     // Asks for a new map soon (any thread).
     void refresh_soon();
 
@@ -114,6 +118,8 @@ private:
     // fails them at once when the last attempt found none.
     std::error_code wait_for_map_locked(std::span<const std::string_view> formatted, std::span<Completion> dones,
                                         Clock::time_point deadline);
+
+    void expire_waiting();
 
     std::error_code send(const std::shared_ptr<Routed>& routed, const std::shared_ptr<Connection>& connection,
                          bool asking);
@@ -151,6 +157,7 @@ private:
     Clock::time_point last_refresh_{};
     asio::steady_timer refresh_timer_;
     asio::steady_timer periodic_timer_;
+    asio::steady_timer waiting_timer_;  // the earliest deadline in waiting_
 };
 
 }  // namespace dlock::detail

@@ -147,6 +147,11 @@ void Connection::shutdown() {
     fail_all(failed, errc::client_closed, Clock::now());
 }
 
+bool Connection::idle() const {
+    std::lock_guard lock(mutex_);
+    return pending_.empty() && waiting_.empty();
+}
+
 std::string Connection::last_error_detail() const {
     std::lock_guard lock(mutex_);
     return last_error_detail_;
@@ -322,6 +327,7 @@ void Connection::begin_attempt() {
         if (state_ == State::closed) return;
         state_ = State::connecting;
     }
+    attempt_located_ = false;
     if (!tls_setup_error_.empty()) return fail_attempt(errc::tls_error, tls_setup_error_);
     if (!locator_) return connect(attempt);
     locator_->locate([self = shared_from_this(), attempt](std::error_code ec, const ServerAddress& master,
@@ -331,6 +337,7 @@ void Connection::begin_attempt() {
             if (ec) return self->fail_attempt(ec, detail);
             // The master's place, with the URI's transport and credentials.
             self->address_ = master;
+            self->attempt_located_ = true;
             self->connect(attempt);
         });
     });
@@ -505,6 +512,11 @@ void Connection::fail_attempt(std::error_code ec, const std::string& detail) {
     ++attempt_;
     connect_timer_.cancel();
     close_stream();
+    // The server the sentinels named could not be used (refused, silent,
+    // not a master, wrong credentials): the locator asks another sentinel
+    // first next time, so that one sentinel's stale answer cannot pin us.
+    if (locator_ && attempt_located_) locator_->not_master(address_);
+    attempt_located_ = false;
     fail_all(failed, ec, Clock::now(), detail);
     schedule_reconnect();
 }

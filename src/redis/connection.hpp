@@ -92,6 +92,9 @@ public:
     // Blocks until ready or the current attempt failed, or deadline. Any thread.
     std::error_code wait_connected(Clock::time_point deadline);
 
+    // No command waits for a reply or for the connection. Any thread.
+    bool idle() const;
+
     // What the last failed attempt said, for error messages.
     std::string last_error_detail() const;
     // "host:port" (or the socket path) of the server of the last session
@@ -180,6 +183,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable state_changed_;
     State state_ = State::idle;
+    bool attempt_located_ = false;  // I/O thread: this attempt goes where the locator named
     std::error_code last_error_;
     std::string last_error_detail_;
     std::string peer_;

@@ -1,5 +1,7 @@
 #include "dedicated_connections.hpp"
 
+#include <algorithm>
+
 #include "dlock/error.hpp"
 
 namespace dlock::detail {
@@ -8,7 +10,7 @@ namespace {
 // The server answered (with an error): the connection is still in step.
 bool is_reply_error(std::error_code ec) {
     return ec == errc::server_error || ec == errc::permission_denied || ec == errc::wrong_type ||
-           ec == errc::no_script;
+           ec == errc::no_script || ec == errc::cluster_down || ec == errc::slot_migrating;
 }
 
 }  // namespace
@@ -45,6 +47,7 @@ void DedicatedConnections::give_back(const std::shared_ptr<Connection>& connecti
 }
 
 struct DedicatedConnections::Conversation : std::enable_shared_from_this<Conversation> {
+    std::shared_ptr<DedicatedConnections> pool_owner;
     DedicatedConnections& pool;
     std::shared_ptr<Connection> connection;
     Next next;
@@ -52,9 +55,10 @@ struct DedicatedConnections::Conversation : std::enable_shared_from_this<Convers
     Clock::time_point deadline;
     std::vector<Reply> replies;
 
-    Conversation(DedicatedConnections& pool_, std::shared_ptr<Connection> connection_, Next next_, Done done_,
-                 Clock::time_point deadline_)
-        : pool(pool_),
+    Conversation(std::shared_ptr<DedicatedConnections> pool_, std::shared_ptr<Connection> connection_, Next next_,
+                 Done done_, Clock::time_point deadline_)
+        : pool_owner(std::move(pool_)),
+          pool(*pool_owner),
           connection(std::move(connection_)),
           next(std::move(next_)),
           done(std::move(done_)),
@@ -94,8 +98,28 @@ void DedicatedConnections::submit(std::string first, Next next, Done done, Clock
         return;
     }
     auto conversation =
-        std::make_shared<Conversation>(*this, std::move(connection), std::move(next), std::move(done), deadline);
+        std::make_shared<Conversation>(shared_from_this(), std::move(connection), std::move(next), std::move(done),
+                                       deadline);
     conversation->send(first);
+}
+
+bool DedicatedConnections::shutdown_if_unused() {
+    std::vector<std::shared_ptr<Connection>> idle;
+    {
+        std::lock_guard lock(mutex_);
+        if (closed_) return true;
+        for (auto& weak : all_) {
+            auto connection = weak.lock();
+            if (connection && std::find(idle_.begin(), idle_.end(), connection) == idle_.end()) return false;
+        }
+        closed_ = true;
+        idle.swap(idle_);
+        all_.clear();
+    }
+    asio::post(io_, [idle = std::move(idle)] {
+        for (auto& connection : idle) connection->shutdown();
+    });
+    return true;
 }
 
 void DedicatedConnections::shutdown() {

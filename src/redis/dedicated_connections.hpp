@@ -4,7 +4,8 @@
 // it travel together on a connection no one else uses meanwhile.
 //
 // A small pool: connections are made on demand, and up to max_idle are kept
-// for reuse. Thread-safe.
+// for reuse. Thread-safe. Owned by shared_ptr: a conversation keeps its
+// pool alive.
 #pragma once
 
 #include <functional>
@@ -18,7 +19,7 @@
 
 namespace dlock::detail {
 
-class DedicatedConnections {
+class DedicatedConnections : public std::enable_shared_from_this<DedicatedConnections> {
 public:
     using Done = std::function<void(std::error_code, std::vector<Reply>&&)>;
     static constexpr std::size_t max_idle = 4;
@@ -39,6 +40,8 @@ public:
     void submit(std::string first, Next next, Done done, Clock::time_point deadline);
     // Closes every connection, failing what is in flight. I/O thread.
     void shutdown();
+    // Closes it if no conversation is under way (true), for good. Any thread.
+    bool shutdown_if_unused();
 
 private:
     struct Conversation;

@@ -37,6 +37,7 @@ public:
             case errc::no_master: return "no sentinel named a master";
             case errc::not_master: return "the server is not a master (a failover is under way)";
             case errc::cluster_down: return "no cluster node serves the key's slot";
+            case errc::slot_migrating: return "the key's slot is being migrated (TRYAGAIN); the command did not run";
         }
         return "unknown dlock error";
     }
@@ -45,7 +46,8 @@ public:
 thread_local std::string last_server_error_text;
 
 bool from_server(const std::error_code& ec) {
-    return ec == errc::server_error || ec == errc::permission_denied;
+    return ec == errc::server_error || ec == errc::permission_denied || ec == errc::cluster_down ||
+           ec == errc::slot_migrating;
 }
 
 bool starts_with(std::string_view text, std::string_view prefix) {
@@ -86,6 +88,8 @@ std::error_code error_code_of_server_error(std::string_view text) noexcept {
         starts_with(text, "ERR invalid password") || starts_with(text, "ERR AUTH"))
         return errc::auth_failed;
     if (starts_with(text, "NOSCRIPT")) return errc::no_script;
+    if (starts_with(text, "TRYAGAIN")) return errc::slot_migrating;
+    if (starts_with(text, "CLUSTERDOWN")) return errc::cluster_down;
     return errc::server_error;
 }
 

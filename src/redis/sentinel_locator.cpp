@@ -72,8 +72,13 @@ void SentinelLocator::locate(Found found) {
 
 void SentinelLocator::not_master(const ServerAddress& seen) {
     // The sentinels will be asked again by the next attempt; a master they
-    // still name is checked with ROLE again.
-    if (master_ && same_server(*master_, seen)) master_.reset();
+    // still name is checked with ROLE again. The next round starts with the
+    // next sentinel: the one that named this server may be alone in its
+    // view (stale, partitioned), and asking it first again would pin every
+    // attempt to the same unusable answer.
+    if (!master_ || !same_server(*master_, seen)) return;
+    master_.reset();
+    if (!sentinels_.empty()) current_ = (current_ + 1) % sentinels_.size();
 }
 
 void SentinelLocator::on_change(ChangeListener listener) { listeners_.push_back(std::move(listener)); }

@@ -6,7 +6,9 @@
 // last one that answered, and the first to name a master wins. The
 // connection then checks with ROLE that the server really is a master, and
 // reports not_master() when it is not (a failover under way: sentinels may
-// lag) or when a command was answered READONLY; the next attempt asks again.
+// lag), when it cannot be reached or refused the handshake, or when a
+// command was answered READONLY; the next attempt asks again, starting with
+// the sentinel after the one that named it.
 //
 // Failovers are learnt fast from the +switch-master channel on one
 // sentinel, and also by asking every poll_interval in case that

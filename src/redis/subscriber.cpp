@@ -1,5 +1,6 @@
 #include "subscriber.hpp"
 
+#include <set>
 #include <vector>
 
 #include "cluster_slots.hpp"
@@ -261,8 +262,29 @@ void Subscriber::replace_channels() {
             entry.shard = target;
             send_counted(*target, true, {name});
         }
+        retire_unused_shards_locked();
     }
     if (unplaced) schedule_replace();
+}
+
+// A shard no channel is on, for a node that serves no slot now, is closed:
+// over a long life a cluster's nodes change address, and connections to the
+// old ones would reconnect forever. Its object goes after the handlers
+// already queued on the I/O thread (its hooks point at it).
+void Subscriber::retire_unused_shards_locked() {
+    std::set<std::string> masters;
+    for (const auto& master : router_->masters()) masters.insert(master.host + ":" + std::to_string(master.port));
+    std::set<const Shard*> used;
+    for (const auto& [name, entry] : channels_) used.insert(entry.shard);
+    for (auto it = shards_.begin(); it != shards_.end();) {
+        if (masters.count(it->first) || used.count(it->second.get())) {
+            ++it;
+            continue;
+        }
+        it->second->connection->shutdown();
+        asio::post(io_, [retired = std::shared_ptr<Shard>(std::move(it->second))] {});
+        it = shards_.erase(it);
+    }
 }
 
 void Subscriber::notify(const std::string& channel, Subscription::Event event, std::string_view payload,

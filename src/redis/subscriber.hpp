@@ -45,6 +45,10 @@ public:
     bool active(const std::string& channel);
 
     void set_io_thread(std::thread::id id) { io_thread_ = id; }
+    std::size_t shard_count() {
+        std::lock_guard lock(mutex_);
+        return shards_.size();
+    }
 
     // Cluster: moves every channel whose slot another master serves now
     // (and subscribes again those the server dropped). I/O thread.
@@ -81,6 +85,7 @@ private:
     // A channel the server dropped on its own (its slot moved): placed again soon.
     void displaced_locked(Channel& entry);
     void schedule_replace();
+    void retire_unused_shards_locked();  // cluster, I/O thread
     void notify(const std::string& channel, Subscription::Event event, std::string_view payload, bool only_if_announced);
 
     const ForkGuard fork_guard_;
@@ -93,7 +98,7 @@ private:
 
     std::mutex mutex_;
     std::condition_variable confirmed_;
-    std::map<std::string, std::unique_ptr<Shard>> shards_;  // by key; never removed before shutdown
+    std::map<std::string, std::unique_ptr<Shard>> shards_;  // by key; a cluster's unused ones retired on map changes
     std::unordered_map<std::string, Channel> channels_;
     unsigned long long next_id_ = 1;
     bool started_ = false, shut_down_ = false;

@@ -20,6 +20,8 @@
 #include "dlock/redlock.hpp"
 #include "dlock/semaphore.hpp"
 #include "cluster_deployment.hpp"
+#include "scripted_server.hpp"
+#include "tcp_proxy.hpp"
 #include "eventually.hpp"
 #include "lock/lock_keys.hpp"
 #include "redis/client_core.hpp"
@@ -49,6 +51,23 @@ std::uint16_t another_master(ClusterDeployment& cluster, std::uint16_t not_this)
         if (port != not_this) return port;
     }
     throw std::runtime_error("no other master");
+}
+
+// Begins migrating the slot of name's lock from `from` to `to` and moves
+// only its fence: a lock script naming the fence and the (absent) lock key
+// together gets TRYAGAIN while the slot's keys are split. Another key stays
+// behind, so that keys remain on both sides.
+void split_slot(ClusterDeployment& cluster, const std::string& name, std::uint16_t from, std::uint16_t to) {
+    const int slot = cluster.key_slot(key_of(name));
+    cluster.begin_migration(slot, from, to);
+    cluster.node_on_port(from).cli({"MIGRATE", "127.0.0.1", std::to_string(to), key_of(name) + ":fence", "0", "5000"});
+    cluster.node_on_port(from).cli({"SET", key_of(name) + ":other", "x"});
+}
+
+void end_split(ClusterDeployment& cluster, const std::string& name, std::uint16_t from, std::uint16_t to) {
+    const int slot = cluster.key_slot(key_of(name));
+    cluster.move_keys(slot, from, to);
+    cluster.finish_migration(slot, from, to);
 }
 
 }  // namespace
@@ -193,17 +212,11 @@ TEST(Cluster, TryAgainIsRetriedUntilTheMigrationEnds) {
     auto lock = client.lock(name);
     lock.lock();
     lock.unlock();
-    const int slot = cluster.key_slot(key_of(name));
-    const auto from = cluster.master_for_slot(slot), to = another_master(cluster, from);
-    cluster.begin_migration(slot, from, to);
-    // Only the fence moves: a script naming it and the (absent) lock key
-    // together gets TRYAGAIN while the slot's keys are split.
-    cluster.node_on_port(from).cli({"MIGRATE", "127.0.0.1", std::to_string(to), key_of(name) + ":fence", "0", "5000"});
-    cluster.node_on_port(from).cli({"SET", key_of(name) + ":other", "x"});  // keeps keys on both sides
+    const auto from = cluster.master_for_slot(cluster.key_slot(key_of(name))), to = another_master(cluster, from);
+    split_slot(cluster, name, from, to);
     std::thread finisher([&] {
         std::this_thread::sleep_for(500ms);
-        cluster.move_keys(slot, from, to);
-        cluster.finish_migration(slot, from, to);
+        end_split(cluster, name, from, to);
     });
     const auto started = Clock::now();
     const auto retried_before = client.core()->cluster()->counts().retried;
@@ -211,6 +224,57 @@ TEST(Cluster, TryAgainIsRetriedUntilTheMigrationEnds) {
     EXPECT_GE(seconds_since(started), 0.4);  // it waited for the migration, it did not fail
     EXPECT_GT(client.core()->cluster()->counts().retried, retried_before);
     finisher.join();
+    lock.unlock();
+}
+
+// A migration that keeps the keys split for longer than a command timeout
+// and the whole retry window: the acquisition is sent again for as long as
+// its caller waits, instead of failing with the cluster's TRYAGAIN.
+TEST(Cluster, TryAgainLongerThanTheRetryWindowIsWaitedOutWithinTheCallersDeadline) {
+    ClusterDeployment cluster;
+    dlock::ClientOptions options;
+    options.connect_timeout = 500ms;
+    options.command_timeout = 500ms;
+    dlock::Client client(cluster.uri(), options);
+    const std::string name = "long-split";
+    auto lock = client.lock(name);
+    lock.lock();
+    lock.unlock();
+    const auto from = cluster.master_for_slot(cluster.key_slot(key_of(name))), to = another_master(cluster, from);
+    split_slot(cluster, name, from, to);
+    constexpr auto split_for = 3s;  // three times connect + command timeout
+    std::thread finisher([&] {
+        std::this_thread::sleep_for(split_for);
+        end_split(cluster, name, from, to);
+    });
+    const auto started = Clock::now();
+    bool acquired = false;
+    std::string failure;
+    try {
+        acquired = lock.try_lock_for(30s);
+    } catch (const dlock::Error& e) {
+        failure = e.what();
+    }
+    finisher.join();
+    EXPECT_TRUE(failure.empty()) << "failed before its deadline: " << failure;
+    EXPECT_TRUE(acquired);
+    EXPECT_GE(seconds_since(started), 2.5);  // it waited the migration out
+    if (acquired) lock.unlock();
+
+    // With a deadline inside the migration, the caller hears at its
+    // deadline, not before: no attempt was answered, so as with a server
+    // that does not answer, command_timeout. Nothing is left held.
+    split_slot(cluster, name, to, from);
+    const auto short_start = Clock::now();
+    std::error_code short_ec;
+    const bool short_acquired = lock.try_lock_until(Clock::now() + 1500ms, short_ec);
+    const double waited = seconds_since(short_start);
+    end_split(cluster, name, to, from);
+    EXPECT_FALSE(short_acquired);
+    EXPECT_EQ(short_ec, dlock::errc::command_timeout) << short_ec.message();
+    EXPECT_GE(waited, 1.4);
+    EXPECT_LT(waited, 10.0);
+    EXPECT_TRUE(lock.try_lock_for(10s));  // nothing was left held by the walked-away call
     lock.unlock();
 }
 
@@ -304,6 +368,97 @@ TEST(Cluster, ErrorsAreTyped) {
 }
 
 // A cluster is one master of a Redlock like any server: its URL is enough.
+// Before any slot map is in, a command waits for one, but never past its
+// own deadline, however many silent seeds are asked in turn.
+TEST(Cluster, ACommandWaitingForTheFirstSlotMapEndsAtItsDeadline) {
+    // Seeds that accept and then say nothing: each is asked for the map in
+    // turn, for up to a command timeout each.
+    dlock::support::RedisServer plain;
+    std::vector<std::unique_ptr<dlock::support::TcpProxy>> silent;
+    std::string uri = "redis-cluster://";
+    for (int i = 0; i < 6; ++i) {
+        silent.push_back(std::make_unique<dlock::support::TcpProxy>(plain.port()));
+        silent.back()->black_hole(true);
+        uri += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(silent.back()->port());
+    }
+    dlock::Client client(uri, {.connect_timeout = 1000ms, .command_timeout = 1000ms});
+    // Its completion, not just the caller's wait: a lock call whose caller
+    // walked away keeps its owner's next call waiting until it completes.
+    std::promise<std::pair<std::error_code, double>> completed;
+    const auto started = Clock::now();
+    const std::string_view ping[] = {"PING"};
+    client.core()->submit(ping, [&](std::error_code ec, dlock::Reply&&) {
+        completed.set_value({ec, seconds_since(started)});
+    });
+    auto future = completed.get_future();
+    ASSERT_EQ(future.wait_for(20s), std::future_status::ready);
+    const auto [ec, after] = future.get();
+    EXPECT_EQ(ec, dlock::errc::command_timeout) << ec.message();
+    EXPECT_LT(after, 3.0);  // its deadline (1 s), not the six seeds' turns (6 s)
+}
+
+// Over a long life a cluster's nodes change address (replaced machines,
+// rescheduled containers). Nodes the map no longer names are let go, so
+// the client keeps following maps however many addresses it has seen (past
+// its cap on nodes at once, 1024).
+TEST(Cluster, NodesTheMapNoLongerNamesAreLetGo) {
+    using dlock::support::ScriptedServer;
+    constexpr int nodes_per_map = 400, maps = 3;  // 1,200 addresses in all
+    auto port_of = [](int map, int node) { return std::to_string(1 + (map - 1) * nodes_per_map + node); };
+    std::atomic<int> current_map{1};
+    ScriptedServer seed([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        if (command[0] != "CLUSTER") return "-ERR unknown command\r\n";
+        const int map = current_map;
+        std::vector<std::string> ranges;
+        const int width = dlock::detail::cluster_slots / nodes_per_map;
+        for (int node = 0; node < nodes_per_map; ++node) {
+            const int first = node * width, last = node + 1 == nodes_per_map ? 16383 : first + width - 1;
+            ranges.push_back(ScriptedServer::array(
+                {":" + std::to_string(first) + "\r\n", ":" + std::to_string(last) + "\r\n",
+                 ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ":" + port_of(map, node) + "\r\n",
+                                        ScriptedServer::bulk("id")})}));
+        }
+        return ScriptedServer::array(ranges);
+    });
+    dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(seed.port()),
+                         {.connect_timeout = 500ms, .command_timeout = 500ms, .cluster_refresh_interval = 100ms});
+    auto core = client.core();
+    auto router = core->cluster();
+    auto map_in_use = [&](int map) {
+        return eventually(
+            [&] {
+                auto master = router->master_for_slot(0);
+                return master && std::to_string(master->port) == port_of(map, 0);
+            },
+            20s);
+    };
+    ASSERT_TRUE(map_in_use(1));
+    // A subscriber connection and a pool of dedicated connections to the
+    // master of a slot in the first map (nothing listens there: they fail).
+    {
+        auto subscription = core->subscribe("{x}channel", [](dlock::Subscription::Event, std::string_view) {});
+    }
+    std::promise<void> conversation_done;
+    core->submit_dedicated(
+        "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", {},
+        [&](std::error_code, std::vector<dlock::Reply>&&) { conversation_done.set_value(); }, Clock::now() + 1s);
+    ASSERT_EQ(conversation_done.get_future().wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(core->cluster_footprint().subscriber_shards, 1u);
+    EXPECT_EQ(core->cluster_footprint().node_pools, 1u);
+    for (int map = 2; map <= maps; ++map) {
+        current_map = map;
+        EXPECT_TRUE(map_in_use(map)) << "map " << map << " was not applied";
+    }
+    EXPECT_EQ(router->masters().size(), std::size_t(nodes_per_map));
+    EXPECT_TRUE(eventually([&] { return core->cluster_footprint().router_nodes <= nodes_per_map + 1u; }, 5s))
+        << core->cluster_footprint().router_nodes;  // the map's nodes, and the seed
+    EXPECT_EQ(core->cluster_footprint().subscriber_shards, 0u);
+    EXPECT_EQ(core->cluster_footprint().node_pools, 0u);
+}
+
 TEST(Cluster, IsARedlockMasterByItsUrl) {
     auto& cluster = shared_cluster();
     dlock::support::RedisServer a, b;

@@ -13,6 +13,7 @@
 #include "dlock/error.hpp"
 #include "acquirable.hpp"
 #include "eventually.hpp"
+#include "scripted_server.hpp"
 #include "sentinel_deployment.hpp"
 
 using namespace std::chrono_literals;
@@ -172,6 +173,43 @@ TEST(Sentinel, DiscoveryErrorsAreTyped) {
         EXPECT_EQ(e.code(), dlock::errc::no_master);
         EXPECT_NE(std::string(e.what()).find("does not know it"), std::string::npos) << e.what();
     }
+}
+
+// A sentinel that names a server nobody can use (a closed port here; a
+// replica, a stale address) must not pin the client: after the failed
+// attempt the next round starts with the next sentinel.
+TEST(Sentinel, ASentinelNamingAnUnusableMasterIsPassedOver) {
+    SentinelDeployment deployment({.replicas = 0});
+    const auto closed = std::to_string(dlock::support::free_port());
+    using dlock::support::ScriptedServer;
+    ScriptedServer liar([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        if (command[0] == "SUBSCRIBE" && command.size() == 2)
+            return ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[1]), ":1\r\n"});
+        if (command[0] == "SENTINEL" && command.size() == 3 && command[1] == "get-master-addr-by-name")
+            return ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ScriptedServer::bulk(closed)});
+        if (command[0] == "SENTINEL") return "*0\r\n";
+        return "-ERR unknown command\r\n";
+    });
+    std::string uri = "redis-sentinel://127.0.0.1:" + std::to_string(liar.port());
+    for (auto port : deployment.sentinel_ports()) uri += ",127.0.0.1:" + std::to_string(port);
+    dlock::Client client(uri + "#mymaster", {.connect_timeout = 500ms, .command_timeout = 1000ms});
+    auto lock = client.lock("passed-over");
+    const auto started = Clock::now();
+    EXPECT_TRUE(eventually(
+        [&] {
+            try {
+                return lock.try_lock_for(1s);
+            } catch (const dlock::Error&) {
+                return false;  // connection_refused while the liar is believed
+            }
+        },
+        15s));
+    EXPECT_LT(seconds_since(started), 15.0);
+    EXPECT_GE(liar.count("SENTINEL"), 1);  // it was asked, and named the closed port
+    lock.unlock();
 }
 
 // A master demoted behind the sentinels' back: its READONLY answer never
