@@ -37,6 +37,7 @@
 
 #include "dlock/client_options.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/metrics.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/rw_lock.hpp"
 #include "dlock/script.hpp"
@@ -115,6 +116,9 @@ public:
 
     const ServerAddress& address() const noexcept;
     const ClientOptions& options() const noexcept;
+    // What this client's locks did (metrics.hpp): ClientOptions::metrics, or
+    // the client's own.
+    Metrics& metrics() const noexcept;
 
     // For dlock's own layers (locks, watchdog): the shared internals.
     const std::shared_ptr<detail::ClientCore>& core() const noexcept { return core_; }

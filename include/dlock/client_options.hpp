@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace dlock {
+
+class Metrics;
 
 struct TlsOptions {
     std::string ca_file;        // default: empty = the system's trusted CAs
@@ -68,6 +71,10 @@ struct ClientOptions {
     // the server lets us read it. Runs on the I/O thread; must not block.
     // Default none (the dlock command prints it to stderr).
     std::function<void(std::string_view message)> on_warning;
+    // Where this client's locks record what they do (metrics.hpp). Default
+    // null: the Client makes its own (Client::metrics()). Pass one to share
+    // it among clients; Masters shares one among its masters' clients.
+    std::shared_ptr<Metrics> metrics;
 };
 
 }  // namespace dlock

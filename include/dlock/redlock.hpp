@@ -55,6 +55,7 @@
 #include "dlock/client_options.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/metrics.hpp"
 
 namespace dlock {
 
@@ -81,6 +82,10 @@ public:
     std::size_t size() const noexcept;
     std::size_t quorum() const noexcept;  // size() / 2 + 1
     Client& client(std::size_t index);    // 0 <= index < size()
+    // What the Redlocks through these masters did, with the masters'
+    // clients' own events (metrics.hpp): ClientOptions::metrics, or one
+    // shared by the masters' clients.
+    Metrics& metrics() const noexcept;
 
     const std::shared_ptr<detail::MastersCore>& core() const noexcept { return core_; }
 

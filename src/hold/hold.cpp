@@ -12,7 +12,19 @@ Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const 
       count_(grant.count),
       token_(grant.token),
       valid_until_(valid_until(grant.sent, grant.lease_or(lock->options.lease))),
-      slice_start_(grant.slice_start) {}
+      slice_start_(grant.slice_start) {
+    if (auto* recorder = lock->metrics.recorder(); recorder && recorder->enabled()) {
+        granted_at_ = LockClock::now();
+        recorder->holds_changed(lock->metrics.kind, lock->metrics.label, +1);
+    }
+}
+
+void Hold::ended_locked() {
+    if (granted_at_ == LockClock::time_point{}) return;  // not recorded
+    auto* recorder = lock->metrics.recorder();
+    recorder->held(lock->metrics.kind, lock->metrics.label, LockClock::now() - granted_at_);
+    recorder->holds_changed(lock->metrics.kind, lock->metrics.label, -1);
+}
 
 Hold::View Hold::view() const {
     std::lock_guard guard(mutex_);
@@ -82,6 +94,7 @@ void Hold::release_answered(unsigned left, LockClock::time_point sent) {
     if (left == 0) {
         state_ = HoldState::released;
         count_ = 0;
+        ended_locked();
         return;
     }
     // The server still counts holds of ours: it is still ours, and renewed.
@@ -95,6 +108,7 @@ void Hold::release_unanswered() {
     if (state_ != HoldState::releasing) return;
     state_ = HoldState::released;
     count_ = 0;
+    ended_locked();
 }
 
 bool Hold::lose(std::error_code reason) {
@@ -102,6 +116,7 @@ bool Hold::lose(std::error_code reason) {
     if (state_ != HoldState::held && state_ != HoldState::releasing) return false;
     state_ = HoldState::lost;
     lost_reason_ = reason;
+    ended_locked();
     return true;
 }
 
@@ -110,6 +125,7 @@ bool Hold::drop() {
     if (state_ != HoldState::held) return false;
     state_ = HoldState::released;
     count_ = 0;
+    ended_locked();
     return true;
 }
 
@@ -191,8 +207,11 @@ void notify_lost(const std::shared_ptr<Hold>& hold, asio::io_context& io) {
     });
 }
 
-void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io) {
-    if (hold->lose(reason)) notify_lost(hold, io);
+void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io, LossReason cause) {
+    if (!hold->lose(reason)) return;
+    if (auto* recorder = hold->lock->metrics.recorder())
+        recorder->lost(hold->lock->metrics.kind, hold->lock->metrics.label, cause);
+    notify_lost(hold, io);
 }
 
 }  // namespace dlock::detail

@@ -52,6 +52,7 @@
 #include "dlock/lock.hpp"
 #include "dlock/script.hpp"
 #include "lock/lock_keys.hpp"
+#include "metrics/metrics_tag.hpp"
 #include "redis/asio.hpp"
 #include "validity.hpp"
 
@@ -79,8 +80,9 @@ struct HoldCallViews {
 // RwLock, Semaphore's permits) says here how its holds are renewed and
 // given up; the defaults are the exclusive lock's (lock_service.cpp).
 struct LockIdentity {
-    LockIdentity(std::string name_, LockOptions options_)
-        : name(std::move(name_)),
+    LockIdentity(std::string name_, LockOptions options_, MetricsTag metrics_ = {})
+        : metrics(std::move(metrics_)),
+          name(std::move(name_)),
           keys(name),
           options(std::move(options_)),
           lease_ms(std::to_string(options.lease.count())),
@@ -101,6 +103,7 @@ struct LockIdentity {
     HoldCall release(const std::string& owner, const std::string& operation, std::string how_many,
                      const std::string& undoing = {}) const;
 
+    MetricsTag metrics;  // where its holds record their end
     std::string name;
     LockKeys keys;
     LockOptions options;
@@ -128,8 +131,9 @@ struct ReleaseViews {
 
 // A Redlock's identity: every hold in a Masters' lease keeper has one.
 struct RedlockIdentity : LockIdentity {
-    RedlockIdentity(std::string name_, LockOptions options_, std::chrono::milliseconds node_timeout_)
-        : LockIdentity(std::move(name_), std::move(options_)), node_timeout(node_timeout_) {}
+    RedlockIdentity(std::string name_, LockOptions options_, std::chrono::milliseconds node_timeout_,
+                    MetricsTag metrics_ = {})
+        : LockIdentity(std::move(name_), std::move(options_), std::move(metrics_)), node_timeout(node_timeout_) {}
 
     std::chrono::milliseconds node_timeout;  // how long one master may take to answer
 };
@@ -223,6 +227,8 @@ public:
 
 private:
     void extend_validity_locked(LockClock::time_point sent, std::chrono::milliseconds lease);
+    // Released or lost: the hold's time and the live count go to the metrics.
+    void ended_locked();
 
     mutable std::mutex mutex_;
     HoldState state_ = HoldState::held;
@@ -230,6 +236,7 @@ private:
     std::uint64_t token_;
     LockClock::time_point valid_until_;
     LockClock::time_point slice_start_;
+    LockClock::time_point granted_at_{};  // for the metrics; zero when they are off
     std::error_code lost_reason_;
     std::error_code renewal_error_;
     // Object -> holds made through it; a handful of entries at most.
@@ -245,7 +252,9 @@ private:
 void notify_lost(const std::shared_ptr<Hold>& hold, asio::io_context& io);
 
 // lose() and, when that made it lost, notify_lost(): the one way to mark a
-// hold lost.
-void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io);
+// hold lost. cause: what the metrics count it as (the server refused it,
+// its validity ran out, or it was force-released).
+void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io,
+               LossReason cause = LossReason::refused);
 
 }  // namespace dlock::detail

@@ -152,13 +152,20 @@ void LeaseKeeper::on_timer() {
     }
     for (auto& hold : lost) {
         auto reason = hold->renewal_error();
-        mark_lost(hold, reason ? reason : make_error_code(errc::lease_lost), home_.io());
+        mark_lost(hold, reason ? reason : make_error_code(errc::lease_lost), home_.io(), LossReason::expired);
     }
     if (!renewable.empty()) send_(renewable, now);
     rearm();
 }
 
+namespace {
+void count_renewal(const Hold& hold, RenewalResult result) {
+    if (auto* recorder = hold.lock->metrics.recorder()) recorder->renewal(result);
+}
+}  // namespace
+
 void LeaseKeeper::renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
+    count_renewal(*hold, RenewalResult::renewed);
     {
         std::lock_guard lock(mutex_);
         hold->keeper.renewal_in_flight = false;
@@ -171,6 +178,7 @@ void LeaseKeeper::renewed(const std::shared_ptr<Hold>& hold, LockClock::time_poi
 void LeaseKeeper::refused(const std::shared_ptr<Hold>& hold) {
     // The renewal ran and we are not the owner: gone (expired, deleted,
     // force-released, or the server lost its data).
+    count_renewal(*hold, RenewalResult::refused);
     forget(hold);
     mark_lost(hold, errc::lease_lost, home_.io());
 }
@@ -181,6 +189,7 @@ void LeaseKeeper::failed(const std::shared_ptr<Hold>& hold, std::error_code ec) 
         hold->keeper.renewal_in_flight = false;
     }
     if (ec == errc::client_closed) return;
+    count_renewal(*hold, RenewalResult::failed);
     if (hold->state() != HoldState::held) return forget(hold);
     // Unreachable or too slow: try again soon, until validity runs out.
     hold->note_renewal_error(ec);

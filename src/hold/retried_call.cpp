@@ -48,6 +48,7 @@ void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
         // the same call as EVAL, which also caches it for the next EVALSHA.
         // Once: a server that keeps saying NOSCRIPT gets an error, not a loop.
         sent_as_eval_ = true;
+        client_->recorder().event(ClientEvent::script_reload);
         return send(rewrite_evalsha_as_eval(evalsha_, script_.sha1(), script_.text()));
     }
     // An answer means the server ran the script, so has it now. Not an

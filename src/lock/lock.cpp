@@ -10,6 +10,7 @@
 #include "lock_core.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
+#include "metrics/acquisition_meter.hpp"
 #include "redis/server_error_text.hpp"
 #include "replica_ack.hpp"
 #include "script_replies.hpp"
@@ -18,13 +19,13 @@ namespace dlock {
 namespace detail {
 namespace {
 
-std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions options) {
+std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions options, MetricsTag metrics) {
     validate_lock_request(name, options.lease);
     validate_replica_ack(options.replica_ack);
     validate_handoff_slice(options.handoff_slice);
     validate_retention(options.retention);
     validate_waiter_lease(options.waiter_lease);
-    return std::make_shared<const LockIdentity>(std::move(name), std::move(options));
+    return std::make_shared<const LockIdentity>(std::move(name), std::move(options), std::move(metrics));
 }
 
 }  // namespace
@@ -32,7 +33,8 @@ std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions 
 LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options, bool fair)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      identity(make_identity(std::move(name), std::move(options))),
+      identity(make_identity(name, std::move(options),
+                             MetricsTag::of(client->metrics(), fair ? LockKind::fair_lock : LockKind::lock, name))),
       fair_(fair),
       name_inbox_(service->name_inbox(identity->keys.lock)),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
@@ -221,13 +223,19 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
 }
 
 bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+    const bool single_attempt = deadline && *deadline <= LockClock::now();
+    AcquisitionMeter meter(identity->metrics, single_attempt, stop);
+    return meter.finish(acquire_metered(deadline, single_attempt, stop, ec, meter), ec);
+}
+
+bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bool single_attempt,
+                               std::stop_token stop, std::error_code& ec, AcquisitionMeter& meter) {
     ec.clear();
     clear_server_error();
     if ((ec = client->usable())) return false;
     const auto owner = current_owner();
     OwnerOperation operation(service->holds(), identity->name, owner);
     auto* slot = &operation.slot();
-    const bool single_attempt = deadline && *deadline <= LockClock::now();
     // One attempt still waits for its answer, up to a command timeout (and
     // the replicas' acknowledgement, up to its own timeout).
     const auto wait_until = [&]() -> std::optional<LockClock::time_point> {
@@ -254,6 +262,7 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
         // generation(), bump() and wait_change() work on.
         auto signal = std::make_shared<NameQueue>();
         (void)signal->enqueue();
+        meter.waiting();
         return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, signal, false, false);
     }
     bool answered = false;
@@ -263,6 +272,7 @@ bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_
         if (result.outcome != Outcome::busy || single_attempt) return acquired(result, false, stop, ec);
         answered = true;
     }
+    meter.waiting();
     auto queue = service->queue(identity->name);
     const auto ticket = queue->enqueue();
     struct Leave {
@@ -313,6 +323,7 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
         } else if (auto handed = signal->sleep_as_head(seen, wake_at, deadline, stop, owner, identity->lease_ms)) {
             if (record_grant(owner, slot, handed->grant, handed->operation)) {
                 place.kept();
+                client->recorder().hand_off(HandOff::local);
                 return true;
             }
         }
@@ -329,13 +340,14 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, Own
     const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease};
     auto hold = adopt_grant(*service, identity, owner, slot, grant);
     if (!hold) return false;
+    client->recorder().hand_off(HandOff::direct);
     contributions_.add(this, hold);
     place.kept();
     // Force-released after the notice was taken and before the hold could
     // be found by the revocation (which the inbox delivers right behind it).
     if (place.taken_grant_revoked()) {
         service->keeper().forget(hold);
-        mark_lost(hold, errc::lease_lost, service->io());
+        mark_lost(hold, errc::lease_lost, service->io(), LossReason::revoked);
         return true;
     }
     // The confirmation (confirm_grant.lua): the full lease from its send

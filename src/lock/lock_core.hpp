@@ -18,6 +18,7 @@
 namespace dlock::detail {
 
 class LinePlace;
+class AcquisitionMeter;
 
 class LockCore : public std::enable_shared_from_this<LockCore> {
 public:
@@ -34,6 +35,8 @@ public:
     // Blocks until held, deadline, stop, or failure (ec set). Returns within
     // about a round trip after the deadline or the stop request.
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
+    bool acquire_metered(std::optional<LockClock::time_point> deadline, bool single_attempt, std::stop_token stop,
+                         std::error_code& ec, AcquisitionMeter& meter);
     // Releases one hold of the calling owner. With wait_until, waits for
     // the owner's gate and the answer only until then: past it, the release
     // goes on without the caller, who holds nothing from then on, and ec is

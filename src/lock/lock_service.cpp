@@ -70,6 +70,7 @@ void LockService::listen_to_inbox() {
 
 void LockService::on_inbox(Subscription::Event event, std::string_view payload) {
     if (event == Subscription::Event::resubscribed) {
+        core_.recorder().event(ClientEvent::resubscription);
         line_waiters_.wake_all();
         return keeper_.renew_all_now();
     }
@@ -85,7 +86,7 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // again (a new token) before the notice arrived.
     if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {
         keeper_.forget(hold);
-        mark_lost(hold, errc::lease_lost, core_.io());
+        mark_lost(hold, errc::lease_lost, core_.io(), LossReason::revoked);
     }
 }
 

@@ -12,7 +12,9 @@ namespace dlock {
 namespace detail {
 namespace {
 
-std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>& urls, const ClientOptions& options) {
+// Every master's client records into one Metrics: the caller's, or one made here.
+std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>& urls, ClientOptions options) {
+    if (!options.metrics) options.metrics = std::make_shared<Metrics>();
     if (urls.size() < 3 || urls.size() % 2 == 0)
         throw Error(errc::invalid_argument,
                     "Redlock needs an odd number of masters, at least 3; got " + std::to_string(urls.size()));
@@ -56,6 +58,8 @@ MastersCore::MastersCore(std::vector<std::unique_ptr<Client>> clients)
 MastersCore::~MastersCore() { close(); }
 
 std::size_t MastersCore::quorum() const noexcept { return majority(size()); }
+
+const std::shared_ptr<Metrics>& MastersCore::metrics() const noexcept { return cores.front()->metrics(); }
 
 Client& MastersCore::client(std::size_t index) {
     if (index >= clients_.size() || !clients_[index]) throw Error(errc::invalid_argument, "no such master");
@@ -134,6 +138,7 @@ Masters::~Masters() { core_->close(); }
 
 std::size_t Masters::size() const noexcept { return core_->size(); }
 std::size_t Masters::quorum() const noexcept { return core_->quorum(); }
+Metrics& Masters::metrics() const noexcept { return *core_->metrics(); }
 Client& Masters::client(std::size_t index) { return core_->client(index); }
 
 }  // namespace dlock

@@ -32,6 +32,8 @@ public:
     std::size_t size() const noexcept { return cores.size(); }
     std::size_t quorum() const noexcept;
     Client& client(std::size_t index);
+    // The one Metrics every master's client records into.
+    const std::shared_ptr<Metrics>& metrics() const noexcept;
 
     const std::vector<std::string> addresses;  // as Client::address() shows them: no password
     const std::vector<std::shared_ptr<ClientCore>> cores;

@@ -15,6 +15,8 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "lock_core.hpp"
+#include "metrics/acquisition_meter.hpp"
+#include "redis/client_core.hpp"
 #include "redis/server_error_text.hpp"
 
 namespace dlock {
@@ -46,6 +48,7 @@ class MultiLockCore {
 public:
     MultiLockCore(Client& client, std::vector<std::string> names, const LockOptions& options)
         : names_(canonical(std::move(names))), options_(options) {
+        if (!names_.empty()) metrics_ = MetricsTag::of(client.core()->metrics(), LockKind::multi_lock, names_.front());
         locks_.reserve(names_.size());
         for (const auto& name : names_) locks_.emplace_back(client, name, options);
     }
@@ -63,7 +66,14 @@ public:
         std::exception_ptr thrown;
     };
 
+    // The multi-lock's own acquisition, as one (its names' calls are counted
+    // as theirs too, kind lock).
     bool acquire(const Request& request, Failure& failure) {
+        AcquisitionMeter meter(metrics_, request.single_attempt, request.stop);
+        return meter.finish(acquire_all(request, failure), failure.ec);
+    }
+
+    bool acquire_all(const Request& request, Failure& failure) {
         for (;;) {
             failure = {};
             std::size_t taken = 0;
@@ -269,6 +279,7 @@ private:
 
     const std::vector<std::string> names_;
     const LockOptions options_;
+    MetricsTag metrics_;  // labelled by the first name
     std::vector<Lock> locks_;  // one per name, canonical order
     mutable std::mutex mutex_;
     std::map<std::thread::id, std::unique_ptr<Watcher>> watchers_;

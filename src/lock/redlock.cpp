@@ -7,6 +7,7 @@
 #include "hold/hold_queries.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
+#include "metrics/acquisition_meter.hpp"
 #include "quorum.hpp"
 #include "redlock_core.hpp"
 #include "script_replies.hpp"
@@ -69,7 +70,9 @@ RedlockCore::RedlockCore(std::shared_ptr<MastersCore> masters_, std::string name
     : masters(std::move(masters_)),
       identity([&] {
           auto node_timeout = checked_node_timeout(name, options);
-          return std::make_shared<const RedlockIdentity>(std::move(name), as_lock_options(options), node_timeout);
+          auto metrics = MetricsTag::of(masters->metrics(), LockKind::redlock, name);
+          return std::make_shared<const RedlockIdentity>(std::move(name), as_lock_options(options), node_timeout,
+                                                         std::move(metrics));
       }()),
       retry_delay(options.retry_delay),
       object_owner_(masters->ids.new_handle_owner()) {}
@@ -241,6 +244,12 @@ void RedlockCore::record_acquired(const std::string& owner, OwnerSlot& slot, std
 }
 
 bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+    AcquisitionMeter meter(identity->metrics, deadline && *deadline <= LockClock::now(), stop);
+    return meter.finish(acquire_metered(deadline, stop, ec, meter), ec);
+}
+
+bool RedlockCore::acquire_metered(std::optional<LockClock::time_point> deadline, std::stop_token stop,
+                                  std::error_code& ec, AcquisitionMeter& meter) {
     ec.clear();
     if ((ec = masters->usable())) return false;
     const auto owner = current_owner();
@@ -288,6 +297,7 @@ bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::st
         if (!queue) {
             // Threads of this process queue for the name; only the head asks
             // the masters.
+            meter.waiting();
             queue = masters->queues.queue(identity->name);
             ticket = queue->enqueue();
             if (!queue->wait_turn(*ticket, deadline, stop)) return false;

@@ -18,6 +18,8 @@
 
 namespace dlock::detail {
 
+class AcquisitionMeter;
+
 class RedlockCore {
 public:
     RedlockCore(std::shared_ptr<MastersCore> masters, std::string name, RedlockOptions options);
@@ -31,6 +33,8 @@ public:
     // Blocks until held, deadline, stop, or failure (ec set; *failure gets
     // the per-master outcomes of a no_quorum failure).
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
+    bool acquire_metered(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
+                         AcquisitionMeter& meter);
     void release(std::error_code& ec);
     // Drops the owner's grant on every master (destructor, lost-hold
     // cleanup, a failed attempt).

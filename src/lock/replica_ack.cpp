@@ -33,11 +33,16 @@ void eval_acknowledged_async(ClientCore& client, const Script& script, std::span
     };
     client.submit_dedicated(
         std::move(eval), std::move(then_wait),
-        [done = std::move(done)](std::error_code ec, std::vector<Reply>&& replies) {
+        [done = std::move(done), metrics = client.metrics(), wanted = ack.replicas](std::error_code ec,
+                                                                                    std::vector<Reply>&& replies) {
             AcknowledgedAnswer answer{ec, {}, 0};
             if (!replies.empty()) answer.reply = std::move(replies[0]);
             else if (!ec) answer.ec = errc::protocol_error;
-            if (replies.size() > 1 && replies[1].is_integer()) answer.replicas = replies[1].integer;
+            if (replies.size() > 1 && replies[1].is_integer()) {
+                answer.replicas = replies[1].integer;
+                if (answer.replicas < static_cast<long long>(wanted))
+                    metrics->recorder().event(ClientEvent::replica_ack_shortfall);
+            }
             done(std::move(answer));
         },
         Clock::now() + ack.timeout + client.options().command_timeout);

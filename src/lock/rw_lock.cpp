@@ -5,6 +5,7 @@
 #include "hold/hold_queries.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
+#include "metrics/acquisition_meter.hpp"
 #include "redis/server_error_text.hpp"
 #include "rw_lock_core.hpp"
 #include "script_replies.hpp"
@@ -40,8 +41,10 @@ HoldCall ReadIdentity::final_release(const std::string& owner, const std::string
 RwLockCore::RwLockCore(std::shared_ptr<ClientCore> client_, std::string name, const RwLockOptions& options)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      write_(std::make_shared<const LockIdentity>(name, side_options(name, options))),
-      read_(std::make_shared<const ReadIdentity>(name, side_options(name, options))),
+      write_(std::make_shared<const LockIdentity>(name, side_options(name, options),
+                                                  MetricsTag::of(client->metrics(), LockKind::write, name))),
+      read_(std::make_shared<const ReadIdentity>(name, side_options(name, options),
+                                                 MetricsTag::of(client->metrics(), LockKind::read, name))),
       prefer_readers_(options.prefer_readers),
       // Its own queue, apart from a Lock's of the same name (whose hand-offs
       // claim sleeping heads).
@@ -183,6 +186,12 @@ RwLockCore::Attempt RwLockCore::attempt(RwSide side, std::string_view mode, cons
 
 bool RwLockCore::acquire(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                          std::error_code& ec) {
+    AcquisitionMeter meter(identity(side).metrics, deadline && *deadline <= LockClock::now(), stop);
+    return meter.finish(acquire_metered(side, deadline, stop, ec, meter), ec);
+}
+
+bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
+                                 std::error_code& ec, AcquisitionMeter& meter) {
     ec.clear();
     clear_server_error();
     if ((ec = client->usable())) return false;
@@ -199,6 +208,7 @@ bool RwLockCore::acquire(RwSide side, std::optional<LockClock::time_point> deadl
             return false;
         }
         single_attempt = true;
+        meter.single_attempt();
     }
     // One attempt waits up to a command timeout for its answer, but never
     // past the caller's deadline when it had one still ahead (an upgrade).
@@ -259,6 +269,7 @@ bool RwLockCore::acquire(RwSide side, std::optional<LockClock::time_point> deadl
         if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
         answered = true;
     }
+    meter.waiting();
     auto queue = service->queue(queue_name);
     const auto place = queue->enqueue();
     struct Leave {

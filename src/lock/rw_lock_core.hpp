@@ -20,6 +20,8 @@
 
 namespace dlock::detail {
 
+class AcquisitionMeter;
+
 enum class RwSide { write, read };
 
 // The read side's holds live in the reader set, not in the lock hash: they
@@ -45,6 +47,8 @@ public:
     // attempt, and without a deadline fails with resource_deadlock_would_occur.
     bool acquire(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                  std::error_code& ec);
+    bool acquire_metered(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
+                         std::error_code& ec, AcquisitionMeter& meter);
     void release(RwSide side, std::error_code& ec);
     // Both sides' holds made through this object and not released.
     void release_outstanding() noexcept;

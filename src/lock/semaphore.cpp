@@ -11,6 +11,7 @@
 #include "hold/retried_call.hpp"
 #include "lock_service.hpp"
 #include "lock_validation.hpp"
+#include "metrics/acquisition_meter.hpp"
 #include "redis/server_error_text.hpp"
 #include "semaphore_keys.hpp"
 #include "semaphore_replies.hpp"
@@ -41,8 +42,8 @@ void validate_limit(unsigned limit) {
 
 // What every permit of one Semaphore object shares; immutable.
 struct SemaphoreIdentity : LockIdentity {
-    SemaphoreIdentity(std::string name_, SemaphoreOptions options_)
-        : LockIdentity(std::move(name_), lease_options(options_)),
+    SemaphoreIdentity(std::string name_, SemaphoreOptions options_, MetricsTag metrics_)
+        : LockIdentity(std::move(name_), lease_options(options_), std::move(metrics_)),
           semaphore_keys(name),
           limit_text(std::to_string(options_.limit)),
           waiter_lease(options_.waiter_lease),
@@ -70,21 +71,27 @@ struct SemaphoreIdentity : LockIdentity {
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 public:
     SemaphoreCore(std::shared_ptr<ClientCore> client_, std::string name, SemaphoreOptions options)
-        : client(std::move(client_)), service(LockService::of(*client)), identity(make_identity(std::move(name), options)) {}
+        : client(std::move(client_)),
+          service(LockService::of(*client)),
+          identity(make_identity(std::move(name), options, *client)) {}
 
-    static std::shared_ptr<const SemaphoreIdentity> make_identity(std::string name, SemaphoreOptions& options) {
+    static std::shared_ptr<const SemaphoreIdentity> make_identity(std::string name, SemaphoreOptions& options,
+                                                                  const ClientCore& client) {
         validate_lock_request(name, options.lease);
         validate_limit(options.limit);
         validate_retention(options.retention);
         if (options.waiter_lease < std::chrono::milliseconds(30) || options.waiter_lease > std::chrono::hours(1))
             throw Error(errc::invalid_argument, "waiter_lease must be 30 ms .. 1 h");
-        return std::make_shared<const SemaphoreIdentity>(std::move(name), std::move(options));
+        auto metrics = MetricsTag::of(client.metrics(), LockKind::semaphore, name);
+        return std::make_shared<const SemaphoreIdentity>(std::move(name), std::move(options), std::move(metrics));
     }
 
     // Blocks until k permits are held (the hold), deadline, stop, or failure
     // (ec set). A deadline already past means one attempt, not in line.
     std::shared_ptr<Hold> acquire(unsigned k, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                                   std::error_code& ec);
+    std::shared_ptr<Hold> acquire_metered(unsigned k, std::optional<LockClock::time_point> deadline,
+                                          std::stop_token stop, std::error_code& ec, AcquisitionMeter& meter);
     void release(const std::shared_ptr<Hold>& hold, std::error_code& ec);
     unsigned set_limit(unsigned limit);
 
@@ -152,6 +159,15 @@ std::shared_ptr<Hold> SemaphoreCore::take(const std::string& permit, unsigned k,
 
 std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock::time_point> deadline,
                                              std::stop_token stop, std::error_code& ec) {
+    AcquisitionMeter meter(identity->metrics, deadline && *deadline <= LockClock::now(), stop);
+    auto hold = acquire_metered(k, deadline, stop, ec, meter);
+    meter.finish(hold != nullptr, ec);
+    return hold;
+}
+
+std::shared_ptr<Hold> SemaphoreCore::acquire_metered(unsigned k, std::optional<LockClock::time_point> deadline,
+                                                     std::stop_token stop, std::error_code& ec,
+                                                     AcquisitionMeter& meter) {
     ec.clear();
     clear_server_error();
     if (k == 0) throw Error(errc::invalid_argument, "acquire of 0 permits");
@@ -222,6 +238,7 @@ std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock
         }
         if (single_attempt) return nullptr;
         give_up.armed = true;  // in line on the server from here
+        meter.waiting();
         if (past_deadline()) return nullptr;
         const auto now = LockClock::now();
         if (!watch) {

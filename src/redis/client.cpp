@@ -74,4 +74,6 @@ const ServerAddress& Client::address() const noexcept { return core_->address();
 
 const ClientOptions& Client::options() const noexcept { return core_->options(); }
 
+Metrics& Client::metrics() const noexcept { return *core_->metrics(); }
+
 }  // namespace dlock

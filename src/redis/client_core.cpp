@@ -76,9 +76,16 @@ std::shared_ptr<ClientCore> ClientCore::create(ServerAddress address, ClientOpti
     });
 }
 
+namespace {
+ClientOptions with_metrics(ClientOptions options) {
+    if (!options.metrics) options.metrics = std::make_shared<Metrics>();
+    return options;
+}
+}  // namespace
+
 ClientCore::ClientCore(ServerAddress address, ClientOptions options)
     : address_((validate(address), std::move(address))),
-      options_((validate(options), std::move(options))),
+      options_((validate(options), with_metrics(std::move(options)))),
       work_(asio::make_work_guard(io_)) {
     if (address_.topology == ServerAddress::Topology::cluster) {
         cluster_ = std::make_shared<ClusterRouter>(io_, address_, options_);
@@ -221,6 +228,7 @@ void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completi
                                                                                       Reply&& reply) mutable {
             auto core = self.lock();
             if (ec != errc::no_script || !core) return done(ec, std::move(reply));
+            core->recorder().event(ClientEvent::script_reload);
             core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done), deadline);
         },
         deadline);
@@ -388,6 +396,7 @@ void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
                             std::error_code ec, Reply&& reply) mutable {
             auto core = self.lock();
             if (ec != errc::no_script || !core) return done(ec, std::move(reply));
+            core->recorder().event(ClientEvent::script_reload);
             core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done),
                                    until);
         });
@@ -427,6 +436,7 @@ void ClientCore::on_failover(std::function<void()> hook) {
 }
 
 void ClientCore::run_failover_hooks() {
+    recorder().event(ClientEvent::failover);
     std::vector<std::function<void()>> hooks;
     {
         std::lock_guard lock(hooks_mutex_);

@@ -16,6 +16,7 @@
 #include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dedicated_connections.hpp"
+#include "metrics/recorder.hpp"
 #include "dlock/client_options.hpp"
 #include "dlock/script.hpp"
 #include "known_scripts.hpp"
@@ -126,6 +127,9 @@ public:
 
     const ServerAddress& address() const noexcept { return address_; }
     const ClientOptions& options() const noexcept { return options_; }
+    // Never null.
+    const std::shared_ptr<Metrics>& metrics() const noexcept { return options_.metrics; }
+    MetricsRecorder& recorder() const noexcept { return options_.metrics->recorder(); }
 
     // A reply on loopback comes back in tens of microseconds; sleeping on a
     // futex and being woken by the I/O thread adds a cross-CPU wake-up of

@@ -48,6 +48,7 @@ TEST(Sentinel, LockRenewAndReleaseThroughASentinelFailover) {
     EXPECT_TRUE(lock.is_held());
     EXPECT_EQ(losses.load(), 0);
     EXPECT_EQ(lock.fencing_token(), token);
+    EXPECT_GE(client.metrics().value("dlock_failovers_total"), 1);  // seen, and counted
     auto& master = deployment.node_on_port(new_port);
     EXPECT_NE(master.cli({"HGET", key_of("through-failover"), "owner"}), "");
     const auto pttl = std::stol(master.cli({"PTTL", key_of("through-failover")}));
