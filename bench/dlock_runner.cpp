@@ -11,9 +11,10 @@
 //   --kind lock (default) | fair
 //       the exclusive lock type that uncontended, contended, many and watchdog
 //       drive (exclusive_scenario below)
-//   --scenario uncontended  --url U --n N
+//   --scenario uncontended  --url U --n N [--metrics off]
 //       lock+unlock latency, with PING and EVALSHA round trips in the same loop;
-//       then N lock+unlock alone for their cost
+//       then N lock+unlock alone for their cost. --metrics off: with the
+//       client's metrics disabled (bench/metrics_ab.py: what they cost)
 //   --scenario contended    --url U --processes P --tasks T --duration-ms D --cs-us C [--permits N]
 //       P processes x T threads on one name; a non-atomic GET/SET counter on
 //       the server checks exclusion. With --permits N: a semaphore of N
@@ -159,7 +160,10 @@ long script_calls(dlock::Client& client) {
 template <typename L>
 int uncontended(const Flags& f) {
     const long n = f.number("n", 10'000);
-    dlock::Client client(f.text("url"));
+    dlock::ClientOptions options;
+    if (f.text("metrics", "on") == "off")
+        options.metrics = std::make_shared<dlock::Metrics>(dlock::MetricsOptions{.enabled = false});
+    dlock::Client client(f.text("url"), options);
     L lock(client, "bench:uncontended");
     const dlock::Script script("return ARGV[1]");
     std::string_view ping[] = {"PING"};

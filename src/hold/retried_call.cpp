@@ -21,8 +21,9 @@ RetriedCall::RetriedCall(std::shared_ptr<ClientCore> client, const Script& scrip
 
 std::shared_ptr<RetriedCall> RetriedCall::start(const std::shared_ptr<ClientCore>& client, const Script& script,
                                                 ClientCore::Args keys, ClientCore::Args argv,
-                                                Clock::time_point give_up_by, Send how) {
+                                                Clock::time_point give_up_by, Send how, Migration migration) {
     auto call = std::make_shared<RetriedCall>(client, script, give_up_by);
+    call->migration_ = migration;
     append_eval(call->evalsha_, "EVALSHA", script.sha1(), keys, argv);
     call->first_sent_ = Clock::now();
     if (how == Send::eval_unless_cached && !client->script_cached(script)) {
@@ -61,12 +62,16 @@ void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
         // there and answering, so while the caller still waits the retry
         // window starts again: however long the migration takes, the call
         // ends by the caller's deadline, and one window after it at most.
-        if (outcome_.awaited()) give_up_by_ = std::max(give_up_by_, Clock::now() + window_);
+        if (migration_ == Migration::while_awaited && outcome_.awaited())
+            give_up_by_ = std::max(give_up_by_, Clock::now() + window_);
         if (Clock::now() + retry_pause >= give_up_by_) return finish(ec, std::move(reply));
         return resend_after_pause();
     }
     if (!ec || !retryable(ec)) return finish(ec, std::move(reply));
-    if (outcome_unknown(ec)) was_sent_ = true;
+    if (outcome_unknown(ec)) {
+        was_sent_ = true;
+        if (!unknown_) unknown_ = ec;
+    }
     if (!was_sent_ || Clock::now() + retry_pause >= give_up_by_) return finish(ec, std::move(reply));
     resend_after_pause();
 }
@@ -84,7 +89,16 @@ void RetriedCall::resend_after_pause() {
     });
 }
 
-void RetriedCall::finish(std::error_code ec, Reply&& reply) { outcome_.deliver(Answer{ec, std::move(reply)}); }
+void RetriedCall::finish(std::error_code ec, Reply&& reply) {
+    // Unanswered, after a copy that may have run: the caller must treat it
+    // as maybe run (and undo a grant nobody will use), whatever the later
+    // copies heard.
+    if (ec && unknown_ && !outcome_unknown(ec) && (ec == errc::slot_migrating || retryable(ec))) {
+        ec = unknown_;
+        reply = Reply{};
+    }
+    outcome_.deliver(Answer{ec, std::move(reply)});
+}
 
 bool RetriedCall::wait(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec,
                        Reply& reply, Done if_walked_away) {

@@ -6,9 +6,11 @@
 // copy — until an answer comes or the retry window ends. A call that was
 // never sent (refused, not connected) fails at once: there is nothing to
 // learn. A call that a cluster did not run because a migration split its
-// slot's keys (errc::slot_migrating) is sent again as long as its caller
-// waits (each such answer opens the retry window again): a migration is
-// routine, not a failure.
+// slot's keys (errc::slot_migrating) did not run: an acquisition is sent
+// again as long as its caller waits (each such answer opens the retry
+// window again), anything else within the window. A call that ends without
+// an answer after some copy may have run reports that copy's unknown
+// outcome, never the later copies' TRYAGAIN.
 //
 // The caller waits with its own deadline and stop token, and may walk away
 // before the outcome is known (try_lock_until's deadline, a stop request).
@@ -46,11 +48,18 @@ public:
     // (known_scripts.hpp): for a call that must not fall behind the
     // client's next request.
     enum class Send { evalsha, eval_unless_cached };
+    // What a cluster's TRYAGAIN (errc::slot_migrating: a migration split the
+    // slot's keys; the call did not run) costs the caller: an acquisition is
+    // sent again for as long as its caller waits (a migration is routine,
+    // and its caller chose how long to wait); anything else (a release, a
+    // renewal) within the retry window, whose bound its caller relies on.
+    enum class Migration { within_window, while_awaited };
 
     // Sends script(keys, argv) now; retries until give_up_by at the latest.
     static std::shared_ptr<RetriedCall> start(const std::shared_ptr<ClientCore>& client, const Script& script,
                                               ClientCore::Args keys, ClientCore::Args argv,
-                                              Clock::time_point give_up_by, Send how = Send::evalsha);
+                                              Clock::time_point give_up_by, Send how = Send::evalsha,
+                                              Migration migration = Migration::within_window);
 
     // Blocks until the outcome is known (true: ec and reply set), or until
     // deadline or stop (false: walked away; if_walked_away runs once on the
@@ -90,6 +99,8 @@ private:
     std::string evalsha_;
     bool was_sent_ = false;  // I/O thread after the first send: some copy may have run
     bool sent_as_eval_ = false;  // the NOSCRIPT fallback was used
+    Migration migration_ = Migration::within_window;
+    std::error_code unknown_;    // the first failure after which some copy may have run
     std::optional<asio::steady_timer> retry_timer_;
 
     struct Answer {

@@ -9,8 +9,8 @@ namespace dlock::detail {
 ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
                          ClientCore::Args argv, LockClock::time_point give_up_by,
                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-                         std::function<void(std::error_code, const Reply&)> late) {
-    auto call = RetriedCall::start(client, script, keys, argv, give_up_by);
+                         std::function<void(std::error_code, const Reply&)> late, RetriedCall::Migration migration) {
+    auto call = RetriedCall::start(client, script, keys, argv, give_up_by, RetriedCall::Send::evalsha, migration);
     ScriptAnswer answer;
     answer.sent = call->first_sent();
     // The gate travels with the call if the caller walks away: no other

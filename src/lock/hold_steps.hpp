@@ -15,6 +15,7 @@
 
 #include "hold/hold.hpp"
 #include "hold/hold_registry.hpp"
+#include "hold/retried_call.hpp"
 #include "lock_service.hpp"
 #include "script_replies.hpp"
 
@@ -36,7 +37,8 @@ struct ScriptAnswer {
 ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
                          ClientCore::Args argv, LockClock::time_point give_up_by,
                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-                         std::function<void(std::error_code, const Reply&)> late);
+                         std::function<void(std::error_code, const Reply&)> late,
+                         RetriedCall::Migration migration = RetriedCall::Migration::within_window);
 
 // A grant confirmed by the server as the owner's new hold, tracked by the
 // lease keeper (whatever the owner had before is marked lost). Null when its

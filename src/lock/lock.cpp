@@ -50,8 +50,10 @@ LockClock::time_point LockCore::retry_window_end() const {
 
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
-    return run_retried(*service, client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, std::move(undo));
+                               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo,
+                               RetriedCall::Migration migration) {
+    return run_retried(*service, client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, std::move(undo),
+                       migration);
 }
 
 void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket) {
@@ -137,7 +139,8 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     };
     const auto& ack = identity->options.replica_ack;
     if (ack.replicas == 0) {
-        auto answer = run(acquire_script(), k, a, wait_until, stop, ticket, undo_unused);
+        auto answer =
+            run(acquire_script(), k, a, wait_until, stop, ticket, undo_unused, RetriedCall::Migration::while_awaited);
         answer.operation = operation;
         if (answer.known && outcome_unknown(answer.ec)) undo(owner, operation);
         return answer;
@@ -202,6 +205,14 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
         const auto& keys = identity->keys;
         throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + ", " + keys.tombstone(owner) + ", " +
                                    keys.line() + " or " + keys.places() + " holds data that is not a dlock lock");
+    }
+    if (answer.ec == errc::slot_migrating ||
+        (answer.ec && answer.reply.is_error() && answer.reply.text.rfind("ASK ", 0) == 0)) {
+        // A cluster migrating the lock's slot did not run it (TRYAGAIN; or
+        // ASK where the call could not follow it: a replica_ack acquisition's
+        // own connection). Like a busy answer: tried again shortly, within
+        // the caller's deadline.
+        return {Outcome::busy, std::chrono::milliseconds(25)};
     }
     if ((ec = answer.ec)) {
         note_server_error(answer.ec, answer.reply);

@@ -72,7 +72,8 @@ private:
     // and `undo` (called with the outcome when it comes) to the call.
     Answer run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-               std::function<void(std::error_code, const Reply&)> undo);
+               std::function<void(std::error_code, const Reply&)> undo,
+               RetriedCall::Migration migration = RetriedCall::Migration::within_window);
     Answer run(const Script& script, std::initializer_list<std::string_view> keys,
                std::initializer_list<std::string_view> argv, std::optional<LockClock::time_point> wait_until,
                std::stop_token stop, GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {

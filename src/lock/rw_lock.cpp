@@ -89,10 +89,11 @@ HoldCall RwLockCore::release_call(RwSide side, const std::string& owner, const s
 
 RwLockCore::Answer RwLockCore::run(const HoldCall& call, std::optional<LockClock::time_point> wait_until,
                                    std::stop_token stop, GateTicket& ticket,
-                                   std::function<void(std::error_code, const Reply&)> undo_late) {
+                                   std::function<void(std::error_code, const Reply&)> undo_late,
+                                   RetriedCall::Migration migration) {
     const HoldCallViews views(call);
     return run_retried(*service, client, *call.script, views.keys, views.argv, retry_window_end(), wait_until, stop, ticket,
-                       std::move(undo_late));
+                       std::move(undo_late), migration);
 }
 
 void RwLockCore::fire_and_forget(const HoldCall& call) {
@@ -120,7 +121,8 @@ RwLockCore::Answer RwLockCore::send_acquire(RwSide side, const std::string& owne
     auto undo_unused = [self = shared_from_this(), side, owner, operation](std::error_code ec, const Reply& reply) {
         if (outcome_unknown(ec) || (!ec && is_grant(reply))) self->undo(side, owner, operation);
     };
-    auto answer = run(acquire_call(side, owner, mode, operation), wait_until, stop, ticket, undo_unused);
+    auto answer = run(acquire_call(side, owner, mode, operation), wait_until, stop, ticket, undo_unused,
+                      RetriedCall::Migration::while_awaited);
     answer.operation = operation;
     if (answer.known && outcome_unknown(answer.ec)) undo(side, owner, operation);
     return answer;

@@ -77,7 +77,8 @@ private:
                             std::string how_many, const std::string& undoing = {}) const;
 
     Answer run(const HoldCall& call, std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo);
+               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo,
+               RetriedCall::Migration migration = RetriedCall::Migration::within_window);
     // One acquisition script call as a new operation; a grant nobody will
     // use (walked away, outcome never learnt) is undone.
     Answer send_acquire(RwSide side, const std::string& owner, std::string_view mode, GateTicket& ticket,

@@ -135,8 +135,8 @@ SemaphoreCore::Asked SemaphoreCore::ask(const std::string& permit, std::string_v
                                         std::error_code& ec) {
     std::string_view argv[] = {permit, k_text, identity->lease_ms, identity->limit_text, mode,
                                identity->waiter_lease_ms, identity->retention_ms};
-    auto call =
-        RetriedCall::start(client, semaphore_acquire_script(), identity->keys_args(), argv, retry_window_end());
+    auto call = RetriedCall::start(client, semaphore_acquire_script(), identity->keys_args(), argv, retry_window_end(),
+                                   RetriedCall::Send::evalsha, RetriedCall::Migration::while_awaited);
     Asked asked;
     asked.sent = call->first_sent();
     // The handler may outlive the Semaphore object: it keeps this core.

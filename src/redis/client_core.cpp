@@ -319,6 +319,9 @@ void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next 
 void ClientCore::submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
                                              DedicatedConnections::Done done, Clock::time_point deadline) {
     auto redirected = [](std::error_code ec, const std::vector<Reply>& replies) {
+        // No master known for the slot yet (no map yet, or a failover under
+        // way): nothing was sent; wait for the map within the deadline.
+        if (ec == errc::cluster_down && replies.empty()) return true;
         if (!ec || replies.size() != 1 || !replies[0].is_error()) return false;
         const std::string_view text = replies[0].text;
         for (std::string_view prefix : {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"})
@@ -328,6 +331,8 @@ void ClientCore::submit_dedicated_in_cluster(std::string first, DedicatedConnect
     done = [weak = weak_from_this(), first, next, done = std::move(done), deadline, redirected](
                std::error_code ec, std::vector<Reply>&& replies) mutable {
         auto self = weak.lock();
+        // A pool left busy by the last map change may be let go now.
+        if (self && self->pools_to_retire_.load(std::memory_order_relaxed)) self->retire_unused_node_pools();
         constexpr auto pause = std::chrono::milliseconds(50);
         if (!self || !redirected(ec, replies) || Clock::now() + pause >= deadline) return done(ec, std::move(replies));
         self->cluster_->refresh_soon();
@@ -376,9 +381,14 @@ void ClientCore::retire_unused_node_pools() {
     std::set<std::string> masters;
     for (const auto& master : cluster_->masters()) masters.insert(master.host + ":" + std::to_string(master.port));
     std::lock_guard lock(node_dedicated_mutex_);
+    bool busy = false;
     std::erase_if(node_dedicated_, [&](auto& entry) {
-        return !masters.count(entry.first) && entry.second->shutdown_if_unused();
+        if (masters.count(entry.first)) return false;
+        if (entry.second->shutdown_if_unused()) return true;
+        busy = true;  // a conversation is on it: tried again when one ends
+        return false;
     });
+    pools_to_retire_.store(busy, std::memory_order_relaxed);
 }
 
 void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {

@@ -195,6 +195,7 @@ private:
     std::mutex node_dedicated_mutex_;  // cluster: a pool per master
     std::map<std::string, std::shared_ptr<DedicatedConnections>> node_dedicated_;
     bool node_dedicated_closed_ = false;
+    std::atomic<bool> pools_to_retire_{false};  // a pool of a node gone from the map was busy
     std::once_flag attachment_once_;
     std::shared_ptr<void> attachment_;
     std::mutex hooks_mutex_;

@@ -243,6 +243,8 @@ std::error_code ClusterRouter::submit_many(std::span<const std::string_view> for
             routed.push_back(std::move(r));
         }
         if (auto ec = group.first->submit_many(views, wrapped, deadline)) {
+            // A node let go after the routing above: nothing was sent.
+            if (ec == errc::client_closed) ec = errc::not_connected;
             refresh_soon();
             // Taken from the caller: failed later, on the I/O thread, as
             // completions always run.
@@ -286,6 +288,7 @@ std::error_code ClusterRouter::send(const std::shared_ptr<Routed>& routed,
             if (!shut_down_) again = route_locked(slot_of(routed->bytes));
         }
         if (again && again != connection) return send(routed, again, false);
+        if (again) ec = errc::not_connected;  // nothing was sent; the caller may try again
     }
     if (ec) refresh_soon();
     return ec;
@@ -323,6 +326,15 @@ void ClusterRouter::on_reply(const std::shared_ptr<Routed>& routed, std::error_c
     } else if (ec == errc::connection_lost || ec == errc::connection_refused || ec == errc::command_timeout ||
                ec == errc::connect_timeout || ec == errc::not_connected) {
         refresh_soon();  // the node may be gone, and its slots with it
+    } else if (ec == errc::client_closed) {
+        // Its node was let go (apply_map) with this command on it, which
+        // may have been written: to the caller, a connection lost in flight.
+        bool closed = false;
+        {
+            std::lock_guard lock(mutex_);
+            closed = shut_down_;
+        }
+        if (!closed) ec = errc::connection_lost;
     }
     finish(routed, ec, std::move(reply));
 }

@@ -85,6 +85,7 @@ void SentinelLocator::on_change(ChangeListener listener) { listeners_.push_back(
 
 void SentinelLocator::start_round() {
     round_under_way_ = true;
+    round_first_ = current_;
     round_errors_.clear();
     round_codes_.clear();
     ask(0);
@@ -111,7 +112,8 @@ void SentinelLocator::ask(std::size_t tried) {
         detail.pop_back();
         return finish_round(common, detail);
     }
-    const auto index = (current_ + tried) % sentinels_.size();
+    // From where this round began: current_ may move meanwhile (not_master).
+    const auto index = (round_first_ + tried) % sentinels_.size();
     use_sentinel(index);
     std::string bytes;
     const std::string_view args[] = {"SENTINEL", "get-master-addr-by-name", address_.master_name};

@@ -81,6 +81,7 @@ private:
     const ClientOptions options_;
     std::vector<ServerAddress::Endpoint> sentinels_;
     std::size_t current_ = 0;                 // the sentinel asked first
+    std::size_t round_first_ = 0;             // the one the round under way began with
     std::shared_ptr<Connection> query_;       // to sentinels_[query_index_]
     std::size_t query_index_ = 0;
     std::shared_ptr<Connection> switches_;    // subscriber, to sentinels_[switches_index_]

@@ -4,10 +4,12 @@
 // contended lock whose slot migrates, failovers, and the typed errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -30,6 +32,7 @@
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::ClusterDeployment;
+using dlock::support::ScriptedServer;
 using dlock::support::eventually;
 
 namespace {
@@ -68,6 +71,40 @@ void end_split(ClusterDeployment& cluster, const std::string& name, std::uint16_
     const int slot = cluster.key_slot(key_of(name));
     cluster.move_keys(slot, from, to);
     cluster.finish_migration(slot, from, to);
+}
+
+// Splits the slot of name's lock now (towards another master) and ends the
+// split `lasting` later, on the thread returned (the caller joins it).
+std::thread split_for(ClusterDeployment& cluster, const std::string& name, std::chrono::milliseconds lasting) {
+    const auto from = cluster.master_for_slot(cluster.key_slot(key_of(name))), to = another_master(cluster, from);
+    split_slot(cluster, name, from, to);
+    return std::thread([&cluster, name, from, to, lasting] {
+        std::this_thread::sleep_for(lasting);
+        end_split(cluster, name, from, to);
+    });
+}
+
+// try_lock_for, with what it threw (if anything) in `failure`.
+bool try_lock_noting(dlock::Lock& lock, std::chrono::milliseconds timeout, std::string& failure) {
+    try {
+        return lock.try_lock_for(timeout);
+    } catch (const dlock::Error& e) {
+        failure = e.what();
+        return false;
+    }
+}
+
+
+// One node that serves every slot, named on port.
+std::string slots_reply(std::uint16_t port) {
+    return ScriptedServer::array({ScriptedServer::array(
+        {":0\r\n", ":16383\r\n",
+         ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ":" + std::to_string(port) + "\r\n",
+                                ScriptedServer::bulk("id")})})});
+}
+
+bool has(const std::vector<std::string>& command, const std::string& word) {
+    return std::find(command.begin(), command.end(), word) != command.end();
 }
 
 }  // namespace
@@ -212,12 +249,7 @@ TEST(Cluster, TryAgainIsRetriedUntilTheMigrationEnds) {
     auto lock = client.lock(name);
     lock.lock();
     lock.unlock();
-    const auto from = cluster.master_for_slot(cluster.key_slot(key_of(name))), to = another_master(cluster, from);
-    split_slot(cluster, name, from, to);
-    std::thread finisher([&] {
-        std::this_thread::sleep_for(500ms);
-        end_split(cluster, name, from, to);
-    });
+    auto finisher = split_for(cluster, name, 500ms);
     const auto started = Clock::now();
     const auto retried_before = client.core()->cluster()->counts().retried;
     EXPECT_TRUE(lock.try_lock_for(10s));
@@ -241,20 +273,10 @@ TEST(Cluster, TryAgainLongerThanTheRetryWindowIsWaitedOutWithinTheCallersDeadlin
     lock.lock();
     lock.unlock();
     const auto from = cluster.master_for_slot(cluster.key_slot(key_of(name))), to = another_master(cluster, from);
-    split_slot(cluster, name, from, to);
-    constexpr auto split_for = 3s;  // three times connect + command timeout
-    std::thread finisher([&] {
-        std::this_thread::sleep_for(split_for);
-        end_split(cluster, name, from, to);
-    });
+    auto finisher = split_for(cluster, name, 3s);  // three times connect + command timeout
     const auto started = Clock::now();
-    bool acquired = false;
     std::string failure;
-    try {
-        acquired = lock.try_lock_for(30s);
-    } catch (const dlock::Error& e) {
-        failure = e.what();
-    }
+    const bool acquired = try_lock_noting(lock, 30s, failure);
     finisher.join();
     EXPECT_TRUE(failure.empty()) << "failed before its deadline: " << failure;
     EXPECT_TRUE(acquired);
@@ -402,7 +424,6 @@ TEST(Cluster, ACommandWaitingForTheFirstSlotMapEndsAtItsDeadline) {
 // the client keeps following maps however many addresses it has seen (past
 // its cap on nodes at once, 1024).
 TEST(Cluster, NodesTheMapNoLongerNamesAreLetGo) {
-    using dlock::support::ScriptedServer;
     constexpr int nodes_per_map = 400, maps = 3;  // 1,200 addresses in all
     auto port_of = [](int map, int node) { return std::to_string(1 + (map - 1) * nodes_per_map + node); };
     std::atomic<int> current_map{1};
@@ -521,4 +542,205 @@ TEST(Cluster, EveryLockKindWorksOnACluster) {
         EXPECT_TRUE(served(release, [&] { return waiter.try_lock_for(10s); }));
         waiter.unlock();
     }
+}
+
+// A release is not an acquisition: while a slot's keys stay split (a
+// resharding that stalled), unlock() and ~Lock still end within the retry
+// window rather than wait for the migration.
+TEST(Cluster, UnlockIsBoundedByTheRetryWindowWhileASlotStaysSplit) {
+    ClusterDeployment cluster;
+    dlock::ClientOptions options;
+    options.connect_timeout = 500ms;
+    options.command_timeout = 500ms;
+    dlock::Client client(cluster.uri(), options);
+    const std::string name = "stuck-unlock";
+    // Owned by the handle: the unlocking thread is not the locking one.
+    auto lock = client.lock(name, {.ownership = dlock::Ownership::handle});
+    lock.lock();
+    const auto from = cluster.master_for_slot(cluster.key_slot(key_of(name))), to = another_master(cluster, from);
+    split_slot(cluster, name, from, to);
+    std::promise<std::pair<double, std::error_code>> unlocked;
+    const auto started = Clock::now();
+    std::thread unlocker([&] {
+        std::error_code ec;
+        lock.unlock(ec);
+        unlocked.set_value({seconds_since(started), ec});
+    });
+    auto future = unlocked.get_future();
+    const bool returned_in_time = future.wait_for(8s) == std::future_status::ready;
+    // Bounded test: end the migration so the stuck unlock() can return.
+    end_split(cluster, name, from, to);
+    unlocker.join();
+    const auto [after, ec] = future.get();
+    EXPECT_TRUE(returned_in_time) << "unlock() was still blocked after 8 s (retry window 1 s); it returned "
+                                  << after << " s after the call, only once the migration was ended; ec="
+                                  << ec.message();
+
+    // The same for a Lock destroyed while held (release_outstanding()).
+    const std::string other = "stuck-dtor";
+    auto doomed = std::make_unique<dlock::Lock>(client.lock(other, {.ownership = dlock::Ownership::handle}));
+    doomed->lock();
+    const auto from2 = cluster.master_for_slot(cluster.key_slot(key_of(other))), to2 = another_master(cluster, from2);
+    split_slot(cluster, other, from2, to2);
+    std::promise<double> destroyed;
+    const auto destroy_start = Clock::now();
+    std::thread destroyer([&] {
+        doomed.reset();
+        destroyed.set_value(seconds_since(destroy_start));
+    });
+    auto destroyed_future = destroyed.get_future();
+    const bool destroyed_in_time = destroyed_future.wait_for(6s) == std::future_status::ready;
+    end_split(cluster, other, from2, to2);
+    destroyer.join();
+    const double destroy_after = destroyed_future.get();
+    EXPECT_TRUE(destroyed_in_time) << "~Lock was still blocked after 6 s; it returned after " << destroy_after << " s";
+}
+
+// A replica_ack acquisition (its own connection, which cannot follow ASK)
+// waits a migration out within its caller's deadline too.
+TEST(Cluster, ReplicaAckAcquisitionWaitsOutAMigrationWithinTheCallersDeadline) {
+    ClusterDeployment cluster;
+    dlock::ClientOptions options;
+    options.connect_timeout = 500ms;
+    options.command_timeout = 500ms;
+    dlock::Client client(cluster.uri(), options);
+    const std::string name = "ack-split";
+    dlock::LockOptions lock_options;
+    lock_options.replica_ack.replicas = 1;
+    lock_options.replica_ack.timeout = 500ms;
+    auto lock = client.lock(name, lock_options);
+    // The slot map first, so that the first lock() meets no migration.
+    ASSERT_TRUE(eventually([&] { return client.core()->cluster()->master_for_slot(0).has_value(); }, 10s));
+    lock.lock();
+    lock.unlock();
+    auto finisher = split_for(cluster, name, 4s);
+    const auto started = Clock::now();
+    std::string failure;
+    const bool acquired = try_lock_noting(lock, 20s, failure);
+    const double after = seconds_since(started);
+    finisher.join();
+    EXPECT_TRUE(failure.empty()) << "try_lock_for(20s) threw after " << after << " s: " << failure;
+    EXPECT_TRUE(acquired);
+    if (acquired) lock.unlock();
+}
+
+namespace {
+
+// An acquisition's first copy times out (it may have run and granted) and
+// its caller walks away; the later copies are answered TRYAGAIN (or, with
+// try_again false, time out too). Returns how many releases (the undo) the
+// node saw.
+int undo_count_after_walk_away(bool try_again) {
+    std::mutex mutex;
+    std::string acquire_sha;
+    int acquires = 0, others = 0;
+    std::atomic<std::uint16_t> port{0};
+    ScriptedServer node([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        if (command[0] == "CLUSTER") return slots_reply(port);
+        if (command[0] == "EVALSHA" || command[0] == "EVAL") {
+            std::lock_guard lock(mutex);
+            if (has(command, "fresh")) {
+                acquire_sha = command[1];
+                // The first copy: no answer within the command timeout (it
+                // may have run). Later copies: TRYAGAIN (or too slow as well,
+                // for the control). (A stall, not a skipped reply: replies
+                // must stay in order on the connection.)
+                if (acquires++ == 0 || !try_again) {
+                    std::this_thread::sleep_for(450ms);
+                    return "+OK\r\n";
+                }
+                return "-TRYAGAIN Multiple keys request during rehashing of slot\r\n";
+            }
+            ++others;  // the undo (a release)
+            return ":1\r\n";
+        }
+        return "-ERR unknown command\r\n";
+    });
+    port = node.port();
+    dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(node.port()),
+                         {.connect_timeout = 300ms, .command_timeout = 300ms});
+    auto lock = client.lock("orphan");
+    std::error_code ec;
+    const bool acquired = lock.try_lock_until(Clock::now() + 700ms, ec);
+    EXPECT_FALSE(acquired);
+    std::this_thread::sleep_for(3s);  // well past the retry window (0.6 s, once re-opened 1.2 s)
+    std::lock_guard lock_guard(mutex);
+    return others;
+}
+}  // namespace
+
+TEST(Cluster, AGrantThatMayHaveRunIsUndoneWhenLaterCopiesTimeOutToo) {
+    EXPECT_GE(undo_count_after_walk_away(false), 1) << "control: timeouts only";
+}
+
+TEST(Cluster, AGrantThatMayHaveRunIsUndoneEvenIfLaterCopiesGetTryAgain) {
+    EXPECT_GE(undo_count_after_walk_away(true), 1)
+        << "the first copy timed out (may have granted), later copies got TRYAGAIN: no undo was sent";
+}
+
+// A pool of WAIT connections busy when its node left the map is let go once
+// its conversation ends, without waiting for another map change.
+TEST(Cluster, APoolBusyAtTheMapChangeIsLetGoOnceItsConversationEnds) {
+    std::atomic<int> current{1};
+    std::atomic<std::uint16_t> port_a{0}, port_b{0};
+    auto map_reply = [&] { return slots_reply(current == 1 ? port_a : port_b); };
+    auto common = [&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        if (command[0] == "CLUSTER") return map_reply();
+        return {};
+    };
+    ScriptedServer b([&](const std::vector<std::string>& command) -> std::string {
+        auto answer = common(command);
+        return answer.empty() ? "$-1\r\n" : answer;
+    });
+    ScriptedServer a([&](const std::vector<std::string>& command) -> std::string {
+        auto answer = common(command);
+        if (!answer.empty()) return answer;
+        // The conversation's command: answered slowly, after the map changed.
+        current = 2;
+        std::this_thread::sleep_for(1500ms);
+        return "$-1\r\n";
+    });
+    port_a = a.port();
+    port_b = b.port();
+    dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(a.port()) + ",127.0.0.1:" +
+                             std::to_string(b.port()),
+                         {.connect_timeout = 300ms, .command_timeout = 300ms, .cluster_refresh_interval = 100ms});
+    auto core = client.core();
+    auto router = core->cluster();
+    ASSERT_TRUE(eventually([&] { auto m = router->master_for_slot(0); return m && m->port == port_a; }, 10s));
+    std::promise<std::error_code> done;
+    core->submit_dedicated(
+        "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", {},
+        [&](std::error_code ec, std::vector<dlock::Reply>&&) { done.set_value(ec); }, Clock::now() + 5s);
+    auto future = done.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    EXPECT_FALSE(future.get()) << "the conversation ended in step";
+    ASSERT_TRUE(eventually([&] { auto m = router->master_for_slot(0); return m && m->port == port_b; }, 10s));
+    std::this_thread::sleep_for(3s);  // many periodic refreshes (100 ms), no further change
+    EXPECT_EQ(core->cluster_footprint().node_pools, 0u)
+        << "the pool of a node the map no longer names is kept (with its idle connection)";
+}
+
+// A replica_ack lock made right after its client waits for the first slot map.
+TEST(Cluster, AReplicaAckLockRightAfterTheClientIsMadeWaitsForTheSlotMap) {
+    ClusterDeployment cluster;
+    dlock::Client client(cluster.uri());
+    dlock::LockOptions lock_options;
+    lock_options.replica_ack.replicas = 1;
+    auto lock = client.lock("ack-first", lock_options);
+    const auto started = Clock::now();
+    std::string failure;
+    try {
+        lock.lock();
+        lock.unlock();
+    } catch (const dlock::Error& e) {
+        failure = e.what();
+    }
+    EXPECT_TRUE(failure.empty()) << "lock() threw after " << seconds_since(started) << " s: " << failure;
 }

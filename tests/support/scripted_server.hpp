@@ -101,7 +101,8 @@ private:
                         if (!command.empty()) ++counts_[command[0]];
                     }
                     auto reply = handler_(command);
-                    if (!reply.empty() && ::write(fds[i].fd, reply.data(), reply.size()) < 0) break;
+                    // MSG_NOSIGNAL: the client may have dropped the socket.
+                    if (!reply.empty() && ::send(fds[i].fd, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) break;
                 }
             }
         }

@@ -24,6 +24,7 @@ ClientOptions client_options(const GlobalOptions& global) {
     options.tls.key_file = global.tls_key;
     options.sentinel_username = global.sentinel_user;
     options.sentinel_password = global.sentinel_password;
+    options.metrics = global.metrics;
     if (!global.quiet) options.on_warning = [](std::string_view message) { warn(std::string(message)); };
     return options;
 }

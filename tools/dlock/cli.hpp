@@ -35,6 +35,9 @@ struct GlobalOptions {
     std::string sentinel_user, sentinel_password;
     bool quiet = false;
     bool verbose = false;
+    // Where every client made from these options records (run --metrics-file);
+    // null: each client its own.
+    std::shared_ptr<Metrics> metrics;
 };
 
 ClientOptions client_options(const GlobalOptions& global);

@@ -5,9 +5,11 @@
 //
 // Without a URL (option or environment) it starts its own redis-server on a
 // free loopback port and stops it afterwards.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -20,6 +22,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "demo.hpp"
+#include "exposition.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -41,8 +44,9 @@ void take_a_bonus(dlock::Client& client, const std::string& who, dlock::Lock* lo
     client.command({"RPUSH", winners_key, who + " " + token});
 }
 
-// Runs in a child process: its own Client, `threads` clients racing.
-int race_in_process(const Settings& s, int process, bool locked) {
+// Runs in a child process: its own Client, `threads` clients racing. With
+// --metrics the locked race's client tells its metrics on metrics_fd.
+int race_in_process(const Settings& s, int process, bool locked, int metrics_fd) {
     dlock::Client client(s.url);
     auto lock = client.lock("bonus-pool");
     std::vector<std::thread> threads;
@@ -58,31 +62,66 @@ int race_in_process(const Settings& s, int process, bool locked) {
         });
     }
     for (auto& t : threads) t.join();
+    if (metrics_fd >= 0) {
+        const auto text = client.metrics().prometheus_text();
+        for (std::size_t written = 0; written < text.size();) {
+            const auto n = ::write(metrics_fd, text.data() + written, text.size() - written);
+            if (n <= 0) return 1;
+            written += static_cast<std::size_t>(n);
+        }
+    }
     return 0;
+}
+
+std::string read_all(int fd) {
+    std::string text;
+    char chunk[4096];
+    for (;;) {
+        const auto n = ::read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return text;
+        text.append(chunk, static_cast<std::size_t>(n));
+    }
 }
 
 struct Outcome {
     std::vector<std::pair<std::string, std::string>> winners;  // client, fencing token
     long remaining = 0;
+    std::vector<std::string> metrics;  // with --metrics: each process's exposition
 };
 
 Outcome race(dlock::Client& control, const Settings& s, bool locked) {
     control.command({"DEL", winners_key});
     control.command({"SET", pool_key, std::to_string(s.bonuses)});
     std::vector<pid_t> children;
+    std::vector<int> metrics_fds;
+    const bool tell_metrics = s.metrics && locked;
     for (int p = 0; p < s.processes; ++p) {
+        int fds[2] = {-1, -1};
+        if (tell_metrics && ::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
         pid_t pid = fork();
         if (pid < 0) throw std::runtime_error("fork failed");
         if (pid == 0) {
             int code = 1;
             try {
-                code = race_in_process(s, p, locked);
+                if (tell_metrics) ::close(fds[0]);
+                code = race_in_process(s, p, locked, fds[1]);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "process %d: %s\n", p, e.what());
             }
             _exit(code);
         }
+        if (tell_metrics) {
+            ::close(fds[1]);
+            metrics_fds.push_back(fds[0]);
+        }
         children.push_back(pid);
+    }
+    Outcome out;
+    // Before waiting: a child blocks on a full pipe until it is read.
+    for (int fd : metrics_fds) {
+        out.metrics.push_back(read_all(fd));
+        ::close(fd);
     }
     bool failed = false;
     for (pid_t pid : children) {
@@ -91,7 +130,6 @@ Outcome race(dlock::Client& control, const Settings& s, bool locked) {
         failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     }
     if (failed) throw std::runtime_error("a racing process failed");
-    Outcome out;
     for (auto& entry : control.command({"LRANGE", winners_key, "0", "-1"}).elements) {
         auto space = entry.text.find(' ');
         out.winners.emplace_back(entry.text.substr(0, space), entry.text.substr(space + 1));
@@ -159,6 +197,12 @@ int run_demo(DemoOptions s) {
             std::printf("Without a lock (same race, same pool):\n");
             std::printf("  awarded %ld of %d: overdrawn by %ld; the pool still shows %ld left (lost updates)\n",
                         unlocked_awarded, s.bonuses, unlocked_overdrawn, unlocked.remaining);
+        }
+        if (s.metrics) {
+            // The locked race's, all processes added up; after the summary
+            // (on stdout too), or alone after the JSON line.
+            if (!s.json) std::printf("\nMetrics of the race with dlock (%d processes added up):\n", s.processes);
+            std::fputs(sum_expositions(locked.metrics).c_str(), stdout);
         }
         // Every bonus goes, unless there are fewer clients than bonuses.
         const long expected = std::min<long>(s.bonuses, clients);

@@ -13,6 +13,7 @@ struct DemoOptions {
     int bonuses = 10;
     std::string url;  // empty: start a private redis-server
     bool json = false;
+    bool metrics = false;  // print the locked race's metrics (Prometheus text)
 };
 
 // Exit 0 when the locked race awarded exactly min(bonuses, clients) with

@@ -234,6 +234,9 @@ int main(int argc, char** argv) {
                       "one JSON object per line on stderr for each event, dlock's errors and warnings too");
     run_cmd->add_option("--permits", run.permits,
                         "hold one of N permits of semaphore KEY instead of a lock (N: the limit, set if new)");
+    run_cmd->add_option("--metrics-file", run.metrics_file,
+                        "when it ends, write the locks' metrics there (Prometheus text, for node_exporter's "
+                        "textfile collector)");
     run_cmd->add_flag("--shared", run.shared,
                       "take KEY's read side: runs beside other --shared runs, never beside one without it");
 
@@ -283,6 +286,8 @@ int main(int argc, char** argv) {
     demo_cmd->add_option("--threads", demo.threads, "threads per process (default 25)")->check(CLI::Range(1, 1000));
     demo_cmd->add_option("--bonuses", demo.bonuses, "bonuses in the pool (default 10)")->check(CLI::Range(1, 100000));
     demo_cmd->add_flag("--json", demo.json, "a JSON summary");
+    demo_cmd->add_flag("--metrics", demo.metrics,
+                       "then the race's metrics, every process's added up (Prometheus text format)");
     demo_cmd->add_option("--url", demo_url, "Redis URL; default: start a private redis-server");
 
     // For every other command -- only ends the options, as everywhere:

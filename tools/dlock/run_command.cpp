@@ -18,6 +18,7 @@
 #include "dlock/error.hpp"
 #include "json.hpp"
 #include "lock_session.hpp"
+#include "exposition.hpp"
 
 extern char** environ;
 
@@ -207,8 +208,22 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
 }
 
 int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
-    return with_lock<true>(global, options,
-                           [&](auto& lock, Session& session) { return hold_and_run(global, options, lock, session); });
+    auto run = [&](const GlobalOptions& g) {
+        return with_lock<true>(g, options, [&](auto& lock, Session& session) { return hold_and_run(g, options, lock, session); });
+    };
+    if (options.metrics_file.empty()) return run(global);
+    // Whatever the ending (the command's status, a lost lease, an error),
+    // the file says what the locks did.
+    auto metered = global;
+    metered.metrics = std::make_shared<Metrics>();
+    try {
+        const int status = run(metered);
+        write_metrics_file(options.metrics_file, *metered.metrics);
+        return status;
+    } catch (...) {
+        write_metrics_file(options.metrics_file, *metered.metrics);
+        throw;
+    }
 }
 
 }  // namespace dlock::cli

@@ -16,13 +16,13 @@ _dlock() {
     done
     local options
     case $command in
-        run) options="--key --ttl --wait --no-wait --fair --on-lost --grace --conflict-exit-code --json-events --permits --shared -c --command" ;;
+        run) options="--key --ttl --wait --no-wait --fair --on-lost --grace --conflict-exit-code --json-events --permits --shared --metrics-file -c --command" ;;
         hold) options="--key --ttl --wait --no-wait --fair --conflict-exit-code --json" ;;
         status) options="--key --json --exit-status" ;;
         wait-free) options="--key --timeout" ;;
         list) options="--pattern --json" ;;
         release) options="--key --force" ;;
-        demo) options="--processes --threads --bonuses --json --url" ;;
+        demo) options="--processes --threads --bonuses --json --metrics --url" ;;
         "") COMPREPLY=($(compgen -W "$commands $global" -- "$cur")); return ;;
     esac
     [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$options $global" -- "$cur"))

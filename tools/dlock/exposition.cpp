@@ -1,0 +1,110 @@
+#include "exposition.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "cli.hpp"
+
+namespace dlock::cli {
+
+bool write_metrics_file(const std::string& path, const Metrics& metrics) {
+    const auto text = metrics.prometheus_text();
+    const auto temporary = path + "." + std::to_string(::getpid()) + ".tmp";
+    auto failed = [&](const char* step) {
+        warn("cannot write the metrics to " + path + " (" + step + "): " + std::strerror(errno));
+        ::unlink(temporary.c_str());
+        return false;
+    };
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return failed("open");
+    std::size_t written = 0;
+    while (written < text.size()) {
+        const auto n = ::write(fd, text.data() + written, text.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int saved = errno;
+            ::close(fd);
+            errno = saved;
+            return failed("write");
+        }
+        written += static_cast<std::size_t>(n);
+    }
+    if (::close(fd) != 0) return failed("close");
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) return failed("rename");
+    return true;
+}
+
+std::string sum_expositions(const std::vector<std::string>& texts) {
+    // One block per family: its comment lines, then its samples by
+    // "name{labels}" in first-seen order, so that a family's samples stay
+    // together whichever process had them.
+    struct Block {
+        std::vector<std::string> comments, keys;
+    };
+    std::vector<Block> blocks;
+    std::map<std::string, std::size_t> block_of;  // family name -> block
+    std::map<std::string, double> sums;
+    auto block_for = [&](const std::string& family) -> Block& {
+        auto [it, fresh] = block_of.emplace(family, blocks.size());
+        if (fresh) blocks.emplace_back();
+        return blocks[it->second];
+    };
+    for (const auto& text : texts) {
+        std::istringstream lines(text);
+        std::string line;
+        while (std::getline(lines, line)) {
+            if (line.empty()) continue;
+            if (line.front() == '#') {
+                // "# HELP name ..." / "# TYPE name ...": the third word names the family.
+                std::istringstream words(line);
+                std::string hash, kind, family;
+                words >> hash >> kind >> family;
+                auto& block = block_for(family);
+                if (std::find(block.comments.begin(), block.comments.end(), line) == block.comments.end())
+                    block.comments.push_back(line);
+                continue;
+            }
+            const auto space = line.rfind(' ');
+            if (space == std::string::npos) continue;
+            const auto key = line.substr(0, space);
+            double value = 0;
+            try {
+                value = std::stod(line.substr(space + 1));
+            } catch (const std::exception&) {
+                continue;
+            }
+            auto [it, fresh] = sums.emplace(key, 0.0);
+            it->second += value;
+            if (!fresh) continue;
+            // A histogram's samples are named with a suffix of its family's name.
+            std::string family = key.substr(0, key.find('{'));
+            if (!block_of.count(family))
+                for (std::string_view suffix : {"_bucket", "_sum", "_count"})
+                    if (family.size() > suffix.size() && family.ends_with(suffix) &&
+                        block_of.count(family.substr(0, family.size() - suffix.size()))) {
+                        family.resize(family.size() - suffix.size());
+                        break;
+                    }
+            block_for(family).keys.push_back(key);
+        }
+    }
+    std::string out;
+    for (const auto& block : blocks) {
+        for (const auto& comment : block.comments) out += comment + "\n";
+        for (const auto& key : block.keys) {
+            char number[64];
+            std::snprintf(number, sizeof number, "%.12g", sums[key]);
+            out += key + " " + number + "\n";
+        }
+    }
+    return out;
+}
+
+}  // namespace dlock::cli
