@@ -273,8 +273,7 @@ bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bo
         // generation(), bump() and wait_change() work on.
         auto signal = std::make_shared<NameQueue>();
         (void)signal->enqueue();
-        meter.waiting();
-        return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, signal, false, false);
+        return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, signal, false, false, meter);
     }
     bool answered = false;
     // Nobody of ours is waiting: try straight away, without the queue.
@@ -293,12 +292,12 @@ bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bo
     } leave{*queue, ticket};
     if (!queue->wait_turn(ticket, deadline, stop)) return false;
     // Only the first of this process's waiters stands in the server's line.
-    return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, queue, true, answered);
+    return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, queue, true, answered, meter);
 }
 
 bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                             std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
-                            const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered) {
+                            const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered, AcquisitionMeter& meter) {
     LinePlace place(*this, owner, [weak = std::weak_ptr<NameQueue>(signal)] {
         if (auto queue = weak.lock()) queue->bump();
     });
@@ -312,6 +311,7 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
         if (result.outcome == Outcome::acquired) place.kept();
         if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec);
         answered = true;
+        meter.waiting();  // a fair lock's first attempt is made here, in line
         place.placed(result.arrival, result.sent);
         if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
         if (!inbox_checked) {

@@ -103,7 +103,7 @@ private:
     // notice, a refresh that found the grant, a resubscription.
     bool wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                       std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
-                      const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered);
+                      const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered, AcquisitionMeter& meter);
     // A direct grant for this wait, taken from its notice as held (not with
     // replica_ack, whose grants must be acknowledged first): its hold is
     // valid until its place's last confirmed keeping + waiter_lease, and a

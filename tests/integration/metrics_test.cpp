@@ -218,6 +218,8 @@ TEST(Metrics, EveryLockKindIsCountedUnderItsOwnKind) {
         multi.unlock();
     }
     EXPECT_EQ(acquisitions(metrics, "fair_lock", "acquired"), 1);
+    // Free at once: it stood in line, but never waited there.
+    EXPECT_EQ(metrics.value("dlock_wait_duration_seconds", {{"kind", "fair_lock"}}), 0);
     EXPECT_EQ(acquisitions(metrics, "read", "acquired"), 1);
     EXPECT_EQ(acquisitions(metrics, "write", "acquired"), 1);
     EXPECT_EQ(acquisitions(metrics, "semaphore", "acquired"), 1);
@@ -242,7 +244,9 @@ TEST(Metrics, EveryLockKindIsCountedUnderItsOwnKind) {
 TEST(Metrics, NamesAreLabelsOnlyWhenAskedAndUpToTheCap) {
     RedisServer server;
     auto shared = std::make_shared<dlock::Metrics>(dlock::MetricsOptions{.name_label_delimiter = ':', .max_name_labels = 2});
-    dlock::Client a(server.uri(), {.metrics = shared}), b(server.uri(), {.metrics = shared});
+    dlock::ClientOptions sharing;
+    sharing.metrics = shared;
+    dlock::Client a(server.uri(), sharing), b(server.uri(), sharing);
     for (const char* name : {"orders:1", "orders:2", "users:7", "carts:3", "invoices:4"}) {
         auto lock = a.lock(name);
         lock.lock();
@@ -291,7 +295,9 @@ TEST(Metrics, TheSinkSeesEachObservation) {
 TEST(Metrics, TheExpositionParsesBackAndAgreesWithTheCounts) {
     RedisServer server;
     auto metrics = std::make_shared<dlock::Metrics>(dlock::MetricsOptions{.name_label_delimiter = '/'});
-    dlock::Client client(server.uri(), {.metrics = metrics});
+    dlock::ClientOptions options;
+    options.metrics = metrics;
+    dlock::Client client(server.uri(), options);
     // A name whose label needs escaping.
     auto odd = client.lock("quo\"te\\back\nline/1");
     odd.lock();
@@ -327,7 +333,9 @@ TEST(Metrics, TheExpositionParsesBackAndAgreesWithTheCounts) {
 
 TEST(Metrics, DisabledRecordsNothing) {
     RedisServer server;
-    dlock::Client client(server.uri(), {.metrics = std::make_shared<dlock::Metrics>(dlock::MetricsOptions{.enabled = false})});
+    dlock::ClientOptions options;
+    options.metrics = std::make_shared<dlock::Metrics>(dlock::MetricsOptions{.enabled = false});
+    dlock::Client client(server.uri(), options);
     auto lock = client.lock("quiet");
     lock.lock();
     lock.unlock();
