@@ -62,8 +62,12 @@ struct MetricsOptions {
     // false: nothing is recorded (every series stays at zero).
     bool enabled = true;
     // '\0' (default): no name label. Otherwise the `name` label is the lock
-    // name up to the first such character (the whole name if none).
+    // name up to the first such character (the whole name if none), with
+    // bytes that are not UTF-8 and control characters as '?', and "_empty"
+    // for an empty prefix.
     char name_label_delimiter = '\0';
+    // Distinct name labels, 1 .. 1000 (values outside are taken as the
+    // nearest); later prefixes, and a prefix "_other" itself, share "_other".
     std::size_t max_name_labels = 64;
 };
 

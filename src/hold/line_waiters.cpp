@@ -10,12 +10,17 @@ LineWaiters::LineWaiters(ClientCore& home, SendRefreshes send)
 }
 
 void LineWaiters::shutdown() {
+    std::vector<std::shared_ptr<Waiter>> all;
     {
         std::lock_guard lock(mutex_);
         shut_down_ = true;
+        for (auto& [key, waiter] : waiters_) all.push_back(waiter);
         waiters_.clear();
     }
     timer_.cancel();
+    // The client is closed: every waiter wakes now, finds it so and fails
+    // (client_closed), rather than sleep until its holder's lease ends.
+    for (auto& waiter : all) waiter->wake();
 }
 
 std::shared_ptr<LineWaiters::Waiter> LineWaiters::join(std::shared_ptr<const LockIdentity> identity, std::string owner,

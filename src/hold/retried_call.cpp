@@ -92,8 +92,9 @@ void RetriedCall::resend_after_pause() {
 void RetriedCall::finish(std::error_code ec, Reply&& reply) {
     // Unanswered, after a copy that may have run: the caller must treat it
     // as maybe run (and undo a grant nobody will use), whatever the later
-    // copies heard.
-    if (ec && unknown_ && !outcome_unknown(ec) && (ec == errc::slot_migrating || retryable(ec))) {
+    // copies heard (TRYAGAIN, a refused connection, LOADING or another error
+    // reply after a failover). Only a closing client is told as such.
+    if (ec && unknown_ && !outcome_unknown(ec) && ec != errc::client_closed) {
         ec = unknown_;
         reply = Reply{};
     }

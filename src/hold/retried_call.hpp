@@ -10,7 +10,7 @@
 // again as long as its caller waits (each such answer opens the retry
 // window again), anything else within the window. A call that ends without
 // an answer after some copy may have run reports that copy's unknown
-// outcome, never the later copies' TRYAGAIN.
+// outcome, never what the later copies heard.
 //
 // The caller waits with its own deadline and stop token, and may walk away
 // before the outcome is known (try_lock_until's deadline, a stop request).

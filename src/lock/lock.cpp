@@ -19,12 +19,15 @@ namespace dlock {
 namespace detail {
 namespace {
 
-std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions options, MetricsTag metrics) {
+std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions options, const ClientCore& client,
+                                                  LockKind kind) {
     validate_lock_request(name, options.lease);
     validate_replica_ack(options.replica_ack);
     validate_handoff_slice(options.handoff_slice);
     validate_retention(options.retention);
     validate_waiter_lease(options.waiter_lease);
+    // Only a name that passed the checks takes a name label.
+    auto metrics = MetricsTag::of(client.metrics(), kind, name);
     return std::make_shared<const LockIdentity>(std::move(name), std::move(options), std::move(metrics));
 }
 
@@ -33,8 +36,7 @@ std::shared_ptr<const LockIdentity> make_identity(std::string name, LockOptions 
 LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOptions options, bool fair)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      identity(make_identity(name, std::move(options),
-                             MetricsTag::of(client->metrics(), fair ? LockKind::fair_lock : LockKind::lock, name))),
+      identity(make_identity(std::move(name), std::move(options), *client, fair ? LockKind::fair_lock : LockKind::lock)),
       fair_(fair),
       name_inbox_(service->name_inbox(identity->keys.lock)),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
@@ -324,6 +326,9 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
         }
         const auto now = LockClock::now();
         if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
+        // Closed meanwhile: the close wakes the waiters in line, but not one
+        // that took its place after that (it is marked closed first).
+        if ((ec = client->usable())) return false;
         // Sleep until the grant notice, or until the holder's lease must
         // have ended (a holder that died releases nothing), or until a
         // thread of this process hands the lock over.

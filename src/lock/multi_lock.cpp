@@ -48,9 +48,10 @@ class MultiLockCore {
 public:
     MultiLockCore(Client& client, std::vector<std::string> names, const LockOptions& options)
         : names_(canonical(std::move(names))), options_(options) {
-        if (!names_.empty()) metrics_ = MetricsTag::of(client.core()->metrics(), LockKind::multi_lock, names_.front());
         locks_.reserve(names_.size());
         for (const auto& name : names_) locks_.emplace_back(client, name, options);
+        // After the names passed the checks (each Lock's).
+        if (!names_.empty()) metrics_ = MetricsTag::of(client.core()->metrics(), LockKind::multi_lock, names_.front());
     }
 
     ~MultiLockCore() {

@@ -70,8 +70,10 @@ RedlockCore::RedlockCore(std::shared_ptr<MastersCore> masters_, std::string name
     : masters(std::move(masters_)),
       identity([&] {
           auto node_timeout = checked_node_timeout(name, options);
+          auto lock_options = as_lock_options(options);
+          // Only a name that passed the checks takes a name label.
           auto metrics = MetricsTag::of(masters->metrics(), LockKind::redlock, name);
-          return std::make_shared<const RedlockIdentity>(std::move(name), as_lock_options(options), node_timeout,
+          return std::make_shared<const RedlockIdentity>(std::move(name), std::move(lock_options), node_timeout,
                                                          std::move(metrics));
       }()),
       retry_delay(options.retry_delay),

@@ -14,6 +14,16 @@ namespace dlock {
 namespace detail {
 namespace {
 
+LockOptions side_options(const std::string& name, const RwLockOptions& options);
+
+// One side's identity; its name label is taken once the options passed the checks.
+template <typename Identity>
+std::shared_ptr<const Identity> side_identity(const std::string& name, const RwLockOptions& options,
+                                              const ClientCore& client, LockKind kind) {
+    auto side = side_options(name, options);
+    return std::make_shared<const Identity>(name, std::move(side), MetricsTag::of(client.metrics(), kind, name));
+}
+
 LockOptions side_options(const std::string& name, const RwLockOptions& options) {
     validate_lock_request(name, options.lease);
     validate_retention(options.retention);
@@ -41,10 +51,8 @@ HoldCall ReadIdentity::final_release(const std::string& owner, const std::string
 RwLockCore::RwLockCore(std::shared_ptr<ClientCore> client_, std::string name, const RwLockOptions& options)
     : client(std::move(client_)),
       service(LockService::of(*client)),
-      write_(std::make_shared<const LockIdentity>(name, side_options(name, options),
-                                                  MetricsTag::of(client->metrics(), LockKind::write, name))),
-      read_(std::make_shared<const ReadIdentity>(name, side_options(name, options),
-                                                 MetricsTag::of(client->metrics(), LockKind::read, name))),
+      write_(side_identity<LockIdentity>(name, options, *client, LockKind::write)),
+      read_(side_identity<ReadIdentity>(name, options, *client, LockKind::read)),
       prefer_readers_(options.prefer_readers),
       // Its own queue, apart from a Lock's of the same name (whose hand-offs
       // claim sleeping heads).

@@ -51,7 +51,9 @@ std::array<std::uint64_t, histogram_bounds.size() + 1> Histogram::cumulative() c
 
 MetricsRecorder::MetricsRecorder(MetricsOptions options)
     : options_(options),
-      label_slots_(options.name_label_delimiter ? std::max<std::size_t>(options.max_name_labels, 1) + 1 : 1),
+      label_slots_(options.name_label_delimiter
+                       ? std::clamp<std::size_t>(options.max_name_labels, 1, max_name_labels_cap) + 1
+                       : 1),
       blocks_(new std::atomic<LabelBlock*>[label_slots_]) {
     for (std::size_t i = 0; i < label_slots_; ++i) blocks_[i].store(nullptr, relaxed);
     if (!options.name_label_delimiter) {
@@ -62,19 +64,45 @@ MetricsRecorder::MetricsRecorder(MetricsOptions options)
 
 MetricsRecorder::Label MetricsRecorder::name_label(std::string_view lock_name) {
     if (!options_.name_label_delimiter) return 0;
-    const auto prefix = lock_name.substr(0, lock_name.find(options_.name_label_delimiter));
+    const auto prefix = label_value(lock_name.substr(0, lock_name.find(options_.name_label_delimiter)));
     std::lock_guard lock(labels_mutex_);
-    if (auto it = labels_.find(std::string(prefix)); it != labels_.end()) return it->second;
-    const bool full = labels_.size() + 1 >= label_slots_;
+    if (auto it = labels_.find(prefix); it != labels_.end()) return it->second;
+    // A name whose prefix is the overflow's own value shares its series:
+    // two series with one label set would be an invalid exposition.
+    const bool full = labels_.size() + 1 >= label_slots_ || prefix == overflow_label;
     const Label label = full ? static_cast<Label>(label_slots_ - 1) : static_cast<Label>(labels_.size());
     if (!blocks_[label].load(relaxed)) {
         auto fresh = std::make_unique<LabelBlock>();
-        fresh->name = full ? std::string("_other") : std::string(prefix);
+        fresh->name = full ? std::string(overflow_label) : prefix;
         blocks_[label].store(fresh.get(), std::memory_order_release);
         owned_blocks_.push_back(std::move(fresh));
     }
-    if (!full) labels_.emplace(std::string(prefix), label);
+    if (!full) labels_.emplace(prefix, label);
     return label;
+}
+
+// A label value as the exposition wants it: UTF-8, one line. Bytes that are
+// not valid UTF-8, and control characters, become '?'; an empty prefix is
+// "_empty" (an empty value would read as no label at all).
+std::string MetricsRecorder::label_value(std::string_view text) {
+    if (text.empty()) return "_empty";
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size();) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        std::size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
+        bool valid = length > 0 && i + length <= text.size();
+        for (std::size_t k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+        if (!valid) {
+            out += '?';
+            ++i;
+            continue;
+        }
+        if (length == 1 && (byte < 0x20 || byte == 0x7F)) out += '?';
+        else out.append(text.substr(i, length));
+        i += length;
+    }
+    return out;
 }
 
 std::vector<std::pair<std::string_view, std::string_view>> MetricsRecorder::kind_labels(LockKind kind,
@@ -195,9 +223,11 @@ void MetricsRecorder::collect(const std::function<void(const Metrics::Family&)>&
     auto histogram_series = [](const Histogram& h, std::vector<std::pair<std::string_view, std::string_view>> labels) {
         Series s;
         s.labels = std::move(labels);
-        s.count = h.count();
-        s.value = h.sum_seconds();
+        // One read of the buckets gives the count too: +Inf and _count agree
+        // even while others record (the sum may lag or lead by an observation).
         const auto cumulative = h.cumulative();
+        s.count = cumulative.back();
+        s.value = h.sum_seconds();
         for (std::size_t i = 0; i < cumulative.size(); ++i)
             s.buckets.emplace_back(i < histogram_bounds.size() ? histogram_bounds[i] : std::numeric_limits<double>::infinity(),
                                    cumulative[i]);
@@ -221,11 +251,12 @@ void MetricsRecorder::collect(const std::function<void(const Metrics::Family&)>&
                 if (!h.count()) continue;
                 auto labels = labels_of(*b, kind);
                 labels.emplace_back("outcome", outcome_names[outcome]);
+                auto timed = histogram_series(h, labels);
                 Series counted;
-                counted.labels = labels;
-                counted.value = static_cast<double>(h.count());
+                counted.labels = std::move(labels);
+                counted.value = static_cast<double>(timed.count);  // the same read as the histogram's
                 acquisitions.series.push_back(std::move(counted));
-                acquire.series.push_back(histogram_series(h, std::move(labels)));
+                acquire.series.push_back(std::move(timed));
             }
             if (b->wait[kind].count()) wait.series.push_back(histogram_series(b->wait[kind], labels_of(*b, kind)));
             if (b->hold[kind].count()) hold.series.push_back(histogram_series(b->hold[kind], labels_of(*b, kind)));

@@ -88,6 +88,12 @@ public:
 
     // The label of a lock name (0 when names are not labels). Once per lock object.
     Label name_label(std::string_view lock_name);
+    static std::string label_value(std::string_view text);
+
+    // MetricsOptions::max_name_labels is taken up to this (each label costs
+    // its series, about 9 KB).
+    static constexpr std::size_t max_name_labels_cap = 1000;
+    static constexpr std::string_view overflow_label = "_other";
 
     void acquisition(LockKind kind, Label label, AcquireOutcome outcome, Clock::duration took) noexcept;
     void waited(LockKind kind, Label label, Clock::duration took) noexcept;

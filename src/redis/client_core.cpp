@@ -138,6 +138,20 @@ void ClientCore::run_io() noexcept {
     for (;;) {
         try {
             io_.run();
+            break;
+        } catch (...) {
+        }
+    }
+    // No I/O thread from here: a failure is told on its caller's thread
+    // (fail_soon). What was posted since run() ran out of work runs now.
+    {
+        std::lock_guard lock(io_end_mutex_);
+        io_ended_ = true;
+    }
+    for (;;) {
+        try {
+            io_.restart();
+            io_.poll();
             return;
         } catch (...) {
         }
@@ -194,7 +208,16 @@ std::error_code ClientCore::usable() const noexcept {
 void ClientCore::fail_soon(Completion& done, std::error_code ec) {
     // A child has no I/O thread to run it, and must not wake the parent's.
     if (ec == errc::forked_child) return done(ec, Reply{});
-    asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+    {
+        std::lock_guard lock(io_end_mutex_);
+        if (!io_ended_) {
+            asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
+            return;
+        }
+    }
+    // The I/O thread is gone (the client closed): nobody would run a post,
+    // and a caller waiting without a deadline would wait for ever.
+    done(ec, Reply{});
 }
 
 void ClientCore::submit_formatted(std::string_view formatted, Completion done, Clock::time_point deadline) {

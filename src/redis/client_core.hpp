@@ -154,7 +154,8 @@ public:
 private:
     ClientCore(ServerAddress address, ClientOptions options);
 
-    // Runs done with ec later on the I/O thread, or at once in a forked child.
+    // Runs done with ec later on the I/O thread; at once in a forked child, or
+    // once the I/O thread has ended (the client closed).
     void fail_soon(Completion& done, std::error_code ec);
     template <typename Start>
     Reply wait_for(Start start, std::error_code& ec) noexcept;
@@ -195,7 +196,9 @@ private:
     std::mutex node_dedicated_mutex_;  // cluster: a pool per master
     std::map<std::string, std::shared_ptr<DedicatedConnections>> node_dedicated_;
     bool node_dedicated_closed_ = false;
-    std::atomic<bool> pools_to_retire_{false};  // a pool of a node gone from the map was busy
+    std::atomic<bool> pools_to_retire_{false};
+    std::mutex io_end_mutex_;
+    bool io_ended_ = false;  // run_io's run() is over: fail_soon fails inline  // a pool of a node gone from the map was busy
     std::once_flag attachment_once_;
     std::shared_ptr<void> attachment_;
     std::mutex hooks_mutex_;

@@ -5,6 +5,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -72,6 +74,24 @@ TEST(CliMetrics, RunWritesTheExpositionWhenTheCommandEnds) {
     f = dlock_cli({"--url", server.uri(), "run", "--metrics-file", "/nonexistent-dir/x.prom", "nightly", "--", "true"});
     EXPECT_EQ(f.code, 0);
     EXPECT_NE(f.err.find("cannot write the metrics to /nonexistent-dir/x.prom"), std::string::npos) << f.err;
+}
+
+// A symlink planted where the file is written first (the old temporary
+// name, PATH.<pid>.tmp, was predictable: exec keeps the pid) is not
+// followed, and PATH ends up a regular file of its own.
+TEST(CliMetrics, APlantedSymlinkIsNotFollowed) {
+    dlock::support::RedisServer server;
+    const auto victim = temp_path("victim"), path = temp_path("planted.prom");
+    { std::ofstream(victim) << "precious\n"; }
+    const std::string script = "ln -s '" + victim + "' '" + path + ".'$$'.tmp'; ln -s '" + victim + "' '" + path +
+                               "'; exec '" DLOCK_CLI "' --url '" + server.uri() + "' run --metrics-file '" + path +
+                               "' planted -- true";
+    EXPECT_EQ(std::system(script.c_str()), 0);  // /bin/sh -c: $$ is the pid dlock keeps
+    EXPECT_EQ(read_file(victim), "precious\n");
+    struct stat info {};
+    ASSERT_EQ(::lstat(path.c_str(), &info), 0);
+    EXPECT_TRUE(S_ISREG(info.st_mode)) << "the metrics file is a symlink";
+    EXPECT_NE(read_file(path).find("dlock_acquisitions_total"), std::string::npos);
 }
 
 TEST(CliMetrics, DemoPrintsTheRaceMetricsOfEveryProcessAddedUp) {

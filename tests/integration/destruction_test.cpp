@@ -130,3 +130,38 @@ TEST(Destruction, DestroyingALockAfterAnotherObjectUnlockedItsHoldLeavesTheNextH
     if (rival_got) rival.unlock();
     y.unlock();
 }
+
+// A Client closed while another thread waits in lock() (no deadline) for a
+// lock held elsewhere: the waiter hears client_closed at once, rather than
+// at its next wake-up, and never waits for ever (its next call used to go
+// to an I/O thread that had ended).
+TEST(Destruction, AWaiterHearsItsClientCloseAtOnce) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri());
+    auto holder = holder_client.lock("closed-under", {.lease = 10'000ms});
+    holder.lock();
+    auto client = std::make_unique<dlock::Client>(server.uri());
+    std::atomic<bool> done{false};
+    std::error_code heard;
+    std::thread waiter([&] {
+        auto lock = client->lock("closed-under");
+        try {
+            lock.lock();
+        } catch (const dlock::Error& e) {
+            heard = e.code();
+        }
+        done = true;
+    });
+    ASSERT_TRUE(dlock::support::eventually(
+        [&] { return client->metrics().value("dlock_waiting_callers", {{"kind", "lock"}}) == 1; }));
+    const auto closing = std::chrono::steady_clock::now();
+    client.reset();
+    const bool in_time = dlock::support::eventually([&] { return done.load(); }, std::chrono::milliseconds(3000));
+    if (!in_time) holder.unlock();  // lets a waiter stuck until the lease's end come back, so the test can end
+    waiter.join();
+    EXPECT_TRUE(in_time) << "the waiter returned "
+                         << std::chrono::duration<double>(std::chrono::steady_clock::now() - closing).count()
+                         << " s after the close";
+    EXPECT_EQ(heard, dlock::errc::client_closed) << heard.message();
+    if (in_time) holder.unlock();
+}

@@ -267,6 +267,27 @@ TEST(Metrics, NamesAreLabelsOnlyWhenAskedAndUpToTheCap) {
     EXPECT_EQ(plain.metrics().prometheus_text().find("name="), std::string::npos);
 }
 
+// A name the constructor refuses takes no name label (the cap counts only
+// names that are used).
+TEST(Metrics, RefusedNamesTakeNoNameLabel) {
+    RedisServer server;
+    dlock::ClientOptions options;
+    options.metrics = std::make_shared<dlock::Metrics>(dlock::MetricsOptions{.name_label_delimiter = ':', .max_name_labels = 2});
+    dlock::Client client(server.uri(), options);
+    EXPECT_THROW((void)client.lock(std::string(600, 'x')), dlock::Error);  // too long
+    EXPECT_THROW((void)client.lock("y:1", {.lease = std::chrono::milliseconds(1)}), dlock::Error);  // lease too short
+    EXPECT_THROW((void)client.rw_lock("z:1", {.lease = std::chrono::milliseconds(1)}), dlock::Error);
+    auto orders = client.lock("orders:1");
+    auto users = client.lock("users:1");
+    for (auto* lock : {&orders, &users}) {
+        lock->lock();
+        lock->unlock();
+    }
+    auto& m = client.metrics();
+    EXPECT_EQ(m.value("dlock_acquisitions_total", {{"kind", "lock"}, {"name", "orders"}, {"outcome", "acquired"}}), 1);
+    EXPECT_EQ(m.value("dlock_acquisitions_total", {{"kind", "lock"}, {"name", "users"}, {"outcome", "acquired"}}), 1);
+}
+
 TEST(Metrics, TheSinkSeesEachObservation) {
     RedisServer server;
     dlock::Client client(server.uri());
@@ -314,7 +335,8 @@ TEST(Metrics, TheExpositionParsesBackAndAgreesWithTheCounts) {
     EXPECT_EQ(parsed.types.at("dlock_acquisitions_total"), "counter");
     EXPECT_EQ(parsed.types.at("dlock_holds"), "gauge");
     EXPECT_EQ(parsed.samples.at(R"(dlock_acquisitions_total{kind="lock",name="plain",outcome="acquired"})"), 5);
-    EXPECT_EQ(parsed.samples.at(R"(dlock_acquisitions_total{kind="lock",name="quo\"te\\back\nline",outcome="acquired"})"), 1);
+    // Escaped (quote, backslash), and one line (the line feed as '?').
+    EXPECT_EQ(parsed.samples.at(R"(dlock_acquisitions_total{kind="lock",name="quo\"te\\back?line",outcome="acquired"})"), 1);
     // A histogram's buckets are cumulative, +Inf is its count, and its sum
     // is positive.
     const std::string series = R"(kind="lock",name="plain",outcome="acquired")";

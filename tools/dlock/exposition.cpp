@@ -1,6 +1,7 @@
 #include "exposition.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,14 +17,24 @@ namespace dlock::cli {
 
 bool write_metrics_file(const std::string& path, const Metrics& metrics) {
     const auto text = metrics.prometheus_text();
-    const auto temporary = path + "." + std::to_string(::getpid()) + ".tmp";
+    // A fresh name made with O_EXCL (mkstemp): a file or symlink planted
+    // under a predictable name is never opened or followed.
+    std::string temporary = path + ".XXXXXX";
+    bool made = false;
     auto failed = [&](const char* step) {
         warn("cannot write the metrics to " + path + " (" + step + "): " + std::strerror(errno));
-        ::unlink(temporary.c_str());
+        if (made) ::unlink(temporary.c_str());
         return false;
     };
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
     if (fd < 0) return failed("open");
+    made = true;
+    if (::fchmod(fd, 0644) != 0) {
+        const int saved = errno;
+        ::close(fd);
+        errno = saved;
+        return failed("chmod");
+    }
     std::size_t written = 0;
     while (written < text.size()) {
         const auto n = ::write(fd, text.data() + written, text.size() - written);
@@ -35,6 +46,14 @@ bool write_metrics_file(const std::string& path, const Metrics& metrics) {
             return failed("write");
         }
         written += static_cast<std::size_t>(n);
+    }
+    // On disk before it is renamed into place: a crash leaves the old file
+    // or the new one, never an empty one.
+    if (::fsync(fd) != 0) {
+        const int saved = errno;
+        ::close(fd);
+        errno = saved;
+        return failed("fsync");
     }
     if (::close(fd) != 0) return failed("close");
     if (std::rename(temporary.c_str(), path.c_str()) != 0) return failed("rename");
