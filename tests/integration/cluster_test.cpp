@@ -419,67 +419,6 @@ TEST(Cluster, ACommandWaitingForTheFirstSlotMapEndsAtItsDeadline) {
     EXPECT_LT(after, 3.0);  // its deadline (1 s), not the six seeds' turns (6 s)
 }
 
-// Over a long life a cluster's nodes change address (replaced machines,
-// rescheduled containers). Nodes the map no longer names are let go, so
-// the client keeps following maps however many addresses it has seen (past
-// its cap on nodes at once, 1024).
-TEST(Cluster, NodesTheMapNoLongerNamesAreLetGo) {
-    constexpr int nodes_per_map = 400, maps = 3;  // 1,200 addresses in all
-    auto port_of = [](int map, int node) { return std::to_string(1 + (map - 1) * nodes_per_map + node); };
-    std::atomic<int> current_map{1};
-    ScriptedServer seed([&](const std::vector<std::string>& command) -> std::string {
-        if (command.empty()) return "-ERR empty\r\n";
-        if (command[0] == "PING") return "+PONG\r\n";
-        if (command[0] == "CLIENT") return "+OK\r\n";
-        if (command[0] != "CLUSTER") return "-ERR unknown command\r\n";
-        const int map = current_map;
-        std::vector<std::string> ranges;
-        const int width = dlock::detail::cluster_slots / nodes_per_map;
-        for (int node = 0; node < nodes_per_map; ++node) {
-            const int first = node * width, last = node + 1 == nodes_per_map ? 16383 : first + width - 1;
-            ranges.push_back(ScriptedServer::array(
-                {":" + std::to_string(first) + "\r\n", ":" + std::to_string(last) + "\r\n",
-                 ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ":" + port_of(map, node) + "\r\n",
-                                        ScriptedServer::bulk("id")})}));
-        }
-        return ScriptedServer::array(ranges);
-    });
-    dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(seed.port()),
-                         {.connect_timeout = 500ms, .command_timeout = 500ms, .cluster_refresh_interval = 100ms});
-    auto core = client.core();
-    auto router = core->cluster();
-    auto map_in_use = [&](int map) {
-        return eventually(
-            [&] {
-                auto master = router->master_for_slot(0);
-                return master && std::to_string(master->port) == port_of(map, 0);
-            },
-            20s);
-    };
-    ASSERT_TRUE(map_in_use(1));
-    // A subscriber connection and a pool of dedicated connections to the
-    // master of a slot in the first map (nothing listens there: they fail).
-    {
-        auto subscription = core->subscribe("{x}channel", [](dlock::Subscription::Event, std::string_view) {});
-    }
-    std::promise<void> conversation_done;
-    core->submit_dedicated(
-        "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", {},
-        [&](std::error_code, std::vector<dlock::Reply>&&) { conversation_done.set_value(); }, Clock::now() + 1s);
-    ASSERT_EQ(conversation_done.get_future().wait_for(10s), std::future_status::ready);
-    EXPECT_EQ(core->cluster_footprint().subscriber_shards, 1u);
-    EXPECT_EQ(core->cluster_footprint().node_pools, 1u);
-    for (int map = 2; map <= maps; ++map) {
-        current_map = map;
-        EXPECT_TRUE(map_in_use(map)) << "map " << map << " was not applied";
-    }
-    EXPECT_EQ(router->masters().size(), std::size_t(nodes_per_map));
-    EXPECT_TRUE(eventually([&] { return core->cluster_footprint().router_nodes <= nodes_per_map + 1u; }, 5s))
-        << core->cluster_footprint().router_nodes;  // the map's nodes, and the seed
-    EXPECT_EQ(core->cluster_footprint().subscriber_shards, 0u);
-    EXPECT_EQ(core->cluster_footprint().node_pools, 0u);
-}
-
 TEST(Cluster, IsARedlockMasterByItsUrl) {
     auto& cluster = shared_cluster();
     dlock::support::RedisServer a, b;
