@@ -445,14 +445,15 @@ void ClusterRouter::tell_listeners() {
     });
 }
 
+bool ClusterRouter::shut_down() const {
+    std::lock_guard lock(mutex_);
+    return shut_down_;
+}
+
 void ClusterRouter::refresh_soon() {
     asio::post(io_, [weak = weak_from_this()] {
         auto self = weak.lock();
-        if (!self) return;
-        {
-            std::lock_guard lock(self->mutex_);
-            if (self->shut_down_) return;
-        }
+        if (!self || self->shut_down()) return;
         if (self->refreshing_) {
             self->refresh_again_ = true;
             return;
@@ -461,12 +462,16 @@ void ClusterRouter::refresh_soon() {
         if (since >= min_refresh_gap) return self->refresh_now();
         self->refresh_timer_.expires_after(min_refresh_gap - since);
         self->refresh_timer_.async_wait([self](std::error_code ec) {
-            if (!ec && !self->refreshing_) self->refresh_now();
+            if (!ec && !self->refreshing_ && !self->shut_down()) self->refresh_now();
         });
     });
 }
 
+// A wait that had already completed when shutdown() cancelled the timer still
+// runs its handler with no error: without the check here it would re-arm
+// for ever, and the I/O thread (and the Client's destructor) never end.
 void ClusterRouter::schedule_periodic_refresh() {
+    if (shut_down()) return;
     periodic_timer_.expires_after(options_.cluster_refresh_interval);
     periodic_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
         if (ec) return;

@@ -97,6 +97,7 @@ public:
     void refresh_soon();
 
 private:
+    bool shut_down() const;
     struct Node {
         ServerAddress address;
         std::shared_ptr<Connection> connection;

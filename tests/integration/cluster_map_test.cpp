@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlock/client.hpp"
@@ -83,3 +85,35 @@ TEST(ClusterMap, NodesTheMapNoLongerNamesAreLetGo) {
     EXPECT_EQ(core->cluster_footprint().node_pools, 0u);
 }
 
+
+// A periodic refresh whose wait had already completed when the Client closed
+// still runs its handler: it must not re-arm the timer, or the I/O thread
+// never runs out of work and the Client's destructor never returns. A short
+// refresh interval makes that moment common; each close is bounded.
+TEST(ClusterMap, AClientClosesWhileItsPeriodicRefreshIsDue) {
+    std::atomic<int> seed_port{0};
+    ScriptedServer seed([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "CLUSTER")  // every slot on the seed itself
+            return ScriptedServer::array({ScriptedServer::array(
+                {":0\r\n", ":16383\r\n",
+                 ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ":" + std::to_string(seed_port) + "\r\n"})})});
+        return "+OK\r\n";
+    });
+    seed_port = seed.port();
+    int hung = 0;
+    for (int round = 0; round < 200 && hung == 0; ++round) {
+        auto client = std::make_unique<dlock::Client>(
+            "redis-cluster://127.0.0.1:" + std::to_string(seed.port()),
+            dlock::ClientOptions{.connect_timeout = 500ms, .command_timeout = 500ms, .cluster_refresh_interval = 1ms});
+        std::this_thread::sleep_for(std::chrono::microseconds(round * 37 % 3000));
+        auto closed = std::make_shared<std::promise<void>>();
+        auto closing = closed->get_future();
+        std::thread([client = std::move(client), closed]() mutable {
+            client.reset();
+            closed->set_value();
+        }).detach();
+        if (closing.wait_for(10s) != std::future_status::ready) ++hung;  // the detached close is left behind
+    }
+    EXPECT_EQ(hung, 0) << "a Client's close did not return";
+}
