@@ -12,7 +12,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_LICENSE MIT)
 # What the binaries load (Debian 12 names) and what a user building against
-# the headers and the static library needs.
+# the headers and the static library needs (dlock/async.hpp includes Asio).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-  "libc6, libstdc++6, libhiredis0.14 | libhiredis1.1.0, libssl3, libhiredis-dev, libssl-dev")
+  "libc6, libstdc++6, libhiredis0.14 | libhiredis1.1.0, libssl3, libhiredis-dev, libssl-dev, libasio-dev")
 include(CPack)

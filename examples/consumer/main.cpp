@@ -3,10 +3,12 @@
 // link, and that an exception thrown inside the library is caught here as
 // dlock::Error (its type information crosses the library boundary); with a
 // URL it takes and releases a lock on that server.
+#include <dlock/async.hpp>
 #include <dlock/client.hpp>
 #include <dlock/error.hpp>
 #include <dlock/lock.hpp>
 
+#include <asio/use_future.hpp>
 #include <iostream>
 #include <string>
 
@@ -36,5 +38,9 @@ int main(int argc, char** argv) {
     lock.lock();
     std::cout << "consumer: locked, fencing token " << lock.fencing_token() << "\n";
     lock.unlock();
+    // The asynchronous API links too (its templates call into the library).
+    auto held = dlock::async_lock(lock, asio::use_future).get();
+    std::cout << "consumer: async hold, fencing token " << held.fencing_token() << "\n";
+    dlock::async_unlock(held, asio::use_future).get();
     return 0;
 }

@@ -81,6 +81,7 @@ class Client;
 
 namespace detail {
 class LockCore;
+struct AsyncAccess;
 class MultiLockCore;
 }
 
@@ -250,6 +251,7 @@ protected:
 private:
     friend class detail::MultiLockCore;  // its roll-back releases within the call's deadline
     bool acquire_until(std::chrono::steady_clock::time_point deadline);
+    friend struct detail::AsyncAccess;  // dlock/async.hpp
     std::shared_ptr<detail::LockCore> core_;
 };
 

@@ -82,6 +82,7 @@ class Client;
 
 namespace detail {
 class MultiLockCore;
+struct AsyncAccess;
 }
 
 class MultiLock {
@@ -147,7 +148,8 @@ public:
 
 private:
     bool acquire_until(std::chrono::steady_clock::time_point deadline);
-    std::unique_ptr<detail::MultiLockCore> core_;
+    friend struct detail::AsyncAccess;  // dlock/async.hpp
+    std::shared_ptr<detail::MultiLockCore> core_;
 };
 
 }  // namespace dlock

@@ -64,6 +64,7 @@ class Client;
 namespace detail {
 class MastersCore;
 class RedlockCore;
+struct AsyncAccess;
 }  // namespace detail
 
 // The independent masters of a Redlock: one Client per master.
@@ -194,6 +195,7 @@ public:
 
 private:
     bool acquire_until(std::chrono::steady_clock::time_point deadline);
+    friend struct detail::AsyncAccess;  // dlock/async.hpp
     std::shared_ptr<detail::RedlockCore> core_;
 };
 

@@ -90,6 +90,7 @@ class Client;
 
 namespace detail {
 class RwLockCore;
+struct AsyncAccess;
 }
 
 struct RwLockOptions {
@@ -192,6 +193,7 @@ public:
 
 private:
     bool acquire_until(bool shared, std::chrono::steady_clock::time_point deadline);
+    friend struct detail::AsyncAccess;  // dlock/async.hpp
     std::shared_ptr<detail::RwLockCore> core_;
 };
 

@@ -81,6 +81,7 @@ class Client;
 
 namespace detail {
 class SemaphoreCore;
+struct AsyncAccess;
 class Hold;
 }  // namespace detail
 
@@ -205,6 +206,7 @@ public:
 
 private:
     Permit acquire_until(std::chrono::steady_clock::time_point deadline, unsigned k, std::stop_token stop);
+    friend struct detail::AsyncAccess;  // dlock/async.hpp
     std::shared_ptr<detail::SemaphoreCore> core_;
 };
 

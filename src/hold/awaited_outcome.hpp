@@ -15,6 +15,7 @@
 #include <semaphore>
 #include <stop_token>
 
+#include "async/condition.hpp"
 #include "redis/client_core.hpp"
 
 namespace dlock::detail {
@@ -28,14 +29,17 @@ public:
     // walked away. Later calls are ignored.
     void deliver(Outcome&& outcome) {
         Handler handler;
+        bool fiber_waits = false;
         {
             std::lock_guard lock(mutex_);
             if (delivered_) return;
             delivered_ = true;
             if (walked_away_) handler = std::move(if_walked_away_);
             else outcome_ = std::move(outcome);
+            fiber_waits = fiber_waits_;
         }
         if (handler) return handler(std::move(outcome));
+        if (fiber_waits) return parked_.notify_all();
         done_.release();
     }
 
@@ -46,6 +50,7 @@ public:
     // often faster than a sleep and wake-up).
     bool wait(ClientCore& client, std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               Handler if_walked_away) {
+        if (Fiber::current()) return park(deadline, stop, out, std::move(if_walked_away));
         {
             std::lock_guard lock(mutex_);
             awaited_ = true;
@@ -62,14 +67,7 @@ public:
         }
         on_stop.reset();
         std::lock_guard lock(mutex_);
-        if (delivered_) {
-            out = std::move(*outcome_);
-            return true;
-        }
-        walked_away_ = true;
-        awaited_ = false;
-        if_walked_away_ = std::move(if_walked_away);
-        return false;
+        return settle_locked(out, std::move(if_walked_away));
     }
 
     // True while a caller is blocked in wait() for the outcome (any thread).
@@ -92,6 +90,29 @@ public:
     }
 
 private:
+    // wait() in a fiber (an asynchronous operation): it parks, with no spin.
+    bool park(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out, Handler if_walked_away) {
+        std::unique_lock lock(mutex_);
+        awaited_ = true;
+        fiber_waits_ = true;
+        auto ready = [&] { return delivered_; };
+        if (deadline) parked_.wait_until(lock, stop, *deadline, ready);
+        else parked_.wait(lock, stop, ready);
+        fiber_waits_ = false;
+        return settle_locked(out, std::move(if_walked_away));
+    }
+    // The wait's end: the outcome (true), or walked away from it.
+    bool settle_locked(Outcome& out, Handler if_walked_away) {
+        if (delivered_) {
+            out = std::move(*outcome_);
+            return true;
+        }
+        walked_away_ = true;
+        awaited_ = false;
+        if_walked_away_ = std::move(if_walked_away);
+        return false;
+    }
+
     std::mutex mutex_;
     bool delivered_ = false;
     bool walked_away_ = false;
@@ -100,6 +121,8 @@ private:
     Handler if_walked_away_;
     // Released by the delivery and by a stop request: hence two.
     std::counting_semaphore<2> done_{0};
+    bool fiber_waits_ = false;
+    Condition parked_;  // a fiber's wait
 };
 
 }  // namespace dlock::detail

@@ -17,6 +17,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "async/condition.hpp"
 #include "dlock/subscription.hpp"
 #include "hold.hpp"
 
@@ -40,7 +41,7 @@ public:
 
 private:
     struct Sleeper {
-        std::condition_variable_any wake;
+        Condition wake;
         bool called = false;
     };
     void on_message(Subscription::Event event, std::string_view payload);

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "async/condition.hpp"
 #include "hold.hpp"
 
 namespace dlock::detail {
@@ -51,7 +52,7 @@ public:
 
 private:
     std::mutex mutex_;
-    std::condition_variable_any free_;
+    Condition free_;
     bool busy_ = false;
 };
 

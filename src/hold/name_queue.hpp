@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "async/condition.hpp"
 #include "dlock/subscription.hpp"
 #include "hold.hpp"
 
@@ -84,7 +85,7 @@ private:
     // message or a hand-off wakes only the head, not every waiting thread.
     struct Waiter {
         std::uint64_t ticket = 0;
-        std::condition_variable_any wake;
+        Condition wake;
         // The hand-off (head only): sleeping heads may be claimed; a claimed
         // one is receiving until finish_handoff, which leaves `handed`.
         enum class HandOff { awake, sleeping, receiving } hand_off = HandOff::awake;

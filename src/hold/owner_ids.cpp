@@ -21,9 +21,14 @@ std::string random_id() {
     return id;  // 128 random bits
 }
 
+// Threads and asynchronous operations draw their numbers from one counter:
+// no operation is ever mistaken for a thread.
+std::atomic<std::uint64_t> next_owner_number{1};
+thread_local std::uint64_t scoped_owner_number = 0;  // OwnerScope; 0: none
+
 std::uint64_t this_thread_number() {
-    static std::atomic<std::uint64_t> next{1};
-    thread_local const std::uint64_t number = next.fetch_add(1);
+    if (scoped_owner_number != 0) return scoped_owner_number;
+    thread_local const std::uint64_t number = next_owner_number.fetch_add(1);
     return number;
 }
 
@@ -46,6 +51,12 @@ std::string OwnerIds::with_thread(std::string base) {
     base.append(number, end);
     return base;
 }
+
+std::uint64_t OwnerIds::new_owner_number() { return next_owner_number.fetch_add(1); }
+
+OwnerScope::OwnerScope(std::uint64_t number) : previous_(scoped_owner_number) { scoped_owner_number = number; }
+OwnerScope::~OwnerScope() { scoped_owner_number = previous_; }
+bool OwnerScope::active() noexcept { return scoped_owner_number != 0; }
 
 std::string OwnerIds::new_handle_owner() { return id_ + ":h" + std::to_string(next_handle_.fetch_add(1)); }
 

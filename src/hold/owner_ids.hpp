@@ -18,8 +18,11 @@ public:
     std::string thread_owner() const;
     // id + a number unique under this id: an explicit owner handle.
     std::string new_handle_owner();
-    // base + calling thread.
+    // base + calling thread (or the OwnerScope in force).
     static std::string with_thread(std::string base);
+    // A number for an owner that is not a thread (an asynchronous
+    // operation, OwnerScope), never equal to a thread's.
+    static std::uint64_t new_owner_number();
     // Distinct for every acquire/release sent under this id: lets a retried
     // call be told apart from a new one.
     std::string next_operation_id();
@@ -32,6 +35,23 @@ private:
     const std::string id_;
     std::atomic<std::uint64_t> next_operation_{1};
     std::atomic<std::uint64_t> next_handle_{1};
+};
+
+// While alive, the calling thread acts as the owner `number`
+// (OwnerIds::new_owner_number) wherever it would act as itself, and as that
+// owner also for locks whose ownership is by handle: an asynchronous
+// operation (async/fiber.hpp) owns the holds it makes, whichever thread runs
+// it. Nests; restores the previous owner when destroyed.
+class OwnerScope {
+public:
+    explicit OwnerScope(std::uint64_t number);
+    ~OwnerScope();
+    OwnerScope(const OwnerScope&) = delete;
+    OwnerScope& operator=(const OwnerScope&) = delete;
+    static bool active() noexcept;
+
+private:
+    std::uint64_t previous_;
 };
 
 }  // namespace dlock::detail

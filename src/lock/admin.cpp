@@ -1,6 +1,8 @@
 // Operator tools: look at a lock, break a lock.
 #include <algorithm>
 #include <condition_variable>
+
+#include "async/condition.hpp"
 #include <mutex>
 
 #include "dlock/client.hpp"
@@ -27,7 +29,7 @@ constexpr std::string_view scan_count = "1000";
 // Inspects names in one pipelined batch; waits for every answer.
 void inspect_batch(Client& client, std::vector<std::string> names, std::vector<std::pair<std::string, LockInfo>>& out) {
     std::mutex mutex;
-    std::condition_variable done;
+    detail::Condition done;
     std::size_t pending = names.size();
     std::vector<Reply> replies(names.size());
     std::error_code failure;
@@ -70,7 +72,7 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
                      std::stop_token stop) {
     validate_name(name);
     std::mutex mutex;
-    std::condition_variable_any changed;
+    detail::Condition changed;
     bool news = false;
     auto subscription = client.subscribe(detail::LockKeys(name).channel(), [&](Subscription::Event, std::string_view) {
         std::lock_guard lock(mutex);

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "async/condition.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
 #include "redis/client_core.hpp"
@@ -56,7 +57,7 @@ private:
     void record(std::size_t index, std::error_code ec, Reply&& reply);
 
     std::mutex mutex_;
-    std::condition_variable changed_;
+    Condition changed_;
     std::vector<Ballot> ballots_;
     std::size_t answered_ = 0;
     const Clock::time_point deadline_;

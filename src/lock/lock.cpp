@@ -6,6 +6,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/fair_lock.hpp"
+#include "async/async_hold_state.hpp"
 #include "hold/hold_queries.hpp"
 #include "lock_core.hpp"
 #include "lock_scripts.hpp"
@@ -42,7 +43,8 @@ LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOp
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
 std::string LockCore::current_owner() const {
-    return identity->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
+    return identity->options.ownership == Ownership::handle && !OwnerScope::active() ? handle_owner_
+                                                                                   : service->thread_owner();
 }
 
 LockClock::time_point LockCore::retry_window_end() const {
@@ -678,3 +680,16 @@ const std::string& Lock::name() const noexcept {
 }
 
 }  // namespace dlock
+
+namespace dlock::async_entry {
+
+using namespace dlock::detail;
+
+void start_acquire(Lock& lock, std::optional<std::chrono::steady_clock::time_point> deadline, std::stop_source stop,
+                   AcquireCompletion done) {
+    auto core = AsyncAccess::core(lock);
+    if (!core) return done(errc::invalid_argument, AsyncHold());
+    start_owned(core, core->client, deadline, std::move(stop), std::move(done));
+}
+
+}  // namespace dlock::async_entry

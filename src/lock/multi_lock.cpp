@@ -4,6 +4,8 @@
 // and combines.
 #include "dlock/multi_lock.hpp"
 
+#include "async/async_hold_state.hpp"
+
 #include <algorithm>
 #include <utility>
 #include <exception>
@@ -47,12 +49,14 @@ struct Request {
 class MultiLockCore {
 public:
     MultiLockCore(Client& client, std::vector<std::string> names, const LockOptions& options)
-        : names_(canonical(std::move(names))), options_(options) {
+        : client_(client.core()), names_(canonical(std::move(names))), options_(options) {
         locks_.reserve(names_.size());
         for (const auto& name : names_) locks_.emplace_back(client, name, options);
         // After the names passed the checks (each Lock's).
         if (!names_.empty()) metrics_ = MetricsTag::of(client.core()->metrics(), LockKind::multi_lock, names_.front());
     }
+
+    const std::shared_ptr<ClientCore>& client_core() const noexcept { return client_; }
 
     ~MultiLockCore() {
         // Reverse order, as unlock() does; each Lock gives back what it made.
@@ -186,9 +190,11 @@ private:
         std::vector<std::unique_ptr<std::stop_callback<Relay>>> relays;
     };
 
-    std::thread::id owner_key() const {
-        // Under Ownership::handle this object is the one owner.
-        return options_.ownership == Ownership::handle ? std::thread::id{} : std::this_thread::get_id();
+    std::string owner_key() const {
+        // Under Ownership::handle this object is the one owner; an
+        // asynchronous operation (OwnerScope) is always its own.
+        if (options_.ownership == Ownership::handle && !OwnerScope::active()) return {};
+        return OwnerIds::with_thread({});
     }
 
     static bool out_of_time(const Request& request) {
@@ -278,19 +284,20 @@ private:
         }
     }
 
+    const std::shared_ptr<ClientCore> client_;
     const std::vector<std::string> names_;
     const LockOptions options_;
     MetricsTag metrics_;  // labelled by the first name
     std::vector<Lock> locks_;  // one per name, canonical order
     mutable std::mutex mutex_;
-    std::map<std::thread::id, std::unique_ptr<Watcher>> watchers_;
+    std::map<std::string, std::unique_ptr<Watcher>> watchers_;  // by owner_key()
 };
 
 }  // namespace detail
 
 namespace {
 
-detail::MultiLockCore& checked(const std::unique_ptr<detail::MultiLockCore>& core) {
+detail::MultiLockCore& checked(const std::shared_ptr<detail::MultiLockCore>& core) {
     if (!core) throw Error(errc::invalid_argument, "use of a moved-from dlock::MultiLock");
     return *core;
 }
@@ -304,7 +311,7 @@ bool acquire_or_throw(detail::MultiLockCore& core, const detail::Request& reques
     return false;
 }
 
-bool acquire_noexcept(const std::unique_ptr<detail::MultiLockCore>& core, const detail::Request& request,
+bool acquire_noexcept(const std::shared_ptr<detail::MultiLockCore>& core, const detail::Request& request,
                       std::error_code& ec) noexcept {
     ec.clear();
     if (!core) {
@@ -325,7 +332,7 @@ bool acquire_noexcept(const std::unique_ptr<detail::MultiLockCore>& core, const 
 }  // namespace
 
 MultiLock::MultiLock(Client& client, std::vector<std::string> names, LockOptions options)
-    : core_(std::make_unique<detail::MultiLockCore>(client, std::move(names), options)) {}
+    : core_(std::make_shared<detail::MultiLockCore>(client, std::move(names), options)) {}
 
 MultiLock::MultiLock(MultiLock&&) noexcept = default;
 MultiLock& MultiLock::operator=(MultiLock&&) noexcept = default;
@@ -397,3 +404,54 @@ const std::vector<std::string>& MultiLock::names() const noexcept {
 }
 
 }  // namespace dlock
+
+namespace dlock::detail {
+namespace {
+
+// An asynchronous acquisition's multi-lock hold (dlock/async.hpp). Its
+// queries run as its owner (AsyncHold sets the OwnerScope).
+class MultiLockAsyncState final : public AsyncHoldState {
+public:
+    MultiLockAsyncState(std::shared_ptr<MultiLockCore> core, std::shared_ptr<ClientCore> client, std::uint64_t owner_number)
+        : AsyncHoldState(std::move(client), owner_number, core->names().front()), core_(std::move(core)) {}
+    void release(std::error_code& ec) noexcept override { core_->release(ec); }
+    bool is_held() const override { return core_->is_held(); }
+    std::vector<std::pair<std::string, std::uint64_t>> fencing_tokens() const override { return core_->fencing_tokens(); }
+    std::chrono::steady_clock::time_point valid_until() const override { return core_->valid_until(); }
+    std::stop_token lost_token() const override { return core_->lost_token(); }
+    void report_release_error(std::error_code) noexcept override {}  // each name's own on_unlock_error heard it
+
+private:
+    const std::shared_ptr<MultiLockCore> core_;
+};
+
+}  // namespace
+
+}  // namespace dlock::detail
+
+namespace dlock::async_entry {
+
+using namespace dlock::detail;
+
+void start_acquire(MultiLock& lock, std::optional<std::chrono::steady_clock::time_point> deadline,
+                   std::stop_source stop, AcquireCompletion done) {
+    auto core = AsyncAccess::core(lock);
+    if (!core) return done(errc::invalid_argument, AsyncHold());
+    auto client = core->client_core();
+    run_acquisition(
+        client, deadline, std::move(stop),
+        [core, client](std::uint64_t owner_number, std::optional<LockClock::time_point> until, std::stop_token stop,
+                       std::error_code& ec) -> std::shared_ptr<AsyncHoldState> {
+            MultiLockCore::Failure failure;
+            const bool single = until && *until <= LockClock::now();
+            if (!core->acquire(Request{.deadline = until, .single_attempt = single, .stop = stop}, failure)) {
+                if (failure.thrown) std::rethrow_exception(failure.thrown);
+                ec = failure.ec;
+                return nullptr;
+            }
+            return std::make_shared<MultiLockAsyncState>(core, client, owner_number);
+        },
+        std::move(done));
+}
+
+}  // namespace dlock::async_entry

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <condition_variable>
+
+#include "async/async_hold_state.hpp"
+#include "async/condition.hpp"
 #include <random>
 
 #include "hold/hold_queries.hpp"
@@ -59,7 +62,7 @@ AcquireAnswer read_acquire(const Ballot& ballot) {
 // messages are our own and the contenders' and must not end the pause.
 void pause_until(LockClock::time_point until, std::stop_token stop) {
     std::mutex mutex;
-    std::condition_variable_any never;
+    Condition never;
     std::unique_lock lock(mutex);
     never.wait_until(lock, stop, until, [] { return false; });
 }
@@ -80,7 +83,8 @@ RedlockCore::RedlockCore(std::shared_ptr<MastersCore> masters_, std::string name
       object_owner_(masters->ids.new_handle_owner()) {}
 
 std::string RedlockCore::current_owner() const {
-    return identity->options.ownership == Ownership::handle ? object_owner_ : OwnerIds::with_thread(object_owner_);
+    return identity->options.ownership == Ownership::handle && !OwnerScope::active() ? object_owner_
+                                                                                   : OwnerIds::with_thread(object_owner_);
 }
 
 std::vector<MasterOutcome> RedlockCore::last_outcomes() const {
@@ -528,3 +532,17 @@ const std::string& Redlock::name() const noexcept { return core_->identity->name
 std::vector<MasterOutcome> Redlock::last_outcomes() const { return core_->last_outcomes(); }
 
 }  // namespace dlock
+
+namespace dlock::async_entry {
+
+using namespace dlock::detail;
+
+void start_acquire(Redlock& lock, std::optional<std::chrono::steady_clock::time_point> deadline,
+                   std::stop_source stop, AcquireCompletion done) {
+    auto core = AsyncAccess::core(lock);
+    if (!core) return done(errc::invalid_argument, AsyncHold());
+    // The first master's client carries the fiber thread.
+    start_owned(core, core->masters->cores.front(), deadline, std::move(stop), std::move(done));
+}
+
+}  // namespace dlock::async_entry

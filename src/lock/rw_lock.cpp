@@ -1,5 +1,7 @@
 #include "dlock/rw_lock.hpp"
 
+#include "async/async_hold_state.hpp"
+
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "hold/hold_queries.hpp"
@@ -62,7 +64,8 @@ RwLockCore::RwLockCore(std::shared_ptr<ClientCore> client_, std::string name, co
       name_inbox_(service->name_inbox(write_->keys.lock)) {}
 
 std::string RwLockCore::current_owner() const {
-    return write_->options.ownership == Ownership::handle ? handle_owner_ : service->thread_owner();
+    return write_->options.ownership == Ownership::handle && !OwnerScope::active() ? handle_owner_
+                                                                              : service->thread_owner();
 }
 
 LockClock::time_point RwLockCore::retry_window_end() const {
@@ -513,3 +516,51 @@ const std::string& RwLock::name() const noexcept {
 }
 
 }  // namespace dlock
+
+namespace dlock::detail {
+namespace {
+
+// An asynchronous acquisition's hold of one side of an RwLock (dlock/async.hpp).
+class RwLockAsyncState final : public SingleHoldState {
+public:
+    RwLockAsyncState(std::shared_ptr<RwLockCore> core, RwSide side, std::uint64_t owner_number)
+        : SingleHoldState(core->client, owner_number, core->identity(side).name),
+          core_(std::move(core)),
+          side_(side),
+          owner_(core_->current_owner()) {}
+    void release(std::error_code& ec) noexcept override { ::dlock::release_noexcept(core_, side_, ec); }
+    std::shared_ptr<Hold> hold() const override { return core_->hold_of(side_, owner_); }
+    void report_release_error(std::error_code ec) noexcept override {
+        report_unlock_error(core_->identity(side_), ec);
+    }
+
+private:
+    const std::shared_ptr<RwLockCore> core_;
+    const RwSide side_;
+    const std::string owner_;
+};
+
+}  // namespace
+
+}  // namespace dlock::detail
+
+namespace dlock::async_entry {
+
+using namespace dlock::detail;
+
+void start_acquire(RwLock& lock, bool shared, std::optional<std::chrono::steady_clock::time_point> deadline,
+                   std::stop_source stop, AcquireCompletion done) {
+    auto core = AsyncAccess::core(lock);
+    if (!core) return done(errc::invalid_argument, AsyncHold());
+    const auto side = shared ? RwSide::read : RwSide::write;
+    run_acquisition(
+        core->client, deadline, std::move(stop),
+        [core, side](std::uint64_t owner_number, std::optional<LockClock::time_point> until, std::stop_token stop,
+                     std::error_code& ec) -> std::shared_ptr<AsyncHoldState> {
+            if (!core->acquire(side, until, stop, ec)) return nullptr;
+            return std::make_shared<RwLockAsyncState>(core, side, owner_number);
+        },
+        std::move(done));
+}
+
+}  // namespace dlock::async_entry

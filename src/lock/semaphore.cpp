@@ -3,6 +3,8 @@
 // a ChannelWatch per process that wakes the waiting threads.
 #include "dlock/semaphore.hpp"
 
+#include "async/async_hold_state.hpp"
+
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "hold/channel_watch.hpp"
@@ -446,3 +448,55 @@ SemaphoreInfo inspect_semaphore(Client& client, std::string_view name) {
 }
 
 }  // namespace dlock
+
+namespace dlock::detail {
+namespace {
+
+// An asynchronous acquisition's permits (dlock/async.hpp): released as
+// Permit::release does.
+class SemaphoreAsyncState final : public SingleHoldState {
+public:
+    SemaphoreAsyncState(std::shared_ptr<SemaphoreCore> core, std::shared_ptr<Hold> hold, std::uint64_t owner_number)
+        : SingleHoldState(core->client, owner_number, core->identity->name), core_(std::move(core)), hold_(std::move(hold)) {}
+    void release(std::error_code& ec) noexcept override {
+        try {
+            core_->release(hold_, ec);
+        } catch (...) {
+            ec = std::make_error_code(std::errc::not_enough_memory);
+        }
+    }
+    std::shared_ptr<Hold> hold() const override { return hold_; }
+    // Permits have no fencing token.
+    std::vector<std::pair<std::string, std::uint64_t>> fencing_tokens() const override { return {}; }
+    void report_release_error(std::error_code ec) noexcept override { report_unlock_error(*core_->identity, ec); }
+
+private:
+    const std::shared_ptr<SemaphoreCore> core_;
+    const std::shared_ptr<Hold> hold_;
+};
+
+}  // namespace
+
+}  // namespace dlock::detail
+
+namespace dlock::async_entry {
+
+using namespace dlock::detail;
+
+void start_acquire(Semaphore& semaphore, unsigned permits,
+                   std::optional<std::chrono::steady_clock::time_point> deadline, std::stop_source stop,
+                   AcquireCompletion done) {
+    auto core = AsyncAccess::core(semaphore);
+    if (!core) return done(errc::invalid_argument, AsyncHold());
+    run_acquisition(
+        core->client, deadline, std::move(stop),
+        [core, permits](std::uint64_t owner_number, std::optional<LockClock::time_point> until, std::stop_token stop,
+                        std::error_code& ec) -> std::shared_ptr<AsyncHoldState> {
+            auto hold = core->acquire(permits, until, stop, ec);
+            if (!hold) return nullptr;
+            return std::make_shared<SemaphoreAsyncState>(core, std::move(hold), owner_number);
+        },
+        std::move(done));
+}
+
+}  // namespace dlock::async_entry

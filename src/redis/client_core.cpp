@@ -1,5 +1,7 @@
 #include "client_core.hpp"
 
+#include "async/condition.hpp"
+
 #include <semaphore>
 #include <set>
 
@@ -23,6 +25,10 @@ struct SyncCall {
     std::binary_semaphore done{0};
     std::error_code ec;
     Reply reply;
+    // A fiber's call (an asynchronous operation) parks instead.
+    std::mutex mutex;
+    bool answered = false;
+    Condition parked;
 };
 
 void validate(const ClientOptions& options) {
@@ -158,7 +164,23 @@ void ClientCore::run_io() noexcept {
     }
 }
 
+std::shared_ptr<FiberRunner> ClientCore::fiber_runner() {
+    std::lock_guard lock(fiber_mutex_);
+    if (fibers_closed_ || usable()) return nullptr;
+    if (!fibers_) fibers_ = FiberRunner::start();
+    return fibers_;
+}
+
 void ClientCore::stop() {
+    // Asynchronous operations end first: they need the I/O thread for
+    // their last answers (a stop request ends each within a round trip).
+    std::shared_ptr<FiberRunner> fibers;
+    {
+        std::lock_guard lock(fiber_mutex_);
+        fibers_closed_ = true;
+        fibers.swap(fibers_);
+    }
+    if (fibers) fibers->shutdown(/*wait=*/!on_io_thread());
     std::vector<std::function<void()>> hooks;
     {
         std::lock_guard lock(hooks_mutex_);
@@ -271,10 +293,21 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
             [call](std::error_code e, Reply&& r) {
                 call->ec = e;
                 call->reply = std::move(r);
+                {
+                    std::lock_guard lock(call->mutex);
+                    call->answered = true;
+                }
+                call->parked.notify_all();
                 call->done.release();
             },
             until);
-        if (!spin_for(call->done) && !call->done.try_acquire_until(until)) {
+        if (Fiber::current()) {
+            std::unique_lock lock(call->mutex);
+            if (!call->parked.wait_until(lock, until, [&] { return call->answered; })) {
+                ec = errc::command_timeout;
+                return {};
+            }
+        } else if (!spin_for(call->done) && !call->done.try_acquire_until(until)) {
             ec = errc::command_timeout;
             return {};
         }

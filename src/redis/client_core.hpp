@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "asio.hpp"
+#include "async/fiber_runner.hpp"
 #include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dedicated_connections.hpp"
@@ -41,6 +42,9 @@ public:
 
     // forked_child or client_closed when the client cannot be used.
     std::error_code usable() const noexcept;
+    // The thread of this client's asynchronous operations (dlock/async.hpp),
+    // started on first use; null once the client is closing. Any thread.
+    std::shared_ptr<FiberRunner> fiber_runner();
     bool forked() const noexcept;
 
     // Asynchronous: done runs on the I/O thread exactly once.
@@ -198,6 +202,9 @@ private:
     bool node_dedicated_closed_ = false;
     std::atomic<bool> pools_to_retire_{false};
     std::mutex io_end_mutex_;
+    std::mutex fiber_mutex_;
+    std::shared_ptr<FiberRunner> fibers_;
+    bool fibers_closed_ = false;
     bool io_ended_ = false;  // run_io's run() is over: fail_soon fails inline  // a pool of a node gone from the map was busy
     std::once_flag attachment_once_;
     std::shared_ptr<void> attachment_;

@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "async/condition.hpp"
 #include "cluster_slots.hpp"
 #include "connection.hpp"
 
@@ -140,7 +141,7 @@ private:
     const ClientOptions options_;
 
     mutable std::mutex mutex_;
-    std::condition_variable map_changed_;
+    Condition map_changed_;
     std::map<std::string, Node> nodes_;                 // every node ever routed to, by "host:port"
     std::array<Node*, cluster_slots> slots_{};          // nullptr: no master known for the slot
     bool map_known_ = false;

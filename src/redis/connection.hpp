@@ -40,6 +40,7 @@
 #include <system_error>
 #include <vector>
 
+#include "async/condition.hpp"
 #include "asio.hpp"
 #include "dlock/client_options.hpp"
 #include "dlock/reply.hpp"
@@ -181,7 +182,7 @@ private:
 
     // Shared state, guarded by mutex_.
     mutable std::mutex mutex_;
-    std::condition_variable state_changed_;
+    Condition state_changed_;
     State state_ = State::idle;
     bool attempt_located_ = false;  // I/O thread: this attempt goes where the locator named
     std::error_code last_error_;

@@ -22,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "async/condition.hpp"
 #include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dlock/subscription.hpp"
@@ -97,7 +98,7 @@ private:
     std::thread::id io_thread_;
 
     std::mutex mutex_;
-    std::condition_variable confirmed_;
+    Condition confirmed_;
     std::map<std::string, std::unique_ptr<Shard>> shards_;  // by key; a cluster's unused ones retired on map changes
     std::unordered_map<std::string, Channel> channels_;
     unsigned long long next_id_ = 1;

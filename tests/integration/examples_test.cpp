@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include <unistd.h>
+
 #include "redis_server.hpp"
 
 namespace {
@@ -40,4 +42,33 @@ TEST(Examples, QuickstartReportsAnUnreachableServer) {
     auto [code, out] = run(std::string(DLOCK_QUICKSTART) + " redis://127.0.0.1:" +
                            std::to_string(dlock::support::free_port()) + " 2>/dev/null");
     EXPECT_EQ(code, 1);
+}
+
+// Two servers side by side on one directory, each answering 90 adds over 90
+// connections at once: every update kept (each read-modify-write waits 2 ms
+// between its read and its write, so an unlocked one would lose many).
+TEST(Examples, AsyncServersSerialiseWorkPerKeyAcrossProcesses) {
+    dlock::support::RedisServer server;
+    char dir_template[] = "/tmp/dlock-async-example-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    const std::string dir = dir_template;
+    const std::string one = std::string(DLOCK_ASYNC_SERVER) + " " + server.uri() + " " + dir + " 90";
+    auto [code, out] = run("(" + one + " & a=$!; " + one + " & b=$!; wait $a; ra=$?; wait $b; rb=$?; " +
+                           "[ $ra = 0 ] && [ $rb = 0 ]) 2>&1");
+    EXPECT_EQ(code, 0) << out;
+    unsigned long total = 0;
+    for (int key = 0; key < 3; ++key) {
+        const std::string file = dir + "/key" + std::to_string(key);
+        FILE* in = fopen(file.c_str(), "r");
+        unsigned long count = 0;
+        if (in) {
+            if (fscanf(in, "%lu", &count) != 1) count = 0;
+            fclose(in);
+        }
+        EXPECT_EQ(count, 60u) << file;
+        total += count;
+        std::remove(file.c_str());
+    }
+    EXPECT_EQ(total, 180u);
+    rmdir(dir.c_str());
 }

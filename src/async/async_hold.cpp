@@ -1,0 +1,186 @@
+#include "async_hold_state.hpp"
+
+#include <asio/post.hpp>
+
+#include "dlock/error.hpp"
+#include "fiber.hpp"
+#include "redis/client_core.hpp"
+
+namespace dlock {
+namespace detail {
+
+void AsyncHoldState::add_lost_wait(std::function<void()> abort) {
+    {
+        std::lock_guard lock(mutex_);
+        if (!lost_waits_ended_) {
+            lost_waits_.push_back(std::move(abort));
+            return;
+        }
+    }
+    abort();
+}
+
+void AsyncHoldState::end_lost_waits() {
+    std::vector<std::function<void()>> waits;
+    {
+        std::lock_guard lock(mutex_);
+        lost_waits_ended_ = true;
+        waits.swap(lost_waits_);
+    }
+    for (auto& abort : waits) abort();
+}
+
+namespace {
+
+// Runs fn on the client's fiber thread, outside any fiber.
+void post_to_fibers(FiberRunner& runner, std::function<void()> fn) { asio::post(runner.io(), std::move(fn)); }
+
+// Releases state as its owner, in a fiber (inline once the client's fiber
+// thread is gone: the release then fails at once, client_closed), then
+// done(ec) outside the fiber.
+void release_state(const std::shared_ptr<AsyncHoldState>& state, async_entry::PlainCompletion done) {
+    auto finish = [state](std::error_code& ec) {
+        state->release(ec);
+        state->end_lost_waits();
+    };
+    auto runner = state->client->fiber_runner();
+    if (runner && runner->spawn(
+                      [state, finish, done, runner](std::stop_token) {
+                          std::error_code ec;
+                          finish(ec);
+                          post_to_fibers(*runner, [done, ec] { done(ec); });
+                      },
+                      state->owner_number, std::stop_source(std::nostopstate)))
+        return;
+    std::error_code ec;
+    {
+        OwnerScope scope(state->owner_number);
+        finish(ec);
+    }
+    done(ec);
+}
+
+}  // namespace
+
+void run_acquisition(const std::shared_ptr<ClientCore>& client,
+                     std::optional<std::chrono::steady_clock::time_point> deadline, std::stop_source stop,
+                     AsyncAcquisition acquire, async_entry::AcquireCompletion done) {
+    auto runner = client->fiber_runner();
+    const auto owner = new_owner_number();
+    auto body = [client, runner, deadline, acquire = std::move(acquire), done, owner](std::stop_token token) {
+        std::error_code ec;
+        std::shared_ptr<AsyncHoldState> state;
+        try {
+            state = acquire(owner, deadline, token, ec);
+        } catch (const Error& e) {
+            ec = e.code();
+        } catch (...) {
+            ec = std::make_error_code(std::errc::not_enough_memory);
+        }
+        if (state) ec.clear();
+        else if (!ec && token.stop_requested())
+            ec = client->usable() ? client->usable() : make_error_code(asio::error::operation_aborted);
+        auto result = std::make_shared<std::pair<std::error_code, AsyncHold>>(ec, AsyncHold(std::move(state)));
+        post_to_fibers(*runner, [done, result] { done(result->first, std::move(result->second)); });
+    };
+    if (!runner || !runner->spawn(std::move(body), owner, std::move(stop))) done(errc::client_closed, AsyncHold());
+}
+
+}  // namespace detail
+
+namespace async_entry {
+
+using namespace detail;
+
+void start_release(AsyncHold hold, PlainCompletion done) {
+    auto state = AsyncAccess::take(hold);
+    if (!state || !state->claim_release()) return done(errc::not_owner);
+    release_state(state, std::move(done));
+}
+
+void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompletion done) {
+    const auto& state = hold.state();
+    if (!state || state->released()) return done(make_error_code(asio::error::operation_aborted));
+    auto runner = state->client->fiber_runner();
+    if (!runner) return done(errc::client_closed);
+    struct Watch {
+        std::atomic<bool> finished{false};
+        std::optional<std::stop_callback<std::function<void()>>> lost, cancelled;
+    };
+    auto watch = std::make_shared<Watch>();
+    // The first of lost, released and cancelled ends the wait; the watch's
+    // callbacks are let go on the fiber thread (which breaks their cycle).
+    auto finish = [watch, runner, done](std::error_code ec) {
+        if (watch->finished.exchange(true)) return;
+        post_to_fibers(*runner, [watch, done, ec] {
+            watch->lost.reset();
+            watch->cancelled.reset();
+            done(ec);
+        });
+    };
+    state->add_lost_wait([finish] { finish(make_error_code(asio::error::operation_aborted)); });
+    watch->lost.emplace(state->lost_token(), std::function<void()>([finish] { finish(errc::lease_lost); }));
+    watch->cancelled.emplace(stop.get_token(),
+                             std::function<void()>([finish] { finish(make_error_code(asio::error::operation_aborted)); }));
+}
+
+}  // namespace async_entry
+
+AsyncHold::AsyncHold() noexcept = default;
+AsyncHold::AsyncHold(std::shared_ptr<detail::AsyncHoldState> state) noexcept : state_(std::move(state)) {}
+AsyncHold::AsyncHold(AsyncHold&&) noexcept = default;
+
+AsyncHold& AsyncHold::operator=(AsyncHold&& other) noexcept {
+    if (this != &other) {
+        AsyncHold old(std::move(*this));  // released in the background by its destructor
+        state_ = std::move(other.state_);
+    }
+    return *this;
+}
+
+AsyncHold::~AsyncHold() {
+    if (!state_ || !state_->claim_release()) return;
+    try {
+        detail::release_state(state_, [state = state_](std::error_code ec) { state->report_release_error(ec); });
+    } catch (...) {
+        // Out of memory: the lease ends by itself.
+    }
+}
+
+AsyncHold::operator bool() const noexcept { return state_ && !state_->released(); }
+
+bool AsyncHold::is_held() const {
+    if (!*this) return false;
+    detail::OwnerScope scope(state_->owner_number);
+    return state_->is_held();
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> AsyncHold::fencing_tokens() const {
+    if (!*this) return {};
+    detail::OwnerScope scope(state_->owner_number);
+    return state_->fencing_tokens();
+}
+
+std::uint64_t AsyncHold::fencing_token() const {
+    auto tokens = fencing_tokens();
+    return tokens.empty() ? 0 : tokens.front().second;
+}
+
+std::chrono::steady_clock::time_point AsyncHold::valid_until() const {
+    if (!*this) return {};
+    detail::OwnerScope scope(state_->owner_number);
+    return state_->valid_until();
+}
+
+std::stop_token AsyncHold::lost_token() const {
+    if (!*this) return {};
+    detail::OwnerScope scope(state_->owner_number);
+    return state_->lost_token();
+}
+
+const std::string& AsyncHold::name() const noexcept {
+    static const std::string none;
+    return state_ ? state_->name : none;
+}
+
+}  // namespace dlock

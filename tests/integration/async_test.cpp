@@ -1,0 +1,362 @@
+// The asynchronous API (dlock/async.hpp) against a real server: callbacks,
+// futures and coroutines for every lock kind; cancellation while queued and
+// racing a grant (nothing left held); holds moved across threads and
+// released from another thread; the lost notification awaited; a thousand
+// waits on one fiber thread.
+#include <gtest/gtest.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "dlock/async.hpp"
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
+#include "eventually.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using dlock::AsyncHold;
+using dlock::support::eventually;
+using dlock::support::RedisServer;
+
+namespace {
+
+// Waits for a future with a generous bound (a hang fails, never blocks CI).
+template <typename T>
+T get(std::future<T>& future, std::chrono::seconds bound = 20s) {
+    if (future.wait_for(bound) != std::future_status::ready) throw std::runtime_error("no completion in time");
+    return future.get();
+}
+
+bool free_for_another(dlock::Client& client, const std::string& name) {
+    dlock::Lock probe(client, name);
+    if (!probe.try_lock()) return false;
+    probe.unlock();
+    return true;
+}
+
+}  // namespace
+
+TEST(Async, LockWithACallbackRunsOffTheCallersThreadAndHoldsWithAToken) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Lock lock(client, "async:callback");
+    std::promise<std::pair<std::error_code, AsyncHold>> done;
+    const auto caller = std::this_thread::get_id();
+    std::atomic<bool> on_caller{true};
+    dlock::async_lock(lock, [&](std::error_code ec, AsyncHold hold) {
+        on_caller = std::this_thread::get_id() == caller;
+        done.set_value({ec, std::move(hold)});
+    });
+    auto future = done.get_future();
+    auto [ec, hold] = get(future);
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_FALSE(on_caller);
+    ASSERT_TRUE(hold);
+    EXPECT_TRUE(hold.is_held());
+    EXPECT_GT(hold.fencing_token(), 0u);
+    EXPECT_GT(hold.valid_until(), std::chrono::steady_clock::now());
+    EXPECT_EQ(hold.name(), "async:callback");
+    // The hold is the hold's, not the thread's: this thread does not hold it.
+    EXPECT_FALSE(lock.is_held());
+    EXPECT_FALSE(free_for_another(other, "async:callback"));
+    auto released = dlock::async_unlock(hold, asio::use_future);
+    EXPECT_FALSE(hold);
+    get(released);
+    EXPECT_TRUE(free_for_another(other, "async:callback"));
+}
+
+TEST(Async, TwoAcquisitionsOfOneLockAreTwoOwners) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Lock lock(client, "async:owners", {.ownership = dlock::Ownership::handle});
+    auto first_future = dlock::async_lock(lock, asio::use_future);
+    auto first = get(first_future);
+    auto second_future = dlock::async_try_lock_for(lock, 200ms, asio::use_future);
+    auto second = get(second_future);
+    EXPECT_FALSE(second) << "a second asynchronous acquisition re-entered the first's hold";
+    auto third_future = dlock::async_lock(lock, asio::use_future);
+    EXPECT_EQ(third_future.wait_for(100ms), std::future_status::timeout);
+    first = AsyncHold();  // released in the background: the waiter gets it
+    auto third = get(third_future);
+    EXPECT_TRUE(third.is_held());
+}
+
+TEST(Async, EveryKindWorksFromACoroutine) {
+    RedisServer server, second, third;
+    dlock::Client client(server.uri());
+    dlock::Masters masters({server.uri(), second.uri(), third.uri()});
+    dlock::Lock lock(client, "async:co:lock");
+    dlock::FairLock fair(client, "async:co:fair");
+    dlock::RwLock rw(client, "async:co:rw");
+    dlock::Semaphore semaphore(client, "async:co:sem", {.limit = 3});
+    dlock::Redlock redlock(masters, "async:co:redlock");
+    dlock::MultiLock multi(client, {"async:co:a", "async:co:b"});
+    asio::io_context io;
+    std::vector<std::string> seen;
+    bool finished = false;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            const auto home = std::this_thread::get_id();
+            auto check = [&](AsyncHold& hold, const std::string& what) {
+                if (hold && hold.is_held() && std::this_thread::get_id() == home) seen.push_back(what);
+            };
+            auto a = co_await dlock::async_lock(lock, asio::use_awaitable);
+            check(a, "lock");
+            auto b = co_await dlock::async_lock(fair, asio::use_awaitable);
+            check(b, "fair");
+            auto c = co_await dlock::async_lock_shared(rw, asio::use_awaitable);
+            auto d = co_await dlock::async_lock_shared(rw, asio::use_awaitable);  // readers share
+            check(c, "read");
+            check(d, "read");
+            auto e = co_await dlock::async_try_lock_for(rw, 100ms, asio::use_awaitable);
+            if (!e) seen.push_back("writer kept out");
+            co_await dlock::async_unlock(c, asio::use_awaitable);
+            co_await dlock::async_unlock(d, asio::use_awaitable);
+            auto f = co_await dlock::async_lock(rw, asio::use_awaitable);
+            check(f, "write");
+            auto g = co_await dlock::async_acquire(semaphore, 2, asio::use_awaitable);
+            check(g, "permits");
+            auto h = co_await dlock::async_try_acquire_for(semaphore, 2, 100ms, asio::use_awaitable);
+            if (!h) seen.push_back("permits kept out");
+            auto i = co_await dlock::async_lock(redlock, asio::use_awaitable);
+            check(i, "redlock");
+            auto j = co_await dlock::async_lock(multi, asio::use_awaitable);
+            check(j, "multi");
+            if (j.fencing_tokens().size() == 2) seen.push_back("two tokens");
+            for (auto* hold : {&a, &b, &f, &g, &i, &j}) co_await dlock::async_unlock(*hold, asio::use_awaitable);
+            finished = true;
+        },
+        asio::detached);
+    io.run_for(30s);
+    ASSERT_TRUE(finished);
+    EXPECT_EQ(seen, (std::vector<std::string>{"lock", "fair", "read", "read", "writer kept out", "write", "permits",
+                                              "permits kept out", "redlock", "multi", "two tokens"}));
+    // Everything given back: each kind is free for another client.
+    dlock::Client other(server.uri());
+    EXPECT_TRUE(free_for_another(other, "async:co:lock"));
+    dlock::RwLock rw_other(other, "async:co:rw");
+    EXPECT_TRUE(rw_other.try_lock());
+    rw_other.unlock();
+    dlock::Semaphore sem_other(other, "async:co:sem", {.limit = 3});
+    EXPECT_TRUE(sem_other.try_acquire(3));
+}
+
+TEST(Async, ACancelledWaitLeavesTheLineAndHoldsNothing) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Lock holder(other, "async:cancel");
+    holder.lock();
+    dlock::Lock lock(client, "async:cancel");
+    asio::cancellation_signal signal;
+    std::promise<std::pair<std::error_code, bool>> done;
+    dlock::async_lock(lock, asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec, AsyncHold hold) {
+                          done.set_value({ec, static_cast<bool>(hold)});
+                      }));
+    // Queued: it stands in the server's line.
+    ASSERT_TRUE(eventually([&] { return dlock::inspect_lock(other, "async:cancel").held; }, 5s));
+    std::this_thread::sleep_for(100ms);
+    signal.emit(asio::cancellation_type::terminal);
+    auto future = done.get_future();
+    auto [ec, held] = get(future);
+    EXPECT_EQ(ec, asio::error::operation_aborted);
+    EXPECT_FALSE(held);
+    // The release goes to nobody: the lock is free for a third party at once.
+    holder.unlock();
+    EXPECT_TRUE(eventually([&] { return free_for_another(other, "async:cancel"); }, 5s));
+}
+
+TEST(Async, CancellationRacingAGrantLeavesNothingHeld) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Lock holder(other, "async:race");
+    dlock::Lock lock(client, "async:race");
+    for (int round = 0; round < 30; ++round) {
+        holder.lock();
+        asio::cancellation_signal signal;
+        std::promise<void> done;
+        std::optional<AsyncHold> kept;
+        dlock::async_lock(lock, asio::bind_cancellation_slot(signal.slot(), [&](std::error_code, AsyncHold hold) {
+                              if (hold) kept.emplace(std::move(hold));
+                              done.set_value();
+                          }));
+        std::this_thread::sleep_for(std::chrono::milliseconds(round % 5));
+        holder.unlock();  // the grant and the cancellation race
+        std::this_thread::sleep_for(std::chrono::microseconds(round * 97 % 900));
+        signal.emit(asio::cancellation_type::terminal);
+        auto future = done.get_future();
+        ASSERT_EQ(future.wait_for(20s), std::future_status::ready);
+        if (kept) {
+            EXPECT_TRUE(kept->is_held());  // delivered: the caller's, released when dropped
+        }
+        kept.reset();
+        ASSERT_TRUE(eventually([&] { return free_for_another(other, "async:race"); }, 5s)) << "round " << round;
+    }
+}
+
+TEST(Async, AHoldMovesAcrossThreadsAndIsReleasedFromAnother) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Lock lock(client, "async:move");
+    auto future = dlock::async_lock(lock, asio::use_future);
+    AsyncHold hold = get(future);
+    const auto token = hold.fencing_token();
+    std::error_code released = dlock::errc::protocol_error;
+    std::thread([&, moved = std::move(hold)]() mutable {
+        if (moved.fencing_token() != token) return;
+        std::promise<std::error_code> done;
+        dlock::async_unlock(moved, [&](std::error_code ec) { done.set_value(ec); });
+        auto result = done.get_future();
+        released = get(result);
+    }).join();
+    EXPECT_FALSE(released) << released.message();
+    EXPECT_TRUE(free_for_another(other, "async:move"));
+}
+
+TEST(Async, ALostHoldIsHeardByItsAwaitedNotification) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Lock lock(client, "async:lost", {.lease = 2000ms});
+    auto future = dlock::async_lock(lock, asio::use_future);
+    AsyncHold hold = get(future);
+    auto lost = dlock::async_wait_lost(hold, asio::use_future);
+    EXPECT_EQ(lost.wait_for(50ms), std::future_status::timeout);
+    ASSERT_TRUE(dlock::force_release(other, "async:lost"));
+    const auto before = std::chrono::steady_clock::now();
+    EXPECT_THROW(
+        {
+            try {
+                get(lost);
+            } catch (const std::system_error& e) {
+                EXPECT_EQ(e.code(), dlock::errc::lease_lost);
+                throw;
+            }
+        },
+        std::system_error);
+    EXPECT_LT(std::chrono::steady_clock::now() - before, 2000ms);  // no later than the lease
+    EXPECT_TRUE(hold.lost_token().stop_requested());
+    EXPECT_FALSE(hold.is_held());
+    // A wait on a hold released first ends as aborted.
+    auto again = dlock::async_lock(lock, asio::use_future);
+    AsyncHold second = get(again);
+    std::promise<std::error_code> aborted;
+    dlock::async_wait_lost(second, [&](std::error_code ec) { aborted.set_value(ec); });
+    second = AsyncHold();
+    auto result = aborted.get_future();
+    EXPECT_EQ(get(result), asio::error::operation_aborted);
+}
+
+TEST(Async, AThousandWaitsShareOneThread) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    constexpr int waiters = 1000;
+    std::vector<std::unique_ptr<dlock::Lock>> locks;
+    for (int i = 0; i < waiters; ++i) locks.push_back(std::make_unique<dlock::Lock>(client, "async:many"));
+    std::atomic<int> acquired{0}, in_hold{0}, overlaps{0};
+    std::mutex threads_mutex;
+    std::set<std::thread::id> threads;
+    std::promise<void> all_done;
+    for (int i = 0; i < waiters; ++i) {
+        dlock::async_lock(*locks[i], [&](std::error_code ec, AsyncHold hold) {
+            {
+                std::lock_guard lock(threads_mutex);
+                threads.insert(std::this_thread::get_id());
+            }
+            if (ec || !hold) return;
+            if (in_hold.fetch_add(1) != 0) ++overlaps;
+            in_hold.fetch_sub(1);
+            hold = AsyncHold();  // released in the background: the next waiter's turn
+            if (acquired.fetch_add(1) + 1 == waiters) all_done.set_value();
+        });
+    }
+    auto future = all_done.get_future();
+    ASSERT_EQ(future.wait_for(120s), std::future_status::ready) << acquired.load() << " of " << waiters;
+    EXPECT_EQ(overlaps.load(), 0);
+    std::lock_guard lock(threads_mutex);
+    EXPECT_EQ(threads.size(), 1u) << "the completions ran on more than the one fiber thread";
+}
+
+TEST(Async, ADeadlineEndsAWaitWithAnEmptyHoldAndAClosedClientEndsOperations) {
+    RedisServer server;
+    dlock::Client other(server.uri());
+    dlock::Lock holder(other, "async:deadline");
+    holder.lock();
+    auto client = std::make_unique<dlock::Client>(server.uri());
+    dlock::Lock lock(*client, "async:deadline");
+    const auto before = std::chrono::steady_clock::now();
+    auto timed = dlock::async_try_lock_for(lock, 300ms, asio::use_future);
+    AsyncHold none = get(timed);
+    EXPECT_FALSE(none);
+    EXPECT_GE(std::chrono::steady_clock::now() - before, 290ms);
+    auto waiting = dlock::async_lock(lock, asio::use_future);
+    std::this_thread::sleep_for(100ms);
+    client.reset();  // closes: the waiting operation ends
+    ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+    try {
+        (void)waiting.get();
+        ADD_FAILURE() << "a closed client's wait completed holding the lock";
+    } catch (const std::system_error& e) {
+        EXPECT_TRUE(e.code() == dlock::errc::client_closed || e.code() == asio::error::operation_aborted)
+            << e.code().message();
+    }
+}
+
+TEST(Async, ADeferredOperationStartsWhenInvokedAndATryIsOneAttempt) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Lock lock(client, "async:deferred");
+    auto deferred = dlock::async_try_lock(lock, asio::experimental::deferred);
+    std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE(free_for_another(other, "async:deferred")) << "a deferred operation started before it was invoked";
+    std::promise<AsyncHold> done;
+    std::move(deferred)([&](std::error_code ec, AsyncHold hold) {
+        EXPECT_FALSE(ec);
+        done.set_value(std::move(hold));
+    });
+    auto future = done.get_future();
+    AsyncHold hold = get(future);
+    ASSERT_TRUE(hold.is_held());
+    // Busy: one attempt, an empty hold, no error.
+    auto again = dlock::async_try_lock(lock, asio::use_future);
+    EXPECT_FALSE(get(again));
+}
+
+TEST(Async, AWaitRacedAgainstATimerWithAwaitableOperatorsLeavesNothingBehind) {
+    using namespace asio::experimental::awaitable_operators;
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Lock holder(other, "async:race-timer");
+    holder.lock();
+    dlock::Lock lock(client, "async:race-timer");
+    asio::io_context io;
+    int outcome = -1;  // 0: the timer won, 1: the lock won
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            asio::steady_timer timer(co_await asio::this_coro::executor, 300ms);
+            auto first = co_await (dlock::async_lock(lock, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+            outcome = static_cast<int>(first.index() == 0 ? 1 : 0);
+        },
+        asio::detached);
+    io.run_for(20s);
+    EXPECT_EQ(outcome, 0);
+    holder.unlock();
+    // The cancelled waiter left the line: the lock is free for a third party.
+    EXPECT_TRUE(eventually([&] { return free_for_another(other, "async:race-timer"); }, 5s));
+    EXPECT_FALSE(dlock::inspect_lock(other, "async:race-timer").held);
+}
