@@ -47,8 +47,18 @@
 // as an Asio I/O object must; an AsyncHold keeps what its release needs
 // alive by itself. Destroying a lock object releases every hold made
 // through it, asynchronous ones included (its destructor's rule). Closing
-// the Client stops its operations (they complete with operation_aborted or
-// errc::client_closed) before its connections close.
+// the Client stops its operations (they complete with errc::client_closed)
+// before its connections close.
+//
+// Limits: at most 16,384 operations (waiting or releasing) at once in a
+// process; past that an initiating function completes at once with
+// std::errc::resource_unavailable_try_again. Each operation has a stack of
+// 256 KiB (mapped lazily, guard page below): the library's callbacks that
+// run inside an operation — on_unlock_error, on_release_error, a metrics
+// sink — must not need more. A plain callback runs on the client's one
+// fiber thread: a thread-owned lock taken synchronously there would be
+// shared by every such callback (use the asynchronous API there instead).
+// `dlock status` names that thread as the holder of asynchronous holds.
 //
 // Thread-safety: initiating functions may be called from any thread; an
 // AsyncHold is a value owned by one thread at a time (move it to hand it
@@ -157,7 +167,9 @@ namespace detail {
 // Wraps an Asio completion handler as a copyable callback that clears its
 // cancellation slot and runs it on its associated executor (inline where it
 // has none: the caller is dlock's fiber thread), keeping that executor's
-// work alive until then.
+// work alive until then. As everywhere in Asio, a cancellation slot's
+// signal must be emitted on the handler's executor; a handler without an
+// executor is completed (and its slot cleared) on dlock's fiber thread.
 template <typename Handler, typename... Args>
 std::function<void(Args...)> completion_of(Handler handler, std::stop_source stop) {
     auto slot = asio::get_associated_cancellation_slot(handler);
@@ -171,15 +183,18 @@ std::function<void(Args...)> completion_of(Handler handler, std::stop_source sto
     if constexpr (!std::is_same_v<Executor, asio::system_executor>)
         state->work.emplace(asio::get_associated_executor(state->handler));
     return [state](Args... args) {
-        asio::get_associated_cancellation_slot(state->handler).clear();
         if constexpr (std::is_same_v<Executor, asio::system_executor>) {
+            asio::get_associated_cancellation_slot(state->handler).clear();
             std::move(state->handler)(std::move(args)...);
         } else {
-            auto executor = state->work->get_executor();
-            state->work.reset();
-            asio::post(executor, [state, ... args = std::move(args)]() mutable {
+            // The slot is cleared where it is emitted: on the handler's executor.
+            asio::post(state->work->get_executor(), [state, ... args = std::move(args)]() mutable {
+                asio::get_associated_cancellation_slot(state->handler).clear();
                 std::move(state->handler)(std::move(args)...);
             });
+            // Only once the post has returned may the executor's context run
+            // out of work (and its owner destroy it).
+            state->work.reset();
         }
     };
 }
@@ -293,8 +308,10 @@ auto async_unlock(AsyncHold& hold, Token&& token) {
 }
 
 // Completes with errc::lease_lost when hold is lost (no later than its
-// valid_until()), or with asio::error::operation_aborted when it is
-// released first or the wait is cancelled.
+// valid_until()), with asio::error::operation_aborted when it is released
+// through the AsyncHold first or the wait is cancelled, or with
+// errc::client_closed when the client closes. (A hold released by its lock
+// object's destructor ends its wait when the AsyncHold is dropped.)
 template <typename Token>
 auto async_wait_lost(const AsyncHold& hold, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code)>(

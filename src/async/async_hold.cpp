@@ -1,5 +1,6 @@
 #include "async_hold_state.hpp"
 
+#include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
 
 #include "dlock/error.hpp"
@@ -44,14 +45,18 @@ void release_state(const std::shared_ptr<AsyncHoldState>& state, async_entry::Pl
         state->end_lost_waits();
     };
     auto runner = state->client->fiber_runner();
-    if (runner && runner->spawn(
-                      [state, finish, done, runner](std::stop_token) {
-                          std::error_code ec;
-                          finish(ec);
-                          post_to_fibers(*runner, [done, ec] { done(ec); });
-                      },
-                      state->owner_number, std::stop_source(std::nostopstate)))
-        return;
+    try {
+        if (runner && runner->spawn(
+                          [state, finish, done, runner](std::stop_token) {
+                              std::error_code ec;
+                              finish(ec);
+                              post_to_fibers(*runner, [done, ec] { done(ec); });
+                          },
+                          state->owner_number, std::stop_source(std::nostopstate)))
+            return;
+    } catch (const std::system_error&) {
+        // No fiber to be had: released here, on the caller's thread.
+    }
     std::error_code ec;
     {
         OwnerScope scope(state->owner_number);
@@ -78,12 +83,19 @@ void run_acquisition(const std::shared_ptr<ClientCore>& client,
             ec = std::make_error_code(std::errc::not_enough_memory);
         }
         if (state) ec.clear();
-        else if (!ec && token.stop_requested())
-            ec = client->usable() ? client->usable() : make_error_code(asio::error::operation_aborted);
+        else if (!ec && token.stop_requested())  // the caller's cancellation, or the client's close
+            ec = runner->shut_down() || client->usable() ? make_error_code(errc::client_closed)
+                                                          : make_error_code(asio::error::operation_aborted);
         auto result = std::make_shared<std::pair<std::error_code, AsyncHold>>(ec, AsyncHold(std::move(state)));
         post_to_fibers(*runner, [done, result] { done(result->first, std::move(result->second)); });
     };
-    if (!runner || !runner->spawn(std::move(body), owner, std::move(stop))) done(errc::client_closed, AsyncHold());
+    std::error_code refused = errc::client_closed;
+    try {
+        if (runner && runner->spawn(std::move(body), owner, std::move(stop))) return;
+    } catch (const std::system_error& e) {
+        refused = e.code();  // too many operations at once
+    }
+    done(refused, AsyncHold());
 }
 
 }  // namespace detail
@@ -106,20 +118,36 @@ void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompleti
     struct Watch {
         std::atomic<bool> finished{false};
         std::optional<std::stop_callback<std::function<void()>>> lost, cancelled;
+        // Keeps the fiber thread running until the wait has completed.
+        std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+        std::uint64_t abort_id = 0;
     };
     auto watch = std::make_shared<Watch>();
-    // The first of lost, released and cancelled ends the wait; the watch's
-    // callbacks are let go on the fiber thread (which breaks their cycle).
+    watch->work.emplace(asio::make_work_guard(runner->io()));
+    // The first of lost, released, cancelled and the client's close ends the
+    // wait; the watch's callbacks are let go on the fiber thread (which
+    // breaks their cycle).
     auto finish = [watch, runner, done](std::error_code ec) {
         if (watch->finished.exchange(true)) return;
-        post_to_fibers(*runner, [watch, done, ec] {
+        post_to_fibers(*runner, [watch, runner, done, ec] {
             watch->lost.reset();
             watch->cancelled.reset();
+            runner->forget_abort(watch->abort_id);
             done(ec);
+            watch->work.reset();
         });
     };
+    if (!runner->add_abort(watch->abort_id, [finish] { finish(errc::client_closed); })) {
+        watch->work.reset();
+        return done(errc::client_closed);
+    }
     state->add_lost_wait([finish] { finish(make_error_code(asio::error::operation_aborted)); });
-    watch->lost.emplace(state->lost_token(), std::function<void()>([finish] { finish(errc::lease_lost); }));
+    std::stop_token lost;
+    {
+        OwnerScope scope(state->owner_number);  // a multi-lock finds its owner's watcher by it
+        lost = state->lost_token();
+    }
+    watch->lost.emplace(lost, std::function<void()>([finish] { finish(errc::lease_lost); }));
     watch->cancelled.emplace(stop.get_token(),
                              std::function<void()>([finish] { finish(make_error_code(asio::error::operation_aborted)); }));
 }

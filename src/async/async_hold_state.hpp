@@ -85,14 +85,15 @@ public:
     OwnedHoldState(std::shared_ptr<Core> core, std::shared_ptr<ClientCore> client, std::uint64_t owner_number)
         : SingleHoldState(std::move(client), owner_number, core->identity->name),
           core_(std::move(core)),
-          owner_(core_->current_owner()) {}
+          hold_(core_->hold_of(core_->current_owner())) {}
     void release(std::error_code& ec) noexcept override { release_noexcept(*core_, ec); }
-    std::shared_ptr<Hold> hold() const override { return core_->hold_of(owner_); }
+    // The hold this acquisition made, as it goes on (released, lost).
+    std::shared_ptr<Hold> hold() const override { return hold_; }
     void report_release_error(std::error_code ec) noexcept override { report_unlock_error(*core_->identity, ec); }
 
 private:
     const std::shared_ptr<Core> core_;
-    const std::string owner_;
+    const std::shared_ptr<Hold> hold_;
 };
 
 // Runs acquire(deadline, stop, ec) — a kind's synchronous acquisition,

@@ -5,6 +5,7 @@
 
 #include <asio/post.hpp>
 #include <new>
+#include <system_error>
 
 #include "fiber_runner.hpp"
 #include "hold/owner_ids.hpp"
@@ -34,21 +35,36 @@ std::size_t page_size() {
 
 }  // namespace
 
+// Fibers alive in the process. Each costs two memory mappings (its stack
+// and guard page), and the kernel's map limit (vm.max_map_count, 65,530 by
+// default) is shared with malloc: past max_fibers a new operation is
+// refused (resource_unavailable_try_again) rather than starve the process.
+std::atomic<std::size_t> live_fibers{0};
+
 Fiber::Fiber(FiberRunner& runner, std::function<void()> body, std::uint64_t owner_number)
     : runner_(runner), body_(std::move(body)), owner_number_(owner_number) {
+    if (live_fibers.fetch_add(1) >= max_fibers) {
+        live_fibers.fetch_sub(1);
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                "too many asynchronous lock operations at once");
+    }
     const auto guard = page_size();
     // MAP_NORESERVE: only the pages the fiber touches are backed.
     stack_ = ::mmap(nullptr, guard + stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                     -1, 0);
+    auto fail = [&] {
+        if (stack_) ::munmap(stack_, guard + stack_bytes);
+        stack_ = nullptr;
+        live_fibers.fetch_sub(1);
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                "no memory for an asynchronous operation's stack");
+    };
     if (stack_ == MAP_FAILED) {
         stack_ = nullptr;
-        throw std::bad_alloc();
+        fail();
     }
-    ::mprotect(stack_, guard, PROT_NONE);  // an overflow faults here
-    if (::getcontext(&context_) != 0) {
-        ::munmap(stack_, guard + stack_bytes);
-        throw std::bad_alloc();
-    }
+    // An overflow faults here; a stack without its guard is never used.
+    if (::mprotect(stack_, guard, PROT_NONE) != 0 || ::getcontext(&context_) != 0) fail();
     context_.uc_stack.ss_sp = static_cast<char*>(stack_) + guard;
     context_.uc_stack.ss_size = stack_bytes;
     context_.uc_link = nullptr;
@@ -63,6 +79,7 @@ Fiber::~Fiber() {
     if (tsan_fiber_) __tsan_destroy_fiber(tsan_fiber_);
 #endif
     if (stack_) ::munmap(stack_, page_size() + stack_bytes);
+    if (stack_) live_fibers.fetch_sub(1);
 }
 
 Fiber* Fiber::current() noexcept { return current_fiber; }

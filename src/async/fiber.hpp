@@ -31,7 +31,11 @@ class FiberRunner;
 
 class Fiber : public std::enable_shared_from_this<Fiber> {
 public:
+    // What the synchronous code needs, with room; callbacks the library runs
+    // inside an operation (on_unlock_error, a metrics sink) share it.
     static constexpr std::size_t stack_bytes = 256 * 1024;
+    // Fibers alive in the process at most (two memory mappings each).
+    static constexpr std::size_t max_fibers = 16384;
 
     // body runs on the fiber's stack at the first resume(). owner_number
     // names the fiber as an owner of holds (owner_ids.hpp) while it runs.

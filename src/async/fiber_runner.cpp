@@ -52,17 +52,33 @@ void FiberRunner::resume(const std::shared_ptr<Fiber>& fiber) {
     if (shut_down_ && running_.empty()) work_.reset();
 }
 
+bool FiberRunner::add_abort(std::uint64_t& id, std::function<void()> abort) {
+    std::lock_guard lock(mutex_);
+    if (shut_down_) return false;
+    id = next_abort_++;
+    aborts_.emplace(id, std::move(abort));
+    return true;
+}
+
+void FiberRunner::forget_abort(std::uint64_t id) {
+    std::lock_guard lock(mutex_);
+    aborts_.erase(id);
+}
+
 void FiberRunner::shutdown(bool wait) {
     std::vector<std::stop_source> stops;
+    std::map<std::uint64_t, std::function<void()>> aborts;
     {
         std::lock_guard lock(mutex_);
         if (!shut_down_) {
             shut_down_ = true;
             for (auto& [raw, entry] : running_) stops.push_back(entry.second);
+            aborts.swap(aborts_);
             if (running_.empty()) work_.reset();
         }
     }
     for (auto& stop : stops) stop.request_stop();
+    for (auto& [id, abort] : aborts) abort();  // each keeps the thread running until it has completed
     if (!thread_.joinable()) return;
     if (!wait || on_runner_thread()) {
         thread_.detach();  // closed from one of its own handlers: it ends by itself

@@ -19,6 +19,7 @@
 #include <optional>
 #include <stop_token>
 #include <thread>
+#include <map>
 #include <unordered_map>
 #include <utility>
 
@@ -48,7 +49,16 @@ public:
     // its client), or without wait, the thread is left to end by itself.
     void shutdown(bool wait = true);
 
+    // abort runs once at shutdown (a wait that is no fiber: async_wait_lost),
+    // unless forgotten first. False (not registered) once shut down.
+    bool add_abort(std::uint64_t& id, std::function<void()> abort);
+    void forget_abort(std::uint64_t id);
+
     asio::io_context& io() noexcept { return io_; }
+    bool shut_down() {
+        std::lock_guard lock(mutex_);
+        return shut_down_;
+    }
     bool on_runner_thread() const noexcept { return std::this_thread::get_id() == thread_id_.load(); }
 
 private:
@@ -63,6 +73,8 @@ private:
 
     std::mutex mutex_;
     bool shut_down_ = false;
+    std::map<std::uint64_t, std::function<void()>> aborts_;
+    std::uint64_t next_abort_ = 1;
     // The fibers started and not ended, each with its stop source.
     std::unordered_map<Fiber*, std::pair<std::shared_ptr<Fiber>, std::stop_source>> running_;
 };

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <semaphore>
@@ -29,17 +30,19 @@ public:
     // walked away. Later calls are ignored.
     void deliver(Outcome&& outcome) {
         Handler handler;
-        bool fiber_waits = false;
+        Condition* parked = nullptr;
         {
             std::lock_guard lock(mutex_);
             if (delivered_) return;
             delivered_ = true;
             if (walked_away_) handler = std::move(if_walked_away_);
             else outcome_ = std::move(outcome);
-            fiber_waits = fiber_waits_;
+            parked = parked_.get();
         }
         if (handler) return handler(std::move(outcome));
-        if (fiber_waits) return parked_.notify_all();
+        // parked_ lives as long as this object, which the waiter keeps
+        // alive until its wait has returned.
+        if (parked) return parked->notify_all();
         done_.release();
     }
 
@@ -94,11 +97,10 @@ private:
     bool park(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out, Handler if_walked_away) {
         std::unique_lock lock(mutex_);
         awaited_ = true;
-        fiber_waits_ = true;
+        if (!parked_) parked_ = std::make_unique<Condition>();
         auto ready = [&] { return delivered_; };
-        if (deadline) parked_.wait_until(lock, stop, *deadline, ready);
-        else parked_.wait(lock, stop, ready);
-        fiber_waits_ = false;
+        if (deadline) parked_->wait_until(lock, stop, *deadline, ready);
+        else parked_->wait(lock, stop, ready);
         return settle_locked(out, std::move(if_walked_away));
     }
     // The wait's end: the outcome (true), or walked away from it.
@@ -121,8 +123,8 @@ private:
     Handler if_walked_away_;
     // Released by the delivery and by a stop request: hence two.
     std::counting_semaphore<2> done_{0};
-    bool fiber_waits_ = false;
-    Condition parked_;  // a fiber's wait
+    // A fiber's wait, made by the first one (a thread's wait allocates none).
+    std::unique_ptr<Condition> parked_;
 };
 
 }  // namespace dlock::detail

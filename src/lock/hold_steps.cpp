@@ -130,14 +130,28 @@ void apply_release(LockService& service, OwnerSlot& slot, const std::shared_ptr<
 
 void Contributions::add(const void* object, const std::shared_ptr<Hold>& hold) {
     hold->contribute(object);
+    note(hold);
+}
+
+void Contributions::note(const std::shared_ptr<Hold>& hold) {
     std::lock_guard lock(mutex_);
-    owners_.insert(hold->owner);
+    owners_[hold->owner] = hold;
+    if (owners_.size() < prune_at_) return;
+    // An ended hold has nothing left to release; a later hold of the same
+    // owner made here notes the owner again. Amortised: the set is walked
+    // each time it doubles.
+    std::erase_if(owners_, [](const auto& entry) {
+        auto latest = entry.second.lock();
+        return !latest || latest->final();
+    });
+    prune_at_ = std::max<std::size_t>(64, owners_.size() * 2);
 }
 
 std::unordered_set<std::string> Contributions::take() {
     std::unordered_set<std::string> owners;
     std::lock_guard lock(mutex_);
-    owners.swap(owners_);
+    for (auto& entry : owners_) owners.insert(entry.first);
+    owners_.clear();
     return owners;
 }
 

@@ -11,6 +11,7 @@
 #include <stop_token>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "hold/hold.hpp"
@@ -70,16 +71,23 @@ void apply_release(LockService& service, OwnerSlot& slot, const std::shared_ptr<
 
 // The owners a lock object made holds for, so that its destructor releases
 // exactly what it made (Hold::contribute counts it on each hold).
+//
+// Owners whose latest hold here has ended are forgotten as the set grows:
+// every asynchronous acquisition is an owner of its own, and a long-lived
+// lock object must not keep one entry per acquisition it ever made.
 class Contributions {
 public:
     // Counts one hold of `hold` as made through object.
     void add(const void* object, const std::shared_ptr<Hold>& hold);
+    // Notes hold's owner only (a kind that counts no contributions: Redlock).
+    void note(const std::shared_ptr<Hold>& hold);
     // The owners, forgotten here.
     std::unordered_set<std::string> take();
 
 private:
     std::mutex mutex_;
-    std::unordered_set<std::string> owners_;
+    std::unordered_map<std::string, std::weak_ptr<Hold>> owners_;  // owner -> its latest hold made here
+    std::size_t prune_at_ = 64;
 };
 
 // For each owner: the holds `object` made and still has on the owner's

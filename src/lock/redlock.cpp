@@ -245,8 +245,7 @@ void RedlockCore::record_acquired(const std::string& owner, OwnerSlot& slot, std
     }
     slot.set(hold);
     masters->keeper().track(hold, sent);
-    std::lock_guard lock(owners_mutex_);
-    owners_.insert(owner);
+    owners_.note(hold);
 }
 
 bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
@@ -398,12 +397,7 @@ void RedlockCore::release_outstanding() noexcept {
         if (masters->usable()) return;
         // This object's owners, whichever threads locked it: the owner names
         // the object, so no other object's holds are among them.
-        std::unordered_set<std::string> owners;
-        {
-            std::lock_guard lock(owners_mutex_);
-            owners.swap(owners_);
-        }
-        for (const auto& owner : owners) {
+        for (const auto& owner : owners_.take()) {
             auto hold = hold_of(owner);
             if (!hold || hold->final()) continue;
             OwnerOperation operation(masters->holds, identity->name, owner);

@@ -14,6 +14,7 @@
 #include "fan_out.hpp"
 #include <unordered_set>
 
+#include "hold_steps.hpp"
 #include "masters_core.hpp"
 
 namespace dlock::detail {
@@ -71,8 +72,7 @@ private:
     // (Ownership::thread), so that the destructor, on whichever thread,
     // releases them all. The owner names the object: no other object's
     // holds are among them.
-    std::mutex owners_mutex_;
-    std::unordered_set<std::string> owners_;
+    Contributions owners_;  // noted only: its holds are all this object's
 
     mutable std::mutex outcomes_mutex_;
     std::vector<MasterOutcome> last_outcomes_;

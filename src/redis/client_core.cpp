@@ -25,10 +25,11 @@ struct SyncCall {
     std::binary_semaphore done{0};
     std::error_code ec;
     Reply reply;
-    // A fiber's call (an asynchronous operation) parks instead.
+    // A fiber's call (an asynchronous operation) parks instead; made before
+    // the call is sent, only for a fiber.
     std::mutex mutex;
     bool answered = false;
-    Condition parked;
+    std::unique_ptr<Condition> parked;
 };
 
 void validate(const ClientOptions& options) {
@@ -288,22 +289,25 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
             return {};
         }
         auto call = std::make_shared<SyncCall>();
+        if (Fiber::current()) call->parked = std::make_unique<Condition>();
         auto until = deadline();
         start(
             [call](std::error_code e, Reply&& r) {
                 call->ec = e;
                 call->reply = std::move(r);
-                {
-                    std::lock_guard lock(call->mutex);
-                    call->answered = true;
+                if (call->parked) {
+                    {
+                        std::lock_guard lock(call->mutex);
+                        call->answered = true;
+                    }
+                    call->parked->notify_all();
                 }
-                call->parked.notify_all();
                 call->done.release();
             },
             until);
         if (Fiber::current()) {
             std::unique_lock lock(call->mutex);
-            if (!call->parked.wait_until(lock, until, [&] { return call->answered; })) {
+            if (!call->parked->wait_until(lock, until, [&] { return call->answered; })) {
                 ec = errc::command_timeout;
                 return {};
             }
