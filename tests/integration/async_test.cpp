@@ -445,3 +445,73 @@ TEST(Async, ManyShortRacesAgainstTimersEndCleanly) {
     EXPECT_EQ(rounds_done, 200);
     EXPECT_TRUE(eventually([&] { return free_for_another(other, "async:short-races"); }, 5s));
 }
+
+// Callbacks and futures for every kind (coroutines: EveryKindWorksFromACoroutine).
+TEST(Async, EveryKindCompletesACallbackAndAFuture) {
+    RedisServer server, second, third;
+    dlock::Client client(server.uri()), other(server.uri());
+    dlock::Masters masters({server.uri(), second.uri(), third.uri()});
+    dlock::FairLock fair(client, "async:cb:fair");
+    dlock::RwLock rw(client, "async:cb:rw");
+    dlock::Semaphore semaphore(client, "async:cb:sem", {.limit = 2});
+    dlock::Redlock redlock(masters, "async:cb:redlock");
+    dlock::MultiLock multi(client, {"async:cb:x", "async:cb:y"});
+    auto by_callback = [](auto start) {
+        std::promise<AsyncHold> done;
+        start([&](std::error_code ec, AsyncHold hold) {
+            if (ec) done.set_exception(std::make_exception_ptr(std::system_error(ec)));
+            else done.set_value(std::move(hold));
+        });
+        auto future = done.get_future();
+        return get(future);
+    };
+    std::vector<AsyncHold> holds;
+    holds.push_back(by_callback([&](auto cb) { dlock::async_lock(fair, cb); }));
+    holds.push_back(by_callback([&](auto cb) { dlock::async_lock_shared(rw, cb); }));
+    holds.push_back(by_callback([&](auto cb) { dlock::async_acquire(semaphore, 1, cb); }));
+    holds.push_back(by_callback([&](auto cb) { dlock::async_lock(redlock, cb); }));
+    holds.push_back(by_callback([&](auto cb) { dlock::async_lock(multi, cb); }));
+    for (auto& hold : holds) EXPECT_TRUE(hold.is_held()) << hold.name();
+    for (auto& hold : holds) {
+        auto released = dlock::async_unlock(hold, asio::use_future);
+        EXPECT_NO_THROW(get(released)) << hold.name();
+    }
+    auto f1 = dlock::async_lock(fair, asio::use_future);
+    auto f2 = dlock::async_lock(rw, asio::use_future);
+    auto f3 = dlock::async_acquire(semaphore, 2, asio::use_future);
+    auto f4 = dlock::async_lock(redlock, asio::use_future);
+    auto f5 = dlock::async_lock(multi, asio::use_future);
+    for (auto* future : {&f1, &f2, &f3, &f4, &f5}) EXPECT_TRUE(get(*future).is_held());  // each dropped: released
+    // All given back (in the background): another client takes each at once.
+    EXPECT_TRUE(eventually([&] { return free_for_another(other, "async:cb:fair"); }, 5s));
+    dlock::Semaphore sem_other(other, "async:cb:sem", {.limit = 2});
+    EXPECT_TRUE(eventually([&] { return static_cast<bool>(sem_other.try_acquire(2)); }, 5s));
+}
+
+// Cancelled at once, on a client whose first wait is still subscribing its
+// inbox: it completes, holds nothing, and leaves nothing in line.
+TEST(Async, ACancellationWhileTheFirstWaitSubscribesLeavesNothing) {
+    RedisServer server;
+    dlock::Client other(server.uri());
+    dlock::Lock holder(other, "async:subscribing");
+    holder.lock();
+    Loop loop;
+    for (int round = 0; round < 10; ++round) {
+        dlock::Client client(server.uri());  // a new client: its first wait subscribes
+        dlock::Lock lock(client, "async:subscribing");
+        asio::cancellation_signal signal;
+        std::promise<std::pair<std::error_code, bool>> done;
+        dlock::async_lock(lock, asio::bind_executor(loop.io, asio::bind_cancellation_slot(
+                                                                 signal.slot(), [&](std::error_code ec, AsyncHold hold) {
+                                                                     done.set_value({ec, static_cast<bool>(hold)});
+                                                                 })));
+        std::this_thread::sleep_for(std::chrono::microseconds(round * 300));
+        loop.emit(signal);
+        auto future = done.get_future();
+        auto [ec, held] = get(future);
+        EXPECT_EQ(ec, asio::error::operation_aborted) << "round " << round;
+        EXPECT_FALSE(held);
+    }
+    holder.unlock();
+    EXPECT_TRUE(eventually([&] { return free_for_another(other, "async:subscribing"); }, 5s));
+}
