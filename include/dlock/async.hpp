@@ -124,9 +124,6 @@ public:
     std::stop_token lost_token() const;
     const std::string& name() const noexcept;  // the lock's name; empty when empty
 
-    explicit AsyncHold(std::shared_ptr<detail::AsyncHoldState> state) noexcept;
-    const std::shared_ptr<detail::AsyncHoldState>& state() const noexcept { return state_; }
-
 private:
     friend struct detail::AsyncAccess;
     std::shared_ptr<detail::AsyncHoldState> state_;

@@ -86,7 +86,7 @@ void run_acquisition(const std::shared_ptr<ClientCore>& client,
         else if (!ec && token.stop_requested())  // the caller's cancellation, or the client's close
             ec = runner->shut_down() || client->usable() ? make_error_code(errc::client_closed)
                                                           : make_error_code(asio::error::operation_aborted);
-        auto result = std::make_shared<std::pair<std::error_code, AsyncHold>>(ec, AsyncHold(std::move(state)));
+        auto result = std::make_shared<std::pair<std::error_code, AsyncHold>>(ec, AsyncAccess::make(std::move(state)));
         post_to_fibers(*runner, [done, result] { done(result->first, std::move(result->second)); });
     };
     std::error_code refused = errc::client_closed;
@@ -111,7 +111,7 @@ void start_release(AsyncHold hold, PlainCompletion done) {
 }
 
 void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompletion done) {
-    const auto& state = hold.state();
+    const auto& state = AsyncAccess::state(hold);
     if (!state || state->released()) return done(make_error_code(asio::error::operation_aborted));
     auto runner = state->client->fiber_runner();
     if (!runner) return done(errc::client_closed);
@@ -155,7 +155,6 @@ void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompleti
 }  // namespace async_entry
 
 AsyncHold::AsyncHold() noexcept = default;
-AsyncHold::AsyncHold(std::shared_ptr<detail::AsyncHoldState> state) noexcept : state_(std::move(state)) {}
 AsyncHold::AsyncHold(AsyncHold&&) noexcept = default;
 
 AsyncHold& AsyncHold::operator=(AsyncHold&& other) noexcept {

@@ -113,6 +113,13 @@ struct AsyncAccess {
         return object.core_;
     }
     static std::shared_ptr<AsyncHoldState> take(AsyncHold& hold) noexcept { return std::move(hold.state_); }
+    static const std::shared_ptr<AsyncHoldState>& state(const AsyncHold& hold) noexcept { return hold.state_; }
+    // (Not a constructor of AsyncHold: no exported symbol names dlock::detail.)
+    static AsyncHold make(std::shared_ptr<AsyncHoldState> state) noexcept {
+        AsyncHold hold;
+        hold.state_ = std::move(state);
+        return hold;
+    }
 };
 
 }  // namespace dlock::detail
