@@ -4,7 +4,7 @@
 # directory (dpkg -x): the dlock command runs, its man page and completions
 # are in place, and consumers build against the unpacked tree.
 #
-#   tests/install/check-package.sh build/package/dlock_VERSION_ARCH.deb
+#   tests/install/check-package.sh build/default/dlock_VERSION_ARCH.deb
 set -euo pipefail
 deb=$1
 here=$(cd "$(dirname "$0")" && pwd)
