@@ -44,11 +44,14 @@
 // thread.
 //
 // Lifetime: the lock object (and its Client) must outlive its operations,
-// as an Asio I/O object must; an AsyncHold keeps what its release needs
-// alive by itself. Destroying a lock object releases every hold made
-// through it, asynchronous ones included (its destructor's rule). Closing
-// the Client stops its operations (they complete with errc::client_closed)
-// before its connections close.
+// as an Asio I/O object must. An AsyncHold owns its hold, not the lock
+// object: it keeps what its release needs alive by itself, and the hold
+// stays held and renewed after the lock object is destroyed, until the
+// AsyncHold releases it, is dropped, or the hold is lost (its lost_token()
+// and async_wait_lost tell). A lock object's destructor releases only the
+// holds its synchronous calls made. Closing the Client stops its operations
+// (they complete with errc::client_closed) and releases every hold, the
+// AsyncHolds' included, before its connections close.
 //
 // Limits: at most 16,384 operations (waiting or releasing) at once in a
 // process; past that an initiating function completes at once with
@@ -307,8 +310,8 @@ auto async_unlock(AsyncHold& hold, Token&& token) {
 // Completes with errc::lease_lost when hold is lost (no later than its
 // valid_until()), with asio::error::operation_aborted when it is released
 // through the AsyncHold first or the wait is cancelled, or with
-// errc::client_closed when the client closes. (A hold released by its lock
-// object's destructor ends its wait when the AsyncHold is dropped.)
+// errc::client_closed when the client closes. The lock object's
+// destructor does not end it: the hold is the AsyncHold's.
 template <typename Token>
 auto async_wait_lost(const AsyncHold& hold, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code)>(

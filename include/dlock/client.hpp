@@ -69,12 +69,17 @@ public:
     explicit Client(ServerAddress address, ClientOptions options = {});
     // Releases every lock still held through this client, lets the lock
     // calls nobody waits for (a release of unlock_nowait, a place in line
-    // given back, a grant undone) finish, fails whatever else is still in
-    // flight with errc::client_closed, closes the connections and joins the
-    // I/O thread. Waits at most about one command_timeout for the server's
-    // answers (a server that does not answer costs that long). Must not be
-    // called from a Callback.
+    // given back, a grant undone, an acquisition whose caller walked away)
+    // finish, fails whatever else is still in flight with
+    // errc::client_closed, closes the connections and joins the I/O thread.
+    // Waits for the server's answers at most max_close_wait (or
+    // command_timeout, if shorter) in all: a server that answers settles
+    // them within a round trip or two; what a server that does not answer
+    // left unsettled ends with its lease (a hold, a grant nobody uses, a
+    // place in line), as after a crash. Must not be called from a Callback.
     ~Client();
+    // The longest a closing Client waits for the server's answers.
+    static constexpr std::chrono::milliseconds max_close_wait{500};
 
     Client(const Client&) = delete;
     Client& operator=(const Client&) = delete;

@@ -177,17 +177,34 @@ public:
     Lock& operator=(Lock&&) noexcept;
     // Releases the holds made through this object and not unlocked (best
     // effort, as unlock() does), so a forgotten lock does not wait out its
-    // lease; holds made through other Lock objects for the same name stay.
-    // Move-assignment releases them the same way first.
+    // lease; holds made through other Lock objects for the same name stay,
+    // and so do holds that asynchronous acquisitions made through it (their
+    // AsyncHold owns them, dlock/async.hpp). Move-assignment releases them
+    // the same way first.
     ~Lock();
 
     // Blocks until acquired. Throws on failure (unreachable server, timeouts,
     // wrong_type when the key holds non-lock data, client_closed,
     // replicas_not_acknowledged with LockOptions::replica_ack).
+    //
+    // Failover: every call that waits (lock(), lock(stop), try_lock_for and
+    // try_lock_until with time left) rides through a failover or a restart
+    // of the server. A failure that one explains (connection lost or
+    // refused, not_master, cluster_down, LOADING, TRYAGAIN) is tried again
+    // after a backoff of 20 ms doubling up to 500 ms, while the client
+    // reconnects (through the sentinels, or to the slot's new master): with
+    // a deadline until then, without one until the outage has lasted
+    // connect_timeout + command_timeout. Giving up during an outage throws
+    // (or sets ec to) its last error, never returns false as for contention.
+    // A call that finds an earlier call of the same owner still unanswered
+    // (its caller walked away at a deadline) waits for it up to its own
+    // deadline, then fails with command_timeout.
     void lock();
     // As lock(), but returns false as soon as stop is requested.
     [[nodiscard]] bool lock(std::stop_token stop);
-    // One attempt. False when another owner holds it.
+    // One attempt. False when another owner holds it. During a failover it
+    // fails with what kept it from the master (connection_refused,
+    // not_master, ...): a single attempt does not ride through.
     [[nodiscard]] bool try_lock();
     [[nodiscard]] bool try_lock(std::error_code& ec) noexcept;
     // Waits up to timeout; zero or negative means one attempt (which waits up

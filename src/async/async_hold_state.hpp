@@ -85,7 +85,11 @@ public:
     OwnedHoldState(std::shared_ptr<Core> core, std::shared_ptr<ClientCore> client, std::uint64_t owner_number)
         : SingleHoldState(std::move(client), owner_number, core->identity->name),
           core_(std::move(core)),
-          hold_(core_->hold_of(core_->current_owner())) {}
+          hold_(core_->hold_of(core_->current_owner())) {
+        // The AsyncHold owns it from here: the lock object's destructor
+        // leaves it alone, and it is renewed until released or dropped.
+        if (hold_) core_->hand_over(hold_);
+    }
     void release(std::error_code& ec) noexcept override { release_noexcept(*core_, ec); }
     // The hold this acquisition made, as it goes on (released, lost).
     std::shared_ptr<Hold> hold() const override { return hold_; }

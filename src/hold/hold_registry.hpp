@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "async/condition.hpp"
+#include "dlock/error.hpp"
 #include "hold.hpp"
 
 namespace dlock::detail {
@@ -30,20 +31,32 @@ namespace dlock::detail {
 class OwnerGate {
 public:
     // Waits until no other operation of this owner is in flight, then
-    // enters. False at the deadline or when stop is requested.
-    bool enter(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
+    // enters. False at the deadline or when stop is requested; then
+    // `unanswered` says whether the gate was held by an operation whose
+    // caller walked away before the server answered it (see unanswered()).
+    bool enter(std::optional<LockClock::time_point> deadline, std::stop_token stop, bool& unanswered) {
         std::unique_lock lock(mutex_);
         auto free = [&] { return !busy_; };
         bool entered = deadline ? free_.wait_until(lock, stop, *deadline, free) : free_.wait(lock, stop, free);
         if (entered) busy_ = true;
+        unanswered = !entered && unanswered_;
         return entered;
     }
     void leave() {
         {
             std::lock_guard lock(mutex_);
             busy_ = false;
+            unanswered_ = false;
         }
         free_.notify_one();
+    }
+    // The operation in flight goes on without its caller, its outcome not
+    // known yet (a deadline passed with no answer): the next caller that
+    // cannot get in learns that it never reached the server, rather than
+    // taking the wait for contention.
+    void unanswered() {
+        std::lock_guard lock(mutex_);
+        if (busy_) unanswered_ = true;
     }
     bool busy() {
         std::lock_guard lock(mutex_);
@@ -54,6 +67,7 @@ private:
     std::mutex mutex_;
     Condition free_;
     bool busy_ = false;
+    bool unanswered_ = false;
 };
 
 struct OwnerSlot {
@@ -94,6 +108,10 @@ public:
     ~GateTicket() { leave(); }
     void leave() {
         if (slot_) std::exchange(slot_, nullptr)->gate.leave();
+    }
+    // Carried by a call whose caller walked away unanswered (OwnerGate::unanswered).
+    void unanswered() {
+        if (slot_) slot_->gate.unanswered();
     }
     explicit operator bool() const noexcept { return slot_ != nullptr; }
 
@@ -187,7 +205,19 @@ public:
 
     // Waits for the gate (see OwnerGate::enter). False at the deadline or on stop.
     bool enter(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
-        if (!slot_->gate.enter(deadline, stop)) return false;
+        std::error_code ignored;
+        return enter(deadline, stop, ignored);
+    }
+    // As above; when the gate stayed shut because an earlier call of this
+    // owner is still unanswered (its caller walked away), ec is
+    // command_timeout: this call never reached the server either, which is
+    // not contention.
+    bool enter(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+        bool unanswered = false;
+        if (!slot_->gate.enter(deadline, stop, unanswered)) {
+            if (unanswered && !stop.stop_requested()) ec = make_error_code(errc::command_timeout);
+            return false;
+        }
         ticket = GateTicket(slot_);
         return true;
     }

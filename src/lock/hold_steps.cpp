@@ -21,7 +21,10 @@ ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>
                                late = std::move(late)](std::error_code ec, Reply&& reply) {
                                   if (late) late(ec, reply);
                               });
-    if (!answer.known) *carried = std::move(ticket);
+    if (!answer.known) {
+        *carried = std::move(ticket);
+        carried->unanswered();
+    }
     return answer;
 }
 
@@ -145,6 +148,14 @@ void Contributions::note(const std::shared_ptr<Hold>& hold) {
         return !latest || latest->final();
     });
     prune_at_ = std::max<std::size_t>(64, owners_.size() * 2);
+}
+
+void Contributions::hand_over(const void* object, const std::shared_ptr<Hold>& hold) {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = owners_.find(hold->owner); it != owners_.end() && it->second.lock() == hold) owners_.erase(it);
+    }
+    while (hold->contribution_of(object) > 0) hold->withdraw(object);
 }
 
 std::unordered_set<std::string> Contributions::take() {

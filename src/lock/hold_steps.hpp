@@ -81,6 +81,10 @@ public:
     void add(const void* object, const std::shared_ptr<Hold>& hold);
     // Notes hold's owner only (a kind that counts no contributions: Redlock).
     void note(const std::shared_ptr<Hold>& hold);
+    // The hold leaves object's keeping for an AsyncHold's, which releases it
+    // (or drops it) by itself: the object's destructor neither counts nor
+    // releases it, so a hold outlives the object it was made through.
+    void hand_over(const void* object, const std::shared_ptr<Hold>& hold);
     // The owners, forgotten here.
     std::unordered_set<std::string> take();
 

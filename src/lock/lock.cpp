@@ -162,6 +162,7 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
                                      });
     if (!answer.known) {
         *carried = std::move(ticket);  // no other operation of this owner before that one settles
+        carried->unanswered();
         return answer;
     }
     answer.ec = acknowledged.ec;
@@ -220,7 +221,9 @@ LockCore::Attempt LockCore::attempt(const std::string& owner, OwnerSlot& slot, G
     }
     if ((ec = answer.ec)) {
         note_server_error(answer.ec, answer.reply);
-        return {Outcome::failed};
+        Attempt failed{Outcome::failed};
+        failed.transient = transient_failure(answer.ec, answer.reply);
+        return failed;
     }
     const auto fresh = read_fresh_acquire(answer.reply);
     switch (fresh.kind) {
@@ -259,7 +262,7 @@ bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bo
         return LockClock::now() + client->options().command_timeout +
                (ack.replicas > 0 ? ack.timeout : std::chrono::milliseconds::zero());
     };
-    if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop)) return false;
+    if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop, ec)) return false;
     auto& ticket_of_call = operation.ticket;
 
     if (auto hold = slot->current(); hold && hold->trusted(LockClock::now())) {
@@ -269,6 +272,8 @@ bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bo
         if (!lost) return false;
     }
 
+    // A caller that waits rides through a failover (outage.hpp).
+    Outage outage(deadline, client->options());
     if (fair_) {
         // Every waiting thread stands in the server's line itself: strict
         // arrival order across threads and processes.
@@ -277,14 +282,24 @@ bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bo
         // generation(), bump() and wait_change() work on.
         auto signal = std::make_shared<NameQueue>();
         (void)signal->enqueue();
-        return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, signal, false, false, meter);
+        return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, signal, false, false, meter, outage);
     }
     bool answered = false;
     // Nobody of ours is waiting: try straight away, without the queue.
     if (single_attempt || !service->existing_queue(identity->name)) {
         auto result = attempt(owner, *slot, ticket_of_call, wait_until(), stop, ec);
-        if (result.outcome != Outcome::busy || single_attempt) return acquired(result, false, stop, ec);
-        answered = true;
+        if (!single_attempt && result.outcome == Outcome::failed && outage.ride(ec, result.transient)) {
+            // In line like a busy answer's, after a pause.
+            pause_until(outage.retry_at(), stop);
+            if (stop.stop_requested()) return false;
+            if (deadline && LockClock::now() >= *deadline) {
+                ec = outage.error();
+                return false;
+            }
+        } else {
+            if (result.outcome != Outcome::busy || single_attempt) return acquired(result, false, stop, ec);
+            answered = true;
+        }
     }
     meter.waiting();
     auto queue = service->queue(identity->name);
@@ -296,12 +311,13 @@ bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bo
     } leave{*queue, ticket};
     if (!queue->wait_turn(ticket, deadline, stop)) return false;
     // Only the first of this process's waiters stands in the server's line.
-    return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, queue, true, answered, meter);
+    return wait_in_line(owner, *slot, ticket_of_call, deadline, stop, ec, queue, true, answered, meter, outage);
 }
 
 bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                             std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
-                            const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered, AcquisitionMeter& meter) {
+                            const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered, AcquisitionMeter& meter,
+                            Outage& outage) {
     LinePlace place(*this, owner, [weak = std::weak_ptr<NameQueue>(signal)] {
         if (auto queue = weak.lock()) queue->bump();
     });
@@ -313,7 +329,20 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
         // Until the server has named this wait, its attempt starts a new one.
         auto result = attempt(owner, slot, ticket, deadline, stop, ec, true, place.arrival() == 0);
         if (result.outcome == Outcome::acquired) place.kept();
-        if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec);
+        if (result.outcome == Outcome::failed && outage.ride(ec, result.transient)) {
+            // The server is away (a failover, a restart): try again after a
+            // pause, or sooner when the client sees a new master.
+            answered = false;
+            signal->wait_change(seen, outage.retry_at(), stop);
+            if (stop.stop_requested()) return false;
+            if (deadline && LockClock::now() >= *deadline) {
+                ec = outage.error();
+                return false;
+            }
+            continue;
+        }
+        if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec, &outage);
+        outage.answered();
         answered = true;
         meter.waiting();  // a fair lock's first attempt is made here, in line
         place.placed(result.arrival, result.sent);
@@ -392,10 +421,13 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, Own
     return true;
 }
 
-bool LockCore::acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec) {
-    // Walked away at the deadline before any attempt was answered: the
-    // server never said busy, so the caller learns it timed out.
-    if (attempt.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = errc::command_timeout;
+bool LockCore::acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec,
+                        const Outage* outage) {
+    // Walked away at the deadline before any attempt was answered (or
+    // since an outage began): the server never said busy, so the caller
+    // learns it timed out, or what kept it from the server.
+    if (attempt.outcome == Outcome::walked_away && !answered && !stop.stop_requested())
+        ec = outage ? outage->unanswered_error() : make_error_code(errc::command_timeout);
     return attempt.outcome == Outcome::acquired;
 }
 

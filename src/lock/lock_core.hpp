@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "hold/hold.hpp"
+#include "hold/outage.hpp"
 #include "hold/retried_call.hpp"
 #include "hold_steps.hpp"
 #include "lock_service.hpp"
@@ -51,6 +52,9 @@ public:
     // Releases the holds this object made and did not release (destructor,
     // move-assignment). Best effort; never throws.
     void release_outstanding() noexcept;
+    // An asynchronous acquisition's hold leaves this object's keeping for
+    // its AsyncHold's (Contributions::hand_over).
+    void hand_over(const std::shared_ptr<Hold>& hold) { contributions_.hand_over(this, hold); }
 
     const std::shared_ptr<ClientCore> client;
     const std::shared_ptr<LockService> service;
@@ -64,6 +68,7 @@ private:
         std::chrono::milliseconds pttl{0};  // busy: the holder's lease left
         std::uint64_t arrival = 0;          // busy: the caller's arrival in line (0: it took no place)
         LockClock::time_point sent{};       // when the attempt left
+        bool transient = false;             // failed: for a moment only (outage.hpp)
     };
     using Answer = ScriptAnswer;
 
@@ -103,7 +108,8 @@ private:
     // notice, a refresh that found the grant, a resubscription.
     bool wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
                       std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
-                      const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered, AcquisitionMeter& meter);
+                      const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered, AcquisitionMeter& meter,
+                      Outage& outage);
     // A direct grant for this wait, taken from its notice as held (not with
     // replica_ack, whose grants must be acknowledged first): its hold is
     // valid until its place's last confirmed keeping + waiter_lease, and a
@@ -135,7 +141,8 @@ private:
     LockClock::time_point retry_window_end() const;
     // An attempt that ended the call (not busy): true when acquired; ec is
     // command_timeout when it walked away and no attempt was ever answered.
-    static bool acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec);
+    static bool acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec,
+                         const Outage* outage = nullptr);
     // Waits until the client's inbox listens, up to a command timeout, the
     // deadline or stop. True when it was listening already.
     bool wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop);

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "lock_keys.hpp"
 #include "lock_scripts.hpp"
@@ -212,9 +213,12 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
 }
 
 void LockService::release_all_on_stop() {
-    // One bound for all of it: a server that does not answer delays a close
-    // by a command timeout, as before calls nobody waits for were counted.
-    const auto until = Clock::now() + core_.options().command_timeout;
+    // One short bound for all of it (Client::max_close_wait): a server that
+    // answers settles everything within a round trip or two; one that does
+    // not answer leaves what was not answered to its leases (a hold, a
+    // grant nobody will use, a place in line), rather than holding up the
+    // closing program for a command timeout.
+    const auto until = Clock::now() + std::min<Clock::duration>(core_.options().command_timeout, Client::max_close_wait);
     auto holds = keeper_.live_holds();
     // By script: the holds of each kind leave in one write.
     std::map<const Script*, std::vector<ClientCore::EvalCall>> calls;
@@ -230,8 +234,9 @@ void LockService::release_all_on_stop() {
                                       [promise](std::error_code, Reply&&) { promise->set_value(); }});
     }
     for (auto& [script, of_script] : calls) core_.eval_many(*script, of_script);
-    // Bounded: every call completes by its command timeout.
-    for (auto& f : done) f.wait();
+    // Each call completes by its command timeout; the close waits until `until` only.
+    for (auto& f : done)
+        if (f.wait_until(until) != std::future_status::ready) break;
     // Undos, withdrawals and places given back that are still on their way
     // (a NOSCRIPT answer's EVAL not sent yet).
     (void)unattended_.settle_by(until);

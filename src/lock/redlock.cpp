@@ -8,6 +8,7 @@
 #include <random>
 
 #include "hold/hold_queries.hpp"
+#include "hold/outage.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
 #include "metrics/acquisition_meter.hpp"
@@ -56,15 +57,6 @@ AcquireAnswer read_acquire(const Ballot& ballot) {
     const auto vote = read_master_vote(ballot.reply);
     if (vote.vote == Vote::failed) return {Vote::failed, errc::protocol_error};
     return {vote.vote, {}, vote.token, vote.lease_left};
-}
-
-// A sleep that only stop can cut short: after a split vote, release
-// messages are our own and the contenders' and must not end the pause.
-void pause_until(LockClock::time_point until, std::stop_token stop) {
-    std::mutex mutex;
-    Condition never;
-    std::unique_lock lock(mutex);
-    never.wait_until(lock, stop, until, [] { return false; });
 }
 
 }  // namespace
@@ -262,15 +254,15 @@ bool RedlockCore::acquire_metered(std::optional<LockClock::time_point> deadline,
     auto* slot = &operation.slot();
     const bool single_attempt = deadline && *deadline <= LockClock::now();
     auto gate_deadline = single_attempt ? std::optional(LockClock::now() + identity->node_timeout) : deadline;
-    if (!operation.enter(gate_deadline, stop)) return false;
+    if (!operation.enter(gate_deadline, stop, ec)) return false;
     if (auto hold = slot->current()) {
         // Re-entry is counted here: the masters hold one grant per owner.
         auto view = hold->view();
         if (hold->trusted(LockClock::now()) && hold->recount(view.count + 1)) return true;
     }
-    const auto& options = masters->cores.front()->options();
-    const auto unavailable_window = options.connect_timeout + options.command_timeout;
-    std::optional<LockClock::time_point> unavailable_since;
+    // Masters that do not answer (a failover, a restart): ridden through
+    // as every kind's waiters do (outage.hpp).
+    Outage outage(deadline, masters->cores.front()->options());
 
     std::shared_ptr<NameQueue> queue;
     std::optional<std::uint64_t> ticket;
@@ -288,13 +280,14 @@ bool RedlockCore::acquire_metered(std::optional<LockClock::time_point> deadline,
         if (result.outcome == Outcome::acquired) return true;
         if (ec && ec != errc::no_quorum) return false;
         const auto now = LockClock::now();
+        bool out_of_time = single_attempt || stop.stop_requested();
         if (result.outcome == Outcome::no_quorum) {
-            if (!unavailable_since) unavailable_since = now;
+            std::error_code unavailable = errc::no_quorum;
+            out_of_time = out_of_time || !outage.ride(unavailable, true);
         } else {
-            unavailable_since.reset();
+            outage.answered();
+            out_of_time = out_of_time || (deadline && now >= *deadline);
         }
-        const bool out_of_time = single_attempt || stop.stop_requested() || (deadline && now >= *deadline) ||
-                                 (!deadline && unavailable_since && now - *unavailable_since >= unavailable_window);
         if (out_of_time) {
             if (result.outcome == Outcome::no_quorum) ec = errc::no_quorum;
             return false;
@@ -323,6 +316,8 @@ bool RedlockCore::acquire_metered(std::optional<LockClock::time_point> deadline,
             queue->wait_change(seen, wake_at, stop);
         } else {
             // A split vote or masters not answering: back off a random time.
+            // Only stop cuts it short: after a split vote, release messages
+            // are our own and the contenders' and must not end the pause.
             auto wake_at = now + random_retry_delay();
             if (deadline) wake_at = std::min(wake_at, *deadline);
             pause_until(wake_at, stop);

@@ -42,6 +42,9 @@ public:
     void release_everywhere(const std::string& owner, bool wait);
     // Releases the holds this object made (destructor, move-assignment).
     void release_outstanding() noexcept;
+    // An asynchronous acquisition's hold leaves this object's keeping for
+    // its AsyncHold's (Contributions::hand_over).
+    void hand_over(const std::shared_ptr<Hold>& hold) { owners_.hand_over(this, hold); }
 
     const std::shared_ptr<MastersCore> masters;
     const std::shared_ptr<const RedlockIdentity> identity;

@@ -5,6 +5,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "hold/hold_queries.hpp"
+#include "hold/outage.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
 #include "metrics/acquisition_meter.hpp"
@@ -183,7 +184,7 @@ RwLockCore::Attempt RwLockCore::attempt(RwSide side, std::string_view mode, cons
         throw Error(answer.ec, "a key of read-write lock " + write_->keys.lock + " holds data that is not a dlock lock");
     if ((ec = answer.ec)) {
         note_server_error(answer.ec, answer.reply);
-        return {Outcome::failed};
+        return {Outcome::failed, {}, transient_failure(answer.ec, answer.reply)};
     }
     const auto fresh = read_fresh_acquire(answer.reply);
     switch (fresh.kind) {
@@ -230,7 +231,7 @@ bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_poin
         const auto answer_by = LockClock::now() + client->options().command_timeout;
         return deadline && *deadline > LockClock::now() ? std::min(answer_by, *deadline) : answer_by;
     };
-    if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop)) return false;
+    if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop, ec)) return false;
     auto& ticket = operation.ticket;
 
     if (auto hold = slot.current(); hold && hold->trusted(LockClock::now())) {
@@ -267,10 +268,28 @@ bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_poin
     } withdraw_mark{*this, owner, last_operation, granted, side == RwSide::write && !single_attempt};
 
     bool answered = false;
+    // A caller that waits rides through a failover (outage.hpp).
+    Outage outage(deadline, client->options());
     auto result_of = [&](const Attempt& a) {
-        if (a.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = errc::command_timeout;
+        if (a.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = outage.unanswered_error();
         granted = a.outcome == Outcome::acquired;
         return granted;
+    };
+    // After a transient failure: true to try again (after a pause, cut short
+    // by `wake` when given); false to return, ec set when the deadline ended
+    // the outage.
+    auto ride = [&](const Attempt& a, const std::function<void(LockClock::time_point)>& wake) {
+        if (single_attempt || a.outcome != Outcome::failed || !outage.ride(ec, a.transient)) return false;
+        answered = false;
+        if (wake) wake(outage.retry_at());
+        else pause_until(outage.retry_at(), stop);
+        return true;
+    };
+    auto out_of_time_in_outage = [&] {
+        if (stop.stop_requested()) return true;
+        if (!deadline || LockClock::now() < *deadline) return false;
+        ec = outage.error();
+        return true;
     };
     // The writer taking the read side (a downgrade) never waits for anyone.
     const bool downgrade = side == RwSide::read && hold_is_held(own_write);
@@ -279,8 +298,12 @@ bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_poin
     const auto& queue_name = side == RwSide::read && prefer_readers_ ? reader_queue_name_ : queue_name_;
     if (single_attempt || downgrade || !service->existing_queue(queue_name)) {
         auto result = attempt(side, first_mode, owner, slot, ticket, wait_until(), stop, ec, last_operation);
-        if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
-        answered = true;
+        if (ride(result, {})) {
+            if (out_of_time_in_outage()) return false;
+        } else {
+            if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
+            answered = true;
+        }
     }
     meter.waiting();
     auto queue = service->queue(queue_name);
@@ -298,7 +321,12 @@ bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_poin
     for (;;) {
         const auto seen = queue->generation();
         auto result = attempt(side, mode, owner, slot, ticket, deadline, stop, ec, last_operation);
+        if (ride(result, [&](LockClock::time_point at) { queue->wait_change(seen, at, stop); })) {
+            if (out_of_time_in_outage()) return false;
+            continue;
+        }
         if (result.outcome != Outcome::busy) return result_of(result);
+        outage.answered();
         answered = true;
         const auto now = LockClock::now();
         if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
@@ -527,7 +555,10 @@ public:
         : SingleHoldState(core->client, owner_number, core->identity(side).name),
           core_(std::move(core)),
           side_(side),
-          owner_(core_->current_owner()) {}
+          owner_(core_->current_owner()) {
+        // The AsyncHold owns it from here (as OwnedHoldState's).
+        if (auto made = hold()) core_->hand_over(made);
+    }
     void release(std::error_code& ec) noexcept override { ::dlock::release_noexcept(core_, side_, ec); }
     std::shared_ptr<Hold> hold() const override { return core_->hold_of(side_, owner_); }
     void report_release_error(std::error_code ec) noexcept override {

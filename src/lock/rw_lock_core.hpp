@@ -52,6 +52,9 @@ public:
     void release(RwSide side, std::error_code& ec);
     // Both sides' holds made through this object and not released.
     void release_outstanding() noexcept;
+    // An asynchronous acquisition's hold leaves this object's keeping for
+    // its AsyncHold's (Contributions::hand_over).
+    void hand_over(const std::shared_ptr<Hold>& hold) { contributions_.hand_over(this, hold); }
 
     const std::shared_ptr<ClientCore> client;
     const std::shared_ptr<LockService> service;
@@ -61,6 +64,7 @@ private:
     struct Attempt {
         Outcome outcome;
         std::chrono::milliseconds wait{0};  // busy: how long what keeps us out may last
+        bool transient = false;             // failed: for a moment only (outage.hpp)
     };
     using Answer = ScriptAnswer;
 

@@ -10,6 +10,7 @@
 #include "hold/channel_watch.hpp"
 #include "hold/hold.hpp"
 #include "hold/hold_queries.hpp"
+#include "hold/outage.hpp"
 #include "hold/retried_call.hpp"
 #include "lock_service.hpp"
 #include "lock_validation.hpp"
@@ -195,17 +196,32 @@ std::shared_ptr<Hold> SemaphoreCore::acquire_metered(unsigned k, std::optional<L
             if (armed) core.undo(permit);
         }
     } give_up{*this, permit};
+    // A caller that waits rides through a failover (outage.hpp).
+    Outage outage(deadline, client->options());
     for (;;) {
         const auto seen = watch ? watch->generation() : 0;
         const auto wait_until = single_attempt ? std::optional(LockClock::now() + client->options().command_timeout)
                                                : deadline;
         const auto asked = ask(permit, k_text, mode, wait_until, stop, ec);
         if (!asked.known) {
-            if (!answered && !stop.stop_requested()) ec = errc::command_timeout;
+            if (!answered && !stop.stop_requested()) ec = outage.unanswered_error();
             return nullptr;
         }
         if (ec) {
             if (outcome_unknown(ec)) give_up.armed = true;
+            if (!single_attempt && outage.ride(ec, transient_failure(ec, asked.reply))) {
+                // The server is away (a failover, a restart): the same
+                // request again after a pause (it may be in line already).
+                answered = false;
+                if (watch) watch->wait_change(permit, seen, outage.retry_at(), stop);
+                else pause_until(outage.retry_at(), stop);
+                if (stop.stop_requested()) return nullptr;
+                if (deadline && LockClock::now() >= *deadline) {
+                    ec = outage.error();
+                    return nullptr;
+                }
+                continue;
+            }
             if (ec == errc::wrong_type)
                 throw Error(ec, "a key of semaphore " + identity->name + " (" + identity->semaphore_keys.permits +
                                     "*) holds data that is not a dlock semaphore");
@@ -213,6 +229,7 @@ std::shared_ptr<Hold> SemaphoreCore::acquire_metered(unsigned k, std::optional<L
             return nullptr;
         }
         answered = true;
+        outage.answered();
         const auto answer = read_semaphore_acquire(asked.reply);
         switch (answer.kind) {
             case SemaphoreAcquire::Kind::malformed:

@@ -515,3 +515,94 @@ TEST(Async, ACancellationWhileTheFirstWaitSubscribesLeavesNothing) {
     holder.unlock();
     EXPECT_TRUE(eventually([&] { return free_for_another(other, "async:subscribing"); }, 5s));
 }
+
+// An AsyncHold owns its hold, not the lock object it was made through: the
+// object's destructor leaves it held and renewed (past several leases), and
+// nobody else takes the name until the AsyncHold lets it go.
+namespace {
+
+template <typename Acquire>
+void check_outlives_its_lock_object(const std::string& name, Acquire acquire) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    AsyncHold hold = acquire(client, name);
+    ASSERT_TRUE(hold.is_held()) << name;
+    std::promise<std::error_code> told;
+    dlock::async_wait_lost(hold, [&told](std::error_code ec) { told.set_value(ec); });
+    auto lost = told.get_future();
+    // The lock object is gone (acquire's); three leases of 1 s go by.
+    std::this_thread::sleep_for(3s);
+    EXPECT_TRUE(hold.is_held()) << name;
+    EXPECT_FALSE(hold.lost_token().stop_requested()) << name;
+    EXPECT_EQ(lost.wait_for(0s), std::future_status::timeout) << name;
+    EXPECT_FALSE(free_for_another(other, name)) << name << " was taken while its AsyncHold held it";
+    hold = AsyncHold();  // released in the background
+    EXPECT_TRUE(eventually([&] { return free_for_another(other, name); }, 5s)) << name;
+    EXPECT_EQ(get(lost), asio::error::operation_aborted) << name;
+}
+
+}  // namespace
+
+TEST(Async, AHoldOutlivesTheLockObjectItWasMadeThrough) {
+    constexpr auto lease = 1000ms;
+    check_outlives_its_lock_object("async:outlive:lock", [&](dlock::Client& client, const std::string& name) {
+        dlock::Lock lock(client, name, {.lease = lease});
+        auto future = dlock::async_lock(lock, asio::use_future);
+        return get(future);
+    });
+    check_outlives_its_lock_object("async:outlive:fair", [&](dlock::Client& client, const std::string& name) {
+        dlock::FairLock lock(client, name, {.lease = lease});
+        auto future = dlock::async_try_lock_for(lock, 5s, asio::use_future);
+        return get(future);
+    });
+    check_outlives_its_lock_object("async:outlive:write", [&](dlock::Client& client, const std::string& name) {
+        dlock::RwLock lock(client, name, {.lease = lease});
+        auto future = dlock::async_lock(lock, asio::use_future);
+        return get(future);
+    });
+    check_outlives_its_lock_object("async:outlive:multi", [&](dlock::Client& client, const std::string& name) {
+        dlock::MultiLock lock(client, {name}, {.lease = lease});
+        auto future = dlock::async_lock(lock, asio::use_future);
+        return get(future);
+    });
+}
+
+// The read side: a writer cannot take the name while the AsyncHold reads.
+TEST(Async, ASharedHoldOutlivesItsRwLock) {
+    RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    AsyncHold hold;
+    {
+        dlock::RwLock lock(client, "async:outlive:read", {.lease = 1000ms});
+        auto future = dlock::async_lock_shared(lock, asio::use_future);
+        hold = get(future);
+    }
+    std::this_thread::sleep_for(3s);
+    EXPECT_TRUE(hold.is_held());
+    EXPECT_FALSE(hold.lost_token().stop_requested());
+    dlock::RwLock writer(other, "async:outlive:read");
+    EXPECT_FALSE(writer.try_lock()) << "a writer got in while the AsyncHold read";
+    hold = AsyncHold();
+    EXPECT_TRUE(eventually([&] { return writer.try_lock(); }, 5s));
+    writer.unlock();
+}
+
+// Several masters: the Redlock object goes, its AsyncHold keeps the name.
+TEST(Async, ARedlockHoldOutlivesItsRedlock) {
+    RedisServer a, b, c;
+    dlock::Masters masters({a.uri(), b.uri(), c.uri()}), others({a.uri(), b.uri(), c.uri()});
+    AsyncHold hold;
+    {
+        dlock::Redlock lock(masters, "async:outlive:redlock", {.lease = 1000ms});
+        auto future = dlock::async_lock(lock, asio::use_future);
+        hold = get(future);
+    }
+    std::this_thread::sleep_for(3s);
+    EXPECT_TRUE(hold.is_held());
+    EXPECT_FALSE(hold.lost_token().stop_requested());
+    dlock::Redlock rival(others, "async:outlive:redlock");
+    EXPECT_FALSE(rival.try_lock()) << "taken while the AsyncHold held it";
+    hold = AsyncHold();
+    EXPECT_TRUE(eventually([&] { return rival.try_lock(); }, 5s));
+    rival.unlock();
+}

@@ -158,3 +158,32 @@ TEST(CliErrors, EachRedlockErrorNamesItsMasterOnceWithoutThePassword) {
     }
     paused.resume();
 }
+
+// A server that does not answer lock scripts (CLIENT PAUSE WRITE): `run
+// --wait D` gives up at D plus the client's short close (Client::
+// max_close_wait), not a command timeout later, and says that the server
+// did not answer (69), never that someone holds the lock (75).
+TEST(CliErrors, WaitOnAServerThatDoesNotAnswerEndsAtTheDeadline) {
+    RedisServer server;
+    struct Case {
+        std::vector<std::string> args;
+        double bound;  // seconds: the wait, the close, and a process's start
+    };
+    const std::vector<Case> cases = {
+        {{"run", "--wait", "200ms", "paused", "--", "true"}, 1.5},
+        {{"run", "--fair", "--wait", "500ms", "paused-fair", "--", "true"}, 1.8},
+        {{"run", "--shared", "--wait", "500ms", "paused-shared", "--", "true"}, 1.8},
+        {{"run", "--wait", "1s", "paused-long", "--", "true"}, 2.3},
+    };
+    for (const auto& c : cases) {
+        server.cli({"CLIENT", "PAUSE", "6000", "WRITE"});
+        std::vector<std::string> args = {"--url", server.uri()};
+        args.insert(args.end(), c.args.begin(), c.args.end());
+        const auto f = dlock_cli(args);
+        server.cli({"CLIENT", "UNPAUSE"});
+        const double took = std::chrono::duration<double>(f.took).count();
+        EXPECT_EQ(f.code, 69) << c.args[2] << " " << c.args[3] << ": " << f.err;
+        EXPECT_NE(f.err.find("timed out"), std::string::npos) << f.err;
+        EXPECT_LT(took, c.bound) << c.args[1] << " " << c.args[2] << " " << c.args[3] << " took " << took << " s";
+    }
+}

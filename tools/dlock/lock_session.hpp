@@ -249,7 +249,14 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     });
     int interrupted_by = 0;
     const auto announce_at = Clock::now() + std::chrono::seconds(1);
-    bool announced = options.no_wait;
+    // Asking who holds it may take up to a command timeout when Redis does
+    // not answer, and this thread then sees neither the outcome nor a
+    // signal: a wait that ends sooner than that after the announcement
+    // makes none, so that --wait D ends at D, not a command timeout later.
+    const bool worth_announcing =
+        !options.no_wait &&
+        (!options.wait || Clock::now() + *options.wait > announce_at + session.probe.options().command_timeout);
+    bool announced = !worth_announcing;
     for (bool done = false; !done;) {
         int timeout = -1;
         if (!announced)
