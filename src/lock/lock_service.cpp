@@ -86,7 +86,7 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // again (a new token) before the notice arrived.
     if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {
         keeper_.forget(hold);
-        mark_lost(hold, errc::lease_lost, core_.io(), LossReason::revoked);
+        mark_lost(hold, LostReason::revoked, core_.io());
     }
 }
 
