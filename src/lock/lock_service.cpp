@@ -190,8 +190,9 @@ void LockService::confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_p
     // Refused, or not confirmed within the whole retry window: lost now.
     // Renewals could keep it, but unconfirmed it could never be released
     // (release.lua takes an unconfirmed grant's release for a late copy);
-    // left alone, its short lease ends it.
-    keeper_.refused(hold);
+    // left alone, its short lease ends it. Unconfirmed, it is told as a
+    // lease whose renewal was not confirmed; refused, as taken over.
+    keeper_.refused(hold, ec ? LostReason::expired : LostReason::taken_over);
 }
 
 void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
