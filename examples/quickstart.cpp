@@ -17,7 +17,10 @@ int main(int argc, char** argv) {
         {
             std::unique_lock guard(lock);  // blocks; woken by pub/sub, no polling
             std::cout << "holding orders:42 with fencing token " << lock.fencing_token() << "\n";
-            if (lock.lost_token().stop_requested()) return 1;  // check before each irreversible step
+            if (lock.lost_token().stop_requested()) {  // check before each irreversible step
+                std::cerr << "lost orders:42: " << dlock::to_string(lock.lost_reason().value()) << "\n";
+                return 1;
+            }
         }
         if (lock.try_lock_for(2s)) {
             std::cout << "again, token " << lock.fencing_token() << "\n";

@@ -125,6 +125,9 @@ public:
     // Stop-requested when the hold is lost (lease_lost), on the client's
     // I/O thread, no later than valid_until(). Never requested when empty.
     std::stop_token lost_token() const;
+    // Why the hold was lost (as Lock::lost_reason()); nothing while it is
+    // held, or when empty.
+    std::optional<LostReason> lost_reason() const;
     const std::string& name() const noexcept;  // the lock's name; empty when empty
 
 private:
@@ -156,7 +159,7 @@ void start_acquire(MultiLock& lock, std::optional<std::chrono::steady_clock::tim
                    std::stop_source stop, AcquireCompletion done);
 // Releases hold's state (empty: done(not_owner) at once) in its fiber thread.
 void start_release(AsyncHold hold, PlainCompletion done);
-// done(lease_lost) once hold is lost, done(operation_aborted) once it is
+// done(the loss's code, == lease_lost) once hold is lost, done(operation_aborted) once it is
 // released or stop is requested, whichever comes first; on the fiber thread.
 void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompletion done);
 
@@ -307,7 +310,9 @@ auto async_unlock(AsyncHold& hold, Token&& token) {
         token);
 }
 
-// Completes with errc::lease_lost when hold is lost (no later than its
+// Completes with the code of its LostReason (lease_expired, lock_revoked,
+// lock_taken_over or renewal_refused, each == errc::lease_lost) when hold
+// is lost (no later than its
 // valid_until()), with asio::error::operation_aborted when it is released
 // through the AsyncHold first or the wait is cancelled, or with
 // errc::client_closed when the client closes. The lock object's

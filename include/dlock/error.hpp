@@ -7,7 +7,9 @@
 // that never throws.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace dlock {
@@ -50,12 +52,68 @@ enum class errc {
     not_master,             // the server reached is not a master (ROLE says replica): a failover is under way
     cluster_down,           // Cluster: no node serves the key's slot (CLUSTERDOWN, no slot map), within the deadline
     slot_migrating,         // Cluster: TRYAGAIN, the key's slot is being migrated and the keys are split; it did not run
+
+    // Why a held lock was lost, one code per LostReason (below). Each
+    // compares equal to errc::lease_lost (`ec == dlock::errc::lease_lost`
+    // holds for all four), so a caller that only asks "lost?" need not
+    // know them; lost_reason_of() tells them apart.
+    lease_expired,          // LostReason::expired
+    lock_revoked,           // LostReason::revoked
+    lock_taken_over,        // LostReason::taken_over
+    renewal_refused,        // LostReason::renewal_refused
 };
+
+}  // namespace dlock
+
+template <>
+struct std::is_error_code_enum<dlock::errc> : std::true_type {};
+
+namespace dlock {
+
+// Why a held lock (a Lock's, FairLock's, RwLock side's, Semaphore permit's,
+// Redlock's, MultiLock name's or AsyncHold's hold) was lost.
+enum class LostReason {
+    // Its validity ended before a renewal was confirmed: the server was
+    // unreachable or slow (or renewal is off and the fixed lease ran out).
+    // Whether the server still holds it for this owner is unknown.
+    expired,
+    // An operator force-released it (force_release, `dlock release
+    // --force`, also of read-shared names and semaphore permits): the
+    // client heard it on its inbox or from the renewal's answer.
+    revoked,
+    // The server answered that it is not this owner's any more: the key is
+    // gone or owned by someone else (a server restart without persistence,
+    // a failover to a replica that never saw it, the key deleted or evicted).
+    taken_over,
+    // The server answered a renewal with an error that retrying will not
+    // mend (an ACL that forbids the script, a key of another type): the
+    // lock is no longer renewed, so it is given up at once.
+    renewal_refused,
+};
+
+// "expired", "revoked", "taken_over", "renewal_refused".
+std::string_view to_string(LostReason reason) noexcept;
+// The error code that reports reason (compares equal to errc::lease_lost).
+std::error_code make_error_code(LostReason reason) noexcept;
+// The reason an error code reports; nothing for any other code (also for
+// the generic errc::lease_lost itself).
+std::optional<LostReason> lost_reason_of(const std::error_code& ec) noexcept;
 
 const std::error_category& error_category() noexcept;
 
 inline std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), error_category()};
+}
+
+// `ec == errc::X`: as std::error_code's own comparison, except that
+// errc::lease_lost also matches the four codes that say why a lock was lost
+// (lease_expired, lock_revoked, lock_taken_over, renewal_refused). Found by
+// argument-dependent lookup wherever an error_code meets an errc.
+inline bool operator==(const std::error_code& ec, errc e) noexcept {
+    if (ec.category() != error_category()) return false;
+    const auto value = static_cast<errc>(ec.value());
+    if (value == e) return true;
+    return e == errc::lease_lost && value >= errc::lease_expired && value <= errc::renewal_refused;
 }
 
 // Thrown by every throwing dlock call. what() carries the detail (for server
@@ -78,5 +136,3 @@ std::string last_server_error();
 
 }  // namespace dlock
 
-template <>
-struct std::is_error_code_enum<dlock::errc> : std::true_type {};

@@ -18,7 +18,13 @@
 // renewal in flight does not delay it), the hold is LOST: lost_token() is
 // stop-requested and LockOptions::on_lost runs (both on the client's I/O
 // thread) no later than valid_until(); is_held() turns false and each
-// remaining unlock() reports errc::lease_lost. A paused process can still act
+// remaining unlock() reports errc::lease_lost. Each says why (LostReason,
+// dlock/error.hpp): on_lost's and unlock(ec)'s code is the reason's own
+// (lease_expired, lock_revoked, lock_taken_over, renewal_refused), which
+// compares equal to errc::lease_lost, and lost_reason() answers whoever
+// watches lost_token(). A force-release is told as revoked when its inbox
+// notice reaches the client before a renewal's refusal does (a renewal
+// refused first reports taken_over). A paused process can still act
 // after its lease ended without knowing it; pass fencing_token() to the
 // resource so it can reject stale holders.
 //
@@ -62,6 +68,7 @@
 #pragma once
 
 #include "dlock/deadline.hpp"
+#include "dlock/error.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -125,10 +132,12 @@ struct LockOptions {
     bool renew = true;
     // Who owns a hold. Default Ownership::thread.
     Ownership ownership = Ownership::thread;
-    // Called once when a held lock is lost (lease_lost: gone, expired,
-    // force-released; or the transport error that kept renewal from Redis
-    // until validity ran out), at the moment dlock learns it and no later
-    // than valid_until(). Always runs on the client's I/O thread, whichever
+    // Called once when a held lock is lost, at the moment dlock learns it
+    // and no later than valid_until(). reason says why: one code per
+    // LostReason (errc::lease_expired, lock_revoked, lock_taken_over,
+    // renewal_refused; dlock::lost_reason_of(reason) gives the LostReason,
+    // reason.message() a sentence), and each compares equal to
+    // errc::lease_lost. Always runs on the client's I/O thread, whichever
     // thread noticed; it must not block, and exceptions are swallowed.
     // Not called after the Client is closed. Default none.
     std::function<void(std::string_view name, std::error_code reason)> on_lost;
@@ -227,7 +236,8 @@ public:
     void unlock() noexcept;
     // Releases one hold and reports the outcome: not_owner when the caller
     // holds nothing here, lease_lost when the hold was lost meanwhile (the
-    // local hold is gone either way).
+    // code of its LostReason, == errc::lease_lost; the local hold is gone
+    // either way).
     void unlock(std::error_code& ec) noexcept;
 
     // Releases one hold and returns once the release is on its way, without
@@ -257,6 +267,11 @@ public:
     unsigned hold_count() const;                           // 0 when not held
     std::uint64_t fencing_token() const;                   // 0 when not held
     std::stop_token lost_token() const;                    // never requested when not held
+    // Why the caller's hold was lost (see LostReason, dlock/error.hpp), for
+    // whoever watches lost_token(): set from the moment the token is
+    // requested until the caller unlocks the lost hold or acquires again;
+    // nothing while it is held or when it holds nothing.
+    std::optional<LostReason> lost_reason() const;
     std::chrono::steady_clock::time_point valid_until() const;  // time_point{} when not held
 
     const std::string& name() const noexcept;

@@ -141,6 +141,9 @@ public:
     // Requested when any name of the current multi-hold is lost; never
     // requested when not held. A new multi-hold after a loss has a new one.
     std::stop_token lost_token() const;
+    // Why the caller's multi-hold was lost: the reason of the first name (in
+    // canonical order) whose hold was lost; nothing while every name is held.
+    std::optional<LostReason> lost_reason() const;
     std::chrono::steady_clock::time_point valid_until() const;  // the earliest; time_point{} when not held
 
     // The distinct names in canonical (bytewise) order.

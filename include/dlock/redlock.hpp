@@ -186,6 +186,8 @@ public:
     unsigned hold_count() const;
     std::uint64_t fencing_token() const;
     std::stop_token lost_token() const;
+    // Why the caller's hold was lost, as Lock::lost_reason().
+    std::optional<LostReason> lost_reason() const;
     std::chrono::steady_clock::time_point valid_until() const;
     const std::string& name() const noexcept;
 

@@ -187,6 +187,9 @@ public:
     unsigned shared_hold_count() const;        // read re-entries; 0 when not held
     std::uint64_t shared_fencing_token() const;  // the last write's token; 0 when not held
     std::stop_token shared_lost_token() const;
+    // Why the caller's write hold / read hold was lost, as Lock::lost_reason().
+    std::optional<LostReason> lost_reason() const;
+    std::optional<LostReason> shared_lost_reason() const;
     std::chrono::steady_clock::time_point shared_valid_until() const;
 
     const std::string& name() const noexcept;

@@ -140,6 +140,9 @@ public:
     unsigned count() const noexcept;                            // k; 0 when empty
     const std::string& id() const noexcept;                     // the permit id on the server; empty when empty
     std::stop_token lost_token() const;                         // never requested when empty
+    // Why the permit was lost (as Lock::lost_reason()); nothing while it is
+    // held, once released, or when empty.
+    std::optional<LostReason> lost_reason() const;
     std::chrono::steady_clock::time_point valid_until() const;  // time_point{} when not held
 
 private:

@@ -147,7 +147,15 @@ void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompleti
         OwnerScope scope(state->owner_number);  // a multi-lock finds its owner's watcher by it
         lost = state->lost_token();
     }
-    watch->lost.emplace(lost, std::function<void()>([finish] { finish(errc::lease_lost); }));
+    // The reason is read on the thread that requested the stop, which set it first.
+    watch->lost.emplace(lost, std::function<void()>([finish, state] {
+                            std::optional<LostReason> reason;
+                            {
+                                OwnerScope scope(state->owner_number);
+                                reason = state->lost_reason();
+                            }
+                            finish(reason ? make_error_code(*reason) : make_error_code(errc::lease_lost));
+                        }));
     watch->cancelled.emplace(stop.get_token(),
                              std::function<void()>([finish] { finish(make_error_code(asio::error::operation_aborted)); }));
 }
@@ -203,6 +211,12 @@ std::stop_token AsyncHold::lost_token() const {
     if (!*this) return {};
     detail::OwnerScope scope(state_->owner_number);
     return state_->lost_token();
+}
+
+std::optional<LostReason> AsyncHold::lost_reason() const {
+    if (!*this) return std::nullopt;
+    detail::OwnerScope scope(state_->owner_number);
+    return state_->lost_reason();
 }
 
 const std::string& AsyncHold::name() const noexcept {

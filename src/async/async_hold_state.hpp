@@ -38,6 +38,7 @@ public:
     virtual std::vector<std::pair<std::string, std::uint64_t>> fencing_tokens() const = 0;
     virtual std::chrono::steady_clock::time_point valid_until() const = 0;
     virtual std::stop_token lost_token() const = 0;
+    virtual std::optional<LostReason> lost_reason() const = 0;
     // A release nobody waited for (the hold dropped) that failed: to the
     // kind's on_unlock_error / on_release_error.
     virtual void report_release_error(std::error_code ec) noexcept = 0;
@@ -74,6 +75,7 @@ public:
     }
     std::chrono::steady_clock::time_point valid_until() const override { return valid_until_of(hold()); }
     std::stop_token lost_token() const override { return lost_token_of(hold()); }
+    std::optional<LostReason> lost_reason() const override { return loss_of(hold()); }
 };
 
 // A kind whose core names its holds by owner string (Lock, FairLock,

@@ -62,7 +62,6 @@ bool Hold::renewed(LockClock::time_point sent) {
     std::lock_guard guard(mutex_);
     if (state_ != HoldState::held) return false;
     extend_validity_locked(sent, lock->options.lease);
-    renewal_error_.clear();
     return true;
 }
 
@@ -111,11 +110,11 @@ void Hold::release_unanswered() {
     ended_locked();
 }
 
-bool Hold::lose(std::error_code reason) {
+bool Hold::lose(LostReason reason) {
     std::lock_guard guard(mutex_);
     if (state_ != HoldState::held && state_ != HoldState::releasing) return false;
     state_ = HoldState::lost;
-    lost_reason_ = reason;
+    loss_ = reason;
     ended_locked();
     return true;
 }
@@ -168,19 +167,14 @@ std::stop_token Hold::lost_token() {
     return lost_source_->get_token();
 }
 
+std::optional<LostReason> Hold::loss() const {
+    std::lock_guard guard(mutex_);
+    return loss_;
+}
+
 std::error_code Hold::lost_reason() const {
-    std::lock_guard guard(mutex_);
-    return lost_reason_;
-}
-
-void Hold::note_renewal_error(std::error_code ec) {
-    std::lock_guard guard(mutex_);
-    renewal_error_ = ec;
-}
-
-std::error_code Hold::renewal_error() const {
-    std::lock_guard guard(mutex_);
-    return renewal_error_;
+    const auto reason = loss();
+    return reason ? make_error_code(*reason) : std::error_code();
 }
 
 void Hold::request_lost_stop() {
@@ -207,10 +201,14 @@ void notify_lost(const std::shared_ptr<Hold>& hold, asio::io_context& io) {
     });
 }
 
-void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io, LossReason cause) {
+void mark_lost(const std::shared_ptr<Hold>& hold, LostReason reason, asio::io_context& io) {
     if (!hold->lose(reason)) return;
-    if (auto* recorder = hold->lock->metrics.recorder())
-        recorder->lost(hold->lock->metrics.kind, hold->lock->metrics.label, cause);
+    if (auto* recorder = hold->lock->metrics.recorder()) {
+        const auto counted = reason == LostReason::expired   ? LossReason::expired
+                             : reason == LostReason::revoked ? LossReason::revoked
+                                                             : LossReason::refused;
+        recorder->lost(hold->lock->metrics.kind, hold->lock->metrics.label, counted);
+    }
     notify_lost(hold, io);
 }
 

@@ -11,7 +11,10 @@
 //              dropped as the client stopped (and released in bulk).
 //   lost       final: the server answered that it is not ours (a renewal,
 //              re-entry or release refused; a force-release on the inbox),
-//              or valid_until passed before a renewal was confirmed.
+//              refused a renewal with an error for good, or valid_until
+//              passed before a renewal was confirmed. The LostReason it
+//              was lost for stays with it (the holder's on_lost, unlock's
+//              error and lost_reason() report it).
 // "Acquiring" has no Hold: the acquisition holds its owner's gate
 // (hold_registry.hpp) while it is in flight, and a Hold is made only from a
 // confirmed grant. A final hold is never revived; the next acquisition makes
@@ -27,7 +30,7 @@
 //   release_answered(left, sent)   releasing -> released (left == 0)
 //                                  releasing -> held     (left > 0: the server wins)
 //   release_unanswered()           releasing -> released (its lease ends it)
-//   lose(reason)                   held | releasing -> lost
+//   lose(LostReason)               held | releasing -> lost
 //   drop()                         held -> released
 //
 // Validity: every confirmed answer that set the lease moves valid_until to
@@ -49,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/script.hpp"
 #include "lock/lock_keys.hpp"
@@ -187,7 +191,7 @@ public:
     void release_unanswered();
     // True when this call made it lost: the caller then tells the holder
     // (notify_lost). A final hold stays as it is.
-    bool lose(std::error_code reason);
+    bool lose(LostReason reason);
     bool drop();
     // Bookkeeping of a lost hold, not a transition: the caller's unlocks
     // after a loss each take one of its holds away (each reports lease_lost).
@@ -210,10 +214,11 @@ public:
     std::stop_token lost_token();
     // Stop-requests the token of a lost hold (notify_lost does it).
     void request_lost_stop();
+    // Why it was lost (nothing unless lost), and that as the error code
+    // (lease_expired, lock_revoked, ...) unlock and on_lost report; an empty
+    // code unless lost.
+    std::optional<LostReason> loss() const;
     std::error_code lost_reason() const;
-    // The last renewal failure, reported as the reason when validity runs out.
-    void note_renewal_error(std::error_code ec);
-    std::error_code renewal_error() const;
 
     // The lease keeper's bookkeeping; guarded by the keeper's mutex, not by
     // this hold's.
@@ -237,8 +242,7 @@ private:
     LockClock::time_point valid_until_;
     LockClock::time_point slice_start_;
     LockClock::time_point granted_at_{};  // for the metrics; zero when they are off
-    std::error_code lost_reason_;
-    std::error_code renewal_error_;
+    std::optional<LostReason> loss_;
     // Object -> holds made through it; a handful of entries at most.
     std::vector<std::pair<const void*, unsigned>> contributions_;
     // Made on the first lost_token(): most holders never ask, and its state
@@ -252,9 +256,8 @@ private:
 void notify_lost(const std::shared_ptr<Hold>& hold, asio::io_context& io);
 
 // lose() and, when that made it lost, notify_lost(): the one way to mark a
-// hold lost. cause: what the metrics count it as (the server refused it,
-// its validity ran out, or it was force-released).
-void mark_lost(const std::shared_ptr<Hold>& hold, std::error_code reason, asio::io_context& io,
-               LossReason cause = LossReason::refused);
+// hold lost. The metrics count it by reason too (LossReason: taken_over and
+// renewal_refused are both "refused").
+void mark_lost(const std::shared_ptr<Hold>& hold, LostReason reason, asio::io_context& io);
 
 }  // namespace dlock::detail

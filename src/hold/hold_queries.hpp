@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <system_error>
 
@@ -36,6 +37,11 @@ inline std::uint64_t fencing_token_of(const std::shared_ptr<Hold>& hold) {
 
 inline std::stop_token lost_token_of(const std::shared_ptr<Hold>& hold) {
     return hold ? hold->lost_token() : std::stop_token{};
+}
+
+// Why it was lost; nothing for a hold that is not lost (or no hold).
+inline std::optional<LostReason> loss_of(const std::shared_ptr<Hold>& hold) {
+    return hold ? hold->loss() : std::nullopt;
 }
 
 inline LockClock::time_point valid_until_of(const std::shared_ptr<Hold>& hold) {

@@ -150,10 +150,7 @@ void LeaseKeeper::on_timer() {
             schedule_locked(hold, watch_time(*hold, view.valid_until), ignored);
         }
     }
-    for (auto& hold : lost) {
-        auto reason = hold->renewal_error();
-        mark_lost(hold, reason ? reason : make_error_code(errc::lease_lost), home_.io(), LossReason::expired);
-    }
+    for (auto& hold : lost) mark_lost(hold, LostReason::expired, home_.io());
     if (!renewable.empty()) send_(renewable, now);
     rearm();
 }
@@ -175,12 +172,10 @@ void LeaseKeeper::renewed(const std::shared_ptr<Hold>& hold, LockClock::time_poi
     schedule(hold, sent + renew_interval(hold->lock->options.lease));
 }
 
-void LeaseKeeper::refused(const std::shared_ptr<Hold>& hold) {
-    // The renewal ran and we are not the owner: gone (expired, deleted,
-    // force-released, or the server lost its data).
+void LeaseKeeper::refused(const std::shared_ptr<Hold>& hold, LostReason reason) {
     count_renewal(*hold, RenewalResult::refused);
     forget(hold);
-    mark_lost(hold, errc::lease_lost, home_.io());
+    mark_lost(hold, reason, home_.io());
 }
 
 void LeaseKeeper::failed(const std::shared_ptr<Hold>& hold, std::error_code ec) {
@@ -189,10 +184,13 @@ void LeaseKeeper::failed(const std::shared_ptr<Hold>& hold, std::error_code ec) 
         hold->keeper.renewal_in_flight = false;
     }
     if (ec == errc::client_closed) return;
+    // Answers that another try would only repeat: an ACL that forbids the
+    // renewal, a key that now holds another kind of value.
+    if (ec == errc::permission_denied) return refused(hold, LostReason::renewal_refused);
+    if (ec == errc::wrong_type) return refused(hold, LostReason::taken_over);
     count_renewal(*hold, RenewalResult::failed);
     if (hold->state() != HoldState::held) return forget(hold);
     // Unreachable or too slow: try again soon, until validity runs out.
-    hold->note_renewal_error(ec);
     const auto retry_at = LockClock::now() + renew_retry_interval(hold->lock->options.lease);
     schedule(hold, std::min(retry_at, watch_time(*hold)));
 }

@@ -49,8 +49,11 @@ public:
 
     // A renewal's outcome. Any thread.
     void renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent);  // extended
-    void refused(const std::shared_ptr<Hold>& hold);  // not ours any more: lost
-    void failed(const std::shared_ptr<Hold>& hold, std::error_code ec);  // retried until validity ends
+    // Not ours any more (the answer says why, taken_over by default): lost.
+    void refused(const std::shared_ptr<Hold>& hold, LostReason reason = LostReason::taken_over);
+    // Retried until validity ends; an error no retry mends (permission_denied,
+    // wrong_type) ends it at once, as refused does.
+    void failed(const std::shared_ptr<Hold>& hold, std::error_code ec);
 
     // A renewal sent at `sent` must have its answer by then; later it is no use.
     static LockClock::time_point renewal_deadline(const Hold& hold, LockClock::time_point sent,

@@ -38,7 +38,7 @@ std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const Lo
         // A new grant replaces whatever this owner had: a final hold, or a
         // lost one the caller has not unlocked yet.
         service.keeper().forget(previous);
-        mark_lost(previous, errc::lease_lost, service.io());
+        mark_lost(previous, LostReason::taken_over, service.io());
     }
     slot.set(hold);
     service.keeper().track(hold, grant.sent);
@@ -60,7 +60,7 @@ bool apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold, cons
     // The server says it is not ours any more: the hold was lost, and the
     // caller acquires afresh.
     service.keeper().forget(hold);
-    mark_lost(hold, errc::lease_lost, service.io());
+    mark_lost(hold, LostReason::taken_over, service.io());
     lost = true;
     return false;
 }
@@ -69,7 +69,7 @@ bool refuse_release_of_final(OwnerSlot& slot, const std::shared_ptr<Hold>& hold,
                              std::error_code& ec) {
     if (hold && !hold->final()) return false;
     const bool lost = hold && hold->state() == HoldState::lost;
-    ec = lost ? make_error_code(errc::lease_lost) : make_error_code(errc::not_owner);
+    ec = lost ? hold->lost_reason() : make_error_code(errc::not_owner);
     if (lost && hold->forget_lost_holds(holds) == 0) slot.clear(hold);
     return true;
 }
@@ -109,9 +109,9 @@ void apply_release(LockService& service, OwnerSlot& slot, const std::shared_ptr<
     if (released.kind == Release::Kind::not_ours) {
         // Not ours on the server (expired, force-released, taken): lost.
         service.keeper().forget(hold);
-        mark_lost(hold, errc::lease_lost, service.io());
+        mark_lost(hold, LostReason::taken_over, service.io());
         hold->forget_lost_holds(holds);
-        ec = errc::lease_lost;
+        ec = hold->lost_reason();  // an earlier loss's own reason, if it was lost already
         return;
     }
     if (final_release) {

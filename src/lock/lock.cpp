@@ -394,7 +394,7 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, Own
     // be found by the revocation (which the inbox delivers right behind it).
     if (place.taken_grant_revoked()) {
         service->keeper().forget(hold);
-        mark_lost(hold, errc::lease_lost, service->io(), LossReason::revoked);
+        mark_lost(hold, LostReason::revoked, service->io());
         return true;
     }
     // The confirmation (confirm_grant.lua): the full lease from its send
@@ -560,7 +560,8 @@ void LockCore::release_nowait(std::error_code& ec) {
                                [identity = identity](std::error_code outcome, Reply&& reply) {
                                    if (!outcome) {
                                        const auto released = read_release(reply);
-                                       if (released.kind == Release::Kind::not_ours) outcome = errc::lease_lost;
+                                       if (released.kind == Release::Kind::not_ours)
+                                           outcome = make_error_code(LostReason::taken_over);
                                        else if (released.kind == Release::Kind::malformed)
                                            outcome = errc::protocol_error;
                                    }
@@ -703,6 +704,8 @@ unsigned Lock::hold_count() const { return detail::hold_count_of(own_hold(core_)
 std::uint64_t Lock::fencing_token() const { return detail::fencing_token_of(own_hold(core_)); }
 
 std::stop_token Lock::lost_token() const { return detail::lost_token_of(own_hold(core_)); }
+
+std::optional<LostReason> Lock::lost_reason() const { return detail::loss_of(own_hold(core_)); }
 
 std::chrono::steady_clock::time_point Lock::valid_until() const { return detail::valid_until_of(own_hold(core_)); }
 

@@ -87,7 +87,7 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // again (a new token) before the notice arrived.
     if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {
         keeper_.forget(hold);
-        mark_lost(hold, errc::lease_lost, core_.io(), LossReason::revoked);
+        mark_lost(hold, LostReason::revoked, core_.io());
     }
 }
 
@@ -191,8 +191,9 @@ void LockService::confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_p
     // Refused, or not confirmed within the whole retry window: lost now.
     // Renewals could keep it, but unconfirmed it could never be released
     // (release.lua takes an unconfirmed grant's release for a late copy);
-    // left alone, its short lease ends it.
-    keeper_.refused(hold);
+    // left alone, its short lease ends it. Unconfirmed, it is told as a
+    // lease whose renewal was not confirmed; refused, as taken over.
+    keeper_.refused(hold, ec ? LostReason::expired : LostReason::taken_over);
 }
 
 void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,

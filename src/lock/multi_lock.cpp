@@ -168,6 +168,12 @@ public:
         return it == watchers_.end() ? std::stop_token{} : it->second->source.get_token();
     }
 
+    std::optional<LostReason> lost_reason() const {
+        for (const auto& lock : locks_)
+            if (auto reason = lock.lost_reason()) return reason;
+        return std::nullopt;
+    }
+
     std::chrono::steady_clock::time_point valid_until() const {
         if (!is_held()) return {};
         auto earliest = std::chrono::steady_clock::time_point::max();
@@ -394,6 +400,8 @@ std::uint64_t MultiLock::fencing_token(std::string_view name) const {
 
 std::stop_token MultiLock::lost_token() const { return core_ ? core_->lost_token() : std::stop_token{}; }
 
+std::optional<LostReason> MultiLock::lost_reason() const { return core_ ? core_->lost_reason() : std::nullopt; }
+
 std::chrono::steady_clock::time_point MultiLock::valid_until() const {
     return core_ ? core_->valid_until() : std::chrono::steady_clock::time_point{};
 }
@@ -419,6 +427,7 @@ public:
     std::vector<std::pair<std::string, std::uint64_t>> fencing_tokens() const override { return core_->fencing_tokens(); }
     std::chrono::steady_clock::time_point valid_until() const override { return core_->valid_until(); }
     std::stop_token lost_token() const override { return core_->lost_token(); }
+    std::optional<LostReason> lost_reason() const override { return core_->lost_reason(); }
     void report_release_error(std::error_code) noexcept override {}  // each name's own on_unlock_error heard it
 
 private:

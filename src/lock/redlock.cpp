@@ -233,7 +233,7 @@ void RedlockCore::record_acquired(const std::string& owner, OwnerSlot& slot, std
     auto hold = std::make_shared<Hold>(identity, owner, Grant{token, 1, sent, sent});
     if (auto previous = slot.current()) {
         masters->keeper().forget(previous);
-        mark_lost(previous, errc::lease_lost, masters->keeper().io());
+        mark_lost(previous, LostReason::taken_over, masters->keeper().io());
     }
     slot.set(hold);
     masters->keeper().track(hold, sent);
@@ -354,8 +354,8 @@ void RedlockCore::release_final(const std::shared_ptr<Hold>& hold, OwnerSlot& sl
     slot.clear(hold);
     if (won(n, result.released)) return hold->release_answered(0, sent);
     if (won(n, result.not_ours)) {
-        mark_lost(hold, errc::lease_lost, masters->keeper().io());
-        ec = errc::lease_lost;
+        mark_lost(hold, LostReason::taken_over, masters->keeper().io());
+        ec = hold->lost_reason();
         return;
     }
     hold->release_unanswered();
@@ -373,7 +373,7 @@ void RedlockCore::release(std::error_code& ec) {
         if (!hold) {
             ec = errc::not_owner;
         } else if (hold->final()) {
-            ec = errc::lease_lost;
+            ec = hold->state() == HoldState::lost ? hold->lost_reason() : make_error_code(errc::lease_lost);
             if (hold->forget_lost_holds(1) == 0) slot->clear(hold);
             release_everywhere(owner, false);  // in case some master still has it
         } else if (auto view = hold->view(); view.count > 1) {
@@ -382,7 +382,7 @@ void RedlockCore::release(std::error_code& ec) {
             masters->keeper().forget(hold);  // no renewal may follow the final release
             release_final(hold, *slot, ec);
         } else {
-            ec = errc::lease_lost;
+            ec = hold->state() == HoldState::lost ? hold->lost_reason() : make_error_code(errc::lease_lost);
         }
     }
 }
@@ -511,6 +511,10 @@ std::uint64_t Redlock::fencing_token() const {
 }
 
 std::stop_token Redlock::lost_token() const { return detail::lost_token_of(core_->hold_of(core_->current_owner())); }
+
+std::optional<LostReason> Redlock::lost_reason() const {
+    return detail::loss_of(core_->hold_of(core_->current_owner()));
+}
 
 std::chrono::steady_clock::time_point Redlock::valid_until() const {
     return detail::valid_until_of(core_->hold_of(core_->current_owner()));

@@ -534,6 +534,12 @@ bool RwLock::is_held_shared() const { return detail::hold_is_held(own_hold(core_
 unsigned RwLock::shared_hold_count() const { return detail::hold_count_of(own_hold(core_, RwSide::read)); }
 std::uint64_t RwLock::shared_fencing_token() const { return detail::fencing_token_of(own_hold(core_, RwSide::read)); }
 std::stop_token RwLock::shared_lost_token() const { return detail::lost_token_of(own_hold(core_, RwSide::read)); }
+
+std::optional<LostReason> RwLock::lost_reason() const { return detail::loss_of(own_hold(core_, RwSide::write)); }
+
+std::optional<LostReason> RwLock::shared_lost_reason() const {
+    return detail::loss_of(own_hold(core_, RwSide::read));
+}
 std::chrono::steady_clock::time_point RwLock::shared_valid_until() const {
     return detail::valid_until_of(own_hold(core_, RwSide::read));
 }

@@ -292,7 +292,7 @@ void SemaphoreCore::release(const std::shared_ptr<Hold>& hold, std::error_code& 
         // Lost: reported once as lease_lost, then as not_owner.
         const bool lost_unreported = hold->state() == HoldState::lost && hold->view().count > 0;
         if (lost_unreported) hold->forget_lost_holds(hold->view().count);
-        ec = lost_unreported ? make_error_code(errc::lease_lost) : make_error_code(errc::not_owner);
+        ec = lost_unreported ? hold->lost_reason() : make_error_code(errc::not_owner);
         return;
     }
     std::string_view argv[] = {hold->owner, identity->retention_ms, "release"};
@@ -309,9 +309,9 @@ void SemaphoreCore::release(const std::shared_ptr<Hold>& hold, std::error_code& 
         return;
     }
     if (released == SemaphoreRelease::not_held) {
-        mark_lost(hold, errc::lease_lost, service->io());
+        mark_lost(hold, LostReason::taken_over, service->io());
         hold->forget_lost_holds(hold->view().count);
-        ec = errc::lease_lost;
+        ec = hold->lost_reason();
         return;
     }
     hold->release_answered(0, call->first_sent());
@@ -396,6 +396,8 @@ const std::string& Permit::id() const noexcept {
     return hold_ ? hold_->owner : none;
 }
 std::stop_token Permit::lost_token() const { return detail::lost_token_of(hold_); }
+
+std::optional<LostReason> Permit::lost_reason() const { return detail::loss_of(hold_); }
 std::chrono::steady_clock::time_point Permit::valid_until() const { return detail::valid_until_of(hold_); }
 
 // Semaphore

@@ -38,10 +38,20 @@ public:
             case errc::not_master: return "the server is not a master (a failover is under way)";
             case errc::cluster_down: return "no cluster node serves the key's slot";
             case errc::slot_migrating: return "the key's slot is being migrated (TRYAGAIN); the command did not run";
+            case errc::lease_expired:
+                return "the lock's lease expired: no renewal was confirmed before its validity ended";
+            case errc::lock_revoked: return "the lock was revoked: force-released by an operator";
+            case errc::lock_taken_over:
+                return "the lock was taken over: its key is gone or another owner's (a restart, failover or deletion)";
+            case errc::renewal_refused: return "the lock's renewal was refused by the server with an error";
         }
         return "unknown dlock error";
     }
 };
+
+constexpr std::string_view lost_reason_names[] = {"expired", "revoked", "taken_over", "renewal_refused"};
+constexpr errc lost_reason_codes[] = {errc::lease_expired, errc::lock_revoked, errc::lock_taken_over,
+                                      errc::renewal_refused};
 
 thread_local std::string last_server_error_text;
 
@@ -71,6 +81,19 @@ void throw_if(const std::error_code& ec, const std::string& detail) {
 }
 
 std::string last_server_error() { return last_server_error_text; }
+
+std::string_view to_string(LostReason reason) noexcept { return lost_reason_names[static_cast<std::size_t>(reason)]; }
+
+std::error_code make_error_code(LostReason reason) noexcept {
+    return make_error_code(lost_reason_codes[static_cast<std::size_t>(reason)]);
+}
+
+std::optional<LostReason> lost_reason_of(const std::error_code& ec) noexcept {
+    if (ec.category() != error_category()) return std::nullopt;
+    for (std::size_t i = 0; i < std::size(lost_reason_codes); ++i)
+        if (ec.value() == static_cast<int>(lost_reason_codes[i])) return static_cast<LostReason>(i);
+    return std::nullopt;
+}
 
 namespace detail {
 void note_server_error(const std::error_code& ec, const Reply& reply) {

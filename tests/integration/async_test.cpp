@@ -270,12 +270,14 @@ TEST(Async, ALostHoldIsHeardByItsAwaitedNotification) {
                 get(lost);
             } catch (const std::system_error& e) {
                 EXPECT_EQ(e.code(), dlock::errc::lease_lost);
+                EXPECT_EQ(e.code(), dlock::errc::lock_revoked) << e.code().message();  // and says why
                 throw;
             }
         },
         std::system_error);
     EXPECT_LT(std::chrono::steady_clock::now() - before, 2000ms);  // no later than the lease
     EXPECT_TRUE(hold.lost_token().stop_requested());
+    EXPECT_EQ(hold.lost_reason(), dlock::LostReason::revoked);
     EXPECT_FALSE(hold.is_held());
     // A wait on a hold released first ends as aborted.
     auto again = dlock::async_lock(lock, asio::use_future);
@@ -401,7 +403,9 @@ TEST(Async, AMultiLockHoldsLossIsHeardByItsAwaitedNotification) {
         ADD_FAILURE() << "the wait ended without an error";
     } catch (const std::system_error& e) {
         EXPECT_EQ(e.code(), dlock::errc::lease_lost);
+        EXPECT_EQ(e.code(), dlock::errc::lock_revoked) << e.code().message();
     }
+    EXPECT_EQ(hold.lost_reason(), dlock::LostReason::revoked);
 }
 
 TEST(Async, ALostWaitEndsWhenItsClientCloses) {

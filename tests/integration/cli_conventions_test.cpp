@@ -248,7 +248,7 @@ TEST(CliConventions, HoldReleasesOnSigtermAndReportsALostLease) {
     EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "k"}).code, 0);
     f = finish(holding);
     EXPECT_EQ(f.code, 79) << f.err;
-    EXPECT_NE(f.err.find("lost the lock on k"), std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("the lock on k was lost: "), std::string::npos) << f.err;
 }
 
 TEST(CliConventions, WaitFreeWaitsWithoutTakingTheLock) {

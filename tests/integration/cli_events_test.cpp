@@ -45,6 +45,16 @@ std::string non_json_lines(const std::string& err) {
     return found;
 }
 
+// A run that lost its lease: exit 79, every line JSON, and one "lost"
+// between acquired and exited (renewals aside).
+void expect_one_loss(const Finished& f) {
+    EXPECT_EQ(f.code, 79) << f.err;
+    EXPECT_EQ(non_json_lines(f.err), "") << f.err;
+    auto events = event_names(f.err);
+    std::erase(events, "renewed");
+    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "lost", "exited"})) << f.err;
+}
+
 }  // namespace
 
 TEST(CliEvents, OneLinePerEvent) {
@@ -83,10 +93,9 @@ TEST(CliEvents, ALostLeaseIsOneLostEvent) {
     ASSERT_TRUE(eventually([&] { return held(server, "victim"); }));
     EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "victim"}).code, 0);
     auto f = finish(run);
-    EXPECT_EQ(f.code, 79) << f.err;
-    auto events = event_names(f.err);
-    std::erase(events, "renewed");
-    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "lost", "exited"})) << f.err;
+    expect_one_loss(f);
+    EXPECT_NE(f.err.find("\"event\": \"lost\", \"key\": \"victim\", \"reason\": \"revoked\""), std::string::npos)
+        << f.err;
 }
 
 // A shipper parses each line of the stream as JSON: what dlock would say to
@@ -167,11 +176,7 @@ TEST(CliEvents, SeveralKeysPermitsAndSharedAreEventsToo) {
     ASSERT_TRUE(eventually([&] { return held(server, "k1") && held(server, "k2"); }));
     EXPECT_EQ(dlock_cli({"--url", url, "release", "--force", "k2"}).code, 0);
     auto f = finish(run);
-    EXPECT_EQ(f.code, 79) << f.err;
-    EXPECT_EQ(non_json_lines(f.err), "") << f.err;
-    auto events = event_names(f.err);
-    std::erase(events, "renewed");
-    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "lost", "exited"})) << f.err;
+    expect_one_loss(f);
     for (const auto& line : lines_of(f.err))
         EXPECT_NE(line.find("\"keys\": [\"k1\", \"k2\"]"), std::string::npos) << line;
 
@@ -181,9 +186,93 @@ TEST(CliEvents, SeveralKeysPermitsAndSharedAreEventsToo) {
     ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", "dlock:sem:{gone}"}) == "1"; }));
     server.cli({"DEL", "dlock:sem:{gone}"});
     f = finish(run);
+    expect_one_loss(f);
+}
+
+namespace {
+
+// The "lost" line of a finished run.
+std::string lost_line(const std::string& err) {
+    for (const auto& line : lines_of(err))
+        if (line.find("\"event\": \"lost\"") != std::string::npos) return line;
+    return {};
+}
+
+}  // namespace
+
+// The "lost" event says why (a LostReason's name) and in words: each reason
+// produced for real against redis-server.
+TEST(CliEvents, TheLostEventSaysWhy) {
+    RedisServer server({.acl_users = {{"locker", "on", ">pw", "~*", "&*", "+@all"}}});
+    const auto url = server.uri();
+    const auto as_locker = "redis://locker:pw@127.0.0.1:" + std::to_string(server.port());
+    auto run_until_lost = [&](const std::string& key, const std::string& client_url, auto cause, auto after) {
+        auto run = start({"--url", client_url, "--connect-timeout", "300ms", "run", "--json-events", "--ttl", "900ms",
+                          "--grace", "100ms", key, "--", "sleep", "30"});
+        EXPECT_TRUE(eventually([&] { return held(server, key); }));
+        cause();
+        EXPECT_TRUE(eventually([&] { return !lost_line(read_file(run.err_path)).empty(); }, 5s))
+            << read_file(run.err_path);
+        after();
+        auto f = finish(run);
+        expect_one_loss(f);
+        return lost_line(f.err);
+    };
+    auto nothing = [] {};
+
+    auto line = run_until_lost(
+        "revoked", url, [&] { EXPECT_EQ(dlock_cli({"--url", url, "release", "--force", "revoked"}).code, 0); },
+        nothing);
+    EXPECT_NE(line.find("\"reason\": \"revoked\", \"message\": \"the lock was revoked"), std::string::npos) << line;
+
+    line = run_until_lost("deleted", url, [&] { server.cli({"DEL", "dlock:{deleted}"}); }, nothing);
+    EXPECT_NE(line.find("\"reason\": \"taken_over\""), std::string::npos) << line;
+
+    line = run_until_lost(
+        "forbidden", as_locker, [&] { server.cli({"ACL", "SETUSER", "locker", "-evalsha", "-eval"}); },
+        [&] { server.cli({"ACL", "SETUSER", "locker", "+@all"}); });
+    EXPECT_NE(line.find("\"reason\": \"renewal_refused\""), std::string::npos) << line;
+
+    // A server that answers nothing: no renewal is confirmed in time.
+    line = run_until_lost("stalled", url, [&] { server.pause(); }, [&] { server.resume(); });
+    EXPECT_NE(line.find("\"reason\": \"expired\", \"message\": \"the lock's lease expired"), std::string::npos)
+        << line;
+}
+
+// Without events the line for people names the reason too.
+TEST(CliEvents, TheLostMessageForPeopleNamesTheReason) {
+    RedisServer server;
+    auto run = start({"--url", server.uri(), "run", "--ttl", "3s", "victim", "--", "sleep", "30"});
+    ASSERT_TRUE(eventually([&] { return held(server, "victim"); }));
+    EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "victim"}).code, 0);
+    auto f = finish(run);
     EXPECT_EQ(f.code, 79) << f.err;
-    EXPECT_EQ(non_json_lines(f.err), "") << f.err;
-    events = event_names(f.err);
-    std::erase(events, "renewed");
-    EXPECT_EQ(events, (std::vector<std::string>{"acquired", "lost", "exited"})) << f.err;
+    EXPECT_NE(f.err.find("the lock on victim was lost: revoked by `dlock release --force`"), std::string::npos)
+        << f.err;
+}
+
+// A log shipper sees every wait: "waiting" as soon as the first attempt is
+// answered busy, not only after a second (the rule for a terminal's line):
+// also a wait that ends in well under a second.
+TEST(CliEvents, WaitingIsToldAtTheFirstBusyAnswer) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("short-wait");
+    lock.lock();
+    auto f = dlock_cli({"--url", server.uri(), "run", "--json-events", "--wait", "300ms", "short-wait", "--", "true"});
+    EXPECT_EQ(f.code, 75) << f.err;
+    EXPECT_EQ(event_names(f.err), (std::vector<std::string>{"waiting", "not_acquired"})) << f.err;
+    EXPECT_NE(f.err.find("\"event\": \"waiting\", \"key\": \"short-wait\", \"holder\": \"held by host="),
+              std::string::npos)
+        << f.err;
+    // Freed while waiting: waiting, then acquired.
+    auto running = start({"--url", server.uri(), "run", "--json-events", "--wait", "5s", "short-wait", "--", "true"});
+    EXPECT_TRUE(eventually([&] { return read_file(running.err_path).find("\"waiting\"") != std::string::npos; }));
+    lock.unlock();
+    f = finish(running);
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(event_names(f.err), (std::vector<std::string>{"waiting", "acquired", "exited", "released"})) << f.err;
+    // Free at the first attempt: no "waiting".
+    f = dlock_cli({"--url", server.uri(), "run", "--json-events", "--wait", "5s", "short-wait", "--", "true"});
+    EXPECT_EQ(event_names(f.err), (std::vector<std::string>{"acquired", "exited", "released"})) << f.err;
 }

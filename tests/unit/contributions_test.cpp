@@ -21,7 +21,7 @@ TEST(Contributions, OwnersWhoseHoldsEndedAreForgottenAsTheSetGrows) {
         auto hold = std::make_shared<Hold>(identity, "owner" + std::to_string(i), Grant{1, 1, now, now});
         contributions.add(&contributions, hold);
         if (i % 1000 == 0) live.push_back(hold);  // still held
-        else hold->lose(dlock::errc::lease_lost);  // ended (or simply let go)
+        else hold->lose(dlock::LostReason::taken_over);  // ended (or simply let go)
     }
     const auto owners = contributions.take();
     EXPECT_LT(owners.size(), 200u);  // the live ones, and what came since the last walk

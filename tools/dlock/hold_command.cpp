@@ -61,7 +61,7 @@ int hold(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, 
             break;
         }
         if (fds[1].revents & POLLIN) {
-            complain("lost the lock on " + options.label() + " (" + lost_signal.get().message() + ")");
+            complain("the lock on " + options.label() + " was lost: " + loss_text(lost_signal.get()));
             std::error_code ignored;
             lock.unlock(ignored);
             return exit_lost;

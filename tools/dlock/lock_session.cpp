@@ -44,6 +44,26 @@ std::string permits_of(Client& client, const std::string& key) {
     }
 }
 
+std::string loss_text(const std::error_code& reason) {
+    const auto why = lost_reason_of(reason);
+    if (!why) return reason.message();
+    switch (*why) {
+        case LostReason::expired:
+            return "lease expired: no renewal was confirmed before it ran out (the server unreachable or too slow)";
+        case LostReason::revoked: return "revoked by `dlock release --force` (force_release)";
+        case LostReason::taken_over:
+            return "taken over: its key is gone or another owner's (a server restart or failover, or the key deleted)";
+        case LostReason::renewal_refused: return "the server refused its renewal with an error";
+    }
+    return reason.message();
+}
+
+std::string loss_fields(const std::error_code& reason) {
+    const auto why = lost_reason_of(reason);
+    return "\"reason\": " + json_string(why ? to_string(*why) : std::string_view("lost")) +
+           ", \"message\": " + json_string(reason.message());
+}
+
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder) {
     const bool for_people = !global.quiet && isatty(STDERR_FILENO);

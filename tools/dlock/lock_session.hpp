@@ -52,10 +52,18 @@ Tokens tokens_of(const OneName& lock) {
 // "fencing_tokens": {"KEY": N, ...} for several.
 std::string token_fields(const Tokens& tokens);
 
-// Says once, after a second of waiting, who holds the lock: on stderr when it
-// is a terminal (no noise in logs and cron mail), and as a "waiting" event.
+// Says once who holds the lock: after a second of waiting on stderr when it
+// is a terminal (no noise in logs and cron mail); as a "waiting" event as
+// soon as the first attempt is answered busy (a log shipper sees every wait).
 void announce_waiting(const GlobalOptions& global, const RunOptions& options, const EventLog& events,
                       const std::string& holder);
+
+// Why a lease was lost, for people: "revoked by `dlock release --force`",
+// "lease expired: ...". reason: on_lost's or unlock's code.
+std::string loss_text(const std::error_code& reason);
+// The "lost" event's members: "reason": "revoked" (a LostReason's name, or
+// "lost" when the code does not say), "message": the code's message.
+std::string loss_fields(const std::error_code& reason);
 
 // "N of LIMIT permits held, W waiting"; the reason when it cannot tell.
 std::string permits_of(Client& client, const std::string& key);
@@ -211,8 +219,8 @@ bool release(AnyLock& lock, const RunOptions& options, const EventLog& events, S
     }
     if (ec == errc::lease_lost) {
         if (!loss_reported)
-            events.report("lost", "\"reason\": " + json_string(ec.message()),
-                          "the lock on " + options.label() + " was lost before the end");
+            events.report("lost", loss_fields(ec),
+                          "the lock on " + options.label() + " was lost before the end: " + loss_text(ec));
         return false;
     }
     const std::string server_text = last_server_error();
@@ -236,11 +244,19 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     bool acquired = false;
     std::error_code acquire_error;
     std::string acquire_detail;
+    // With events on, the wait is told as soon as the first attempt is
+    // answered busy: one attempt first, then the wait. (Without, the wait
+    // is one call: a waited acquisition counts once in --metrics-file.)
+    const auto deadline = options.wait ? std::optional(Clock::now() + *options.wait) : std::nullopt;
     std::thread acquirer([&] {
         try {
-            if (options.no_wait) acquired = lock.try_lock();
-            else if (options.wait) acquired = lock.try_lock_until(Clock::now() + *options.wait, stop.get_token());
-            else acquired = lock.lock(stop.get_token());
+            const bool try_first = options.no_wait || events.enabled();
+            if (try_first) acquired = lock.try_lock();
+            const bool wait = !acquired && !options.no_wait;
+            if (wait && try_first)
+                events.emit("waiting", "\"holder\": " + json_string(session.describe_holder()));
+            if (wait && deadline) acquired = lock.try_lock_until(*deadline, stop.get_token());
+            else if (wait) acquired = lock.lock(stop.get_token());
         } catch (const Error& e) {
             acquire_error = e.code();
             acquire_detail = e.what();
@@ -275,7 +291,8 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
         if (fds[1].revents & POLLIN) done = true;
         else if (!announced && Clock::now() >= announce_at) {
             announced = true;
-            announce_waiting(global, options, events, session.describe_holder());
+            // With events, the acquirer said it at the first busy answer.
+            if (!events.enabled()) announce_waiting(global, options, events, session.describe_holder());
         }
     }
     acquirer.join();
@@ -292,9 +309,12 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     if (!acquired) {
         const std::string waited =
             options.no_wait ? "without waiting" : "within " + std::to_string(options.wait->count()) + " ms";
+        // A lost race under --no-wait is silent, as flock -n is: its exit
+        // code says it, and cron mails nothing; -v or events report it.
+        const bool silent = global.quiet || (options.no_wait && !global.verbose);
         events.report("not_acquired", {},
-                      global.quiet ? std::string()
-                                   : options.label() +
+                      silent ? std::string()
+                             : options.label() +
                                          (options.keys.size() > 1 ? " are not all free" : " is held by another owner") +
                                          "; not acquired " + waited);
         return options.conflict_exit_code;

@@ -116,7 +116,7 @@ struct AcquireFlags {
         several_keys = several;
         command.add_option("--ttl", ttl, "lease, renewed while held, between " + lease_range() + " (default 30s)");
         wait_option = command.add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
-        command.add_flag("--no-wait", run.no_wait, "one attempt; give up if the lock is held")->excludes(wait_option);
+        command.add_flag("--no-wait", run.no_wait, "one attempt; give up (silently: exit 75) if the lock is held")->excludes(wait_option);
         command.add_flag("--fair", run.fair,
                          "a fair lock: waiters of every host are served strictly in arrival order");
         command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")

@@ -182,8 +182,8 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
                 const char* action = options.on_lost == OnLost::term   ? "sending SIGTERM to the command"
                                      : options.on_lost == OnLost::kill ? "killing the command"
                                                                        : "letting the command finish";
-                events.report("lost", "\"reason\": " + json_string(reason.message()),
-                              "lost the lock on " + options.label() + " (" + reason.message() + "); " + action);
+                events.report("lost", loss_fields(reason),
+                              "the lock on " + options.label() + " was lost: " + loss_text(reason) + "; " + action);
                 if (options.on_lost == OnLost::term) {
                     kill(child, SIGTERM);
                     kill_at = Clock::now() + options.grace;

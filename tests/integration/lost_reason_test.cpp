@@ -1,0 +1,242 @@
+// Why a hold was lost (dlock::LostReason), told to its holder three ways:
+// on_lost's code, lost_reason() beside lost_token(), and unlock(ec)'s code.
+// Each reason is produced for real against redis-server: a network that
+// stalls renewals (expired), a force-release (revoked), a restart without
+// persistence or a deleted key (taken_over), an ACL that forbids the
+// renewal's script (renewal_refused).
+#include <gtest/gtest.h>
+
+#include <future>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/multi_lock.hpp"
+#include "dlock/redlock.hpp"
+#include "dlock/rw_lock.hpp"
+#include "dlock/semaphore.hpp"
+#include "eventually.hpp"
+#include "redis_server.hpp"
+#include "tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::LostReason;
+using dlock::support::eventually;
+using dlock::support::RedisServer;
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+
+// What on_lost heard, once.
+struct Told {
+    std::promise<std::error_code> promise;
+    std::future<std::error_code> future = promise.get_future();
+    std::atomic<Clock::rep> at{0};
+    auto callback() {
+        return [this](std::string_view, std::error_code ec) {
+            at = Clock::now().time_since_epoch().count();
+            promise.set_value(ec);
+        };
+    }
+    std::error_code get(std::chrono::milliseconds within = 5s) {
+        if (future.wait_for(within) != std::future_status::ready) return {};
+        return future.get();
+    }
+    Clock::time_point when() const { return Clock::time_point{Clock::duration(at.load())}; }
+};
+
+void delete_matching(RedisServer& server, const std::string& pattern) {
+    std::istringstream keys(server.cli({"KEYS", pattern}));
+    for (std::string key; std::getline(keys, key);)
+        if (!key.empty()) server.cli({"DEL", key});
+}
+
+dlock::errc code_of(LostReason reason) {
+    switch (reason) {
+        case LostReason::expired: return dlock::errc::lease_expired;
+        case LostReason::revoked: return dlock::errc::lock_revoked;
+        case LostReason::taken_over: return dlock::errc::lock_taken_over;
+        case LostReason::renewal_refused: return dlock::errc::renewal_refused;
+    }
+    return dlock::errc::lease_lost;
+}
+
+// The three ways a holder hears of a loss all say `reason`: on_lost's code
+// (which is also lease_lost, and names the reason), the query, and the
+// code of the unlock that follows.
+template <typename AnyLock>
+void expect_told(Told& told, AnyLock& lock, LostReason reason) {
+    const auto ec = told.get();
+    ASSERT_TRUE(ec) << "on_lost was not called";
+    EXPECT_EQ(ec, code_of(reason)) << ec.message();
+    EXPECT_EQ(ec, dlock::errc::lease_lost) << "the reason's code must compare equal to lease_lost";
+    EXPECT_EQ(dlock::lost_reason_of(ec), reason) << ec.message();
+    EXPECT_TRUE(eventually([&] { return lock.lost_token().stop_requested(); }));
+    EXPECT_EQ(lock.lost_reason(), reason);
+    std::error_code unlocked;
+    lock.unlock(unlocked);
+    EXPECT_EQ(unlocked, code_of(reason)) << unlocked.message();
+    EXPECT_EQ(unlocked, dlock::errc::lease_lost);
+    EXPECT_NE(unlocked.message().find(reason == LostReason::taken_over ? "taken over"
+                                      : reason == LostReason::renewal_refused
+                                          ? "refused"
+                                          : std::string(dlock::to_string(reason))),
+              std::string::npos)
+        << unlocked.message();
+    // Once the lost hold is unlocked, nothing is left to ask about.
+    EXPECT_EQ(lock.lost_reason(), std::nullopt);
+}
+
+}  // namespace
+
+TEST(LostReason, NamesAndCodes) {
+    EXPECT_EQ(dlock::to_string(LostReason::expired), "expired");
+    EXPECT_EQ(dlock::to_string(LostReason::revoked), "revoked");
+    EXPECT_EQ(dlock::to_string(LostReason::taken_over), "taken_over");
+    EXPECT_EQ(dlock::to_string(LostReason::renewal_refused), "renewal_refused");
+    for (auto reason : {LostReason::expired, LostReason::revoked, LostReason::taken_over, LostReason::renewal_refused}) {
+        const auto ec = dlock::make_error_code(reason);
+        EXPECT_EQ(ec, dlock::errc::lease_lost);
+        EXPECT_TRUE(dlock::errc::lease_lost == ec);
+        EXPECT_FALSE(ec != dlock::errc::lease_lost);
+        EXPECT_NE(ec, dlock::errc::not_owner);
+        EXPECT_EQ(dlock::lost_reason_of(ec), reason);
+        EXPECT_NE(ec.message(), dlock::make_error_code(dlock::errc::lease_lost).message());
+    }
+    // The generic code is not one of them, and matches only itself.
+    EXPECT_EQ(dlock::lost_reason_of(dlock::errc::lease_lost), std::nullopt);
+    EXPECT_NE(dlock::make_error_code(dlock::errc::lease_lost), dlock::errc::lease_expired);
+    EXPECT_EQ(dlock::lost_reason_of(std::make_error_code(std::errc::timed_out)), std::nullopt);
+}
+
+// The network stalls every renewal: validity runs out unconfirmed.
+TEST(LostReason, ExpiredWhenRenewalsAreNotConfirmed) {
+    RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::ClientOptions options;
+    options.command_timeout = 200ms;
+    options.connect_timeout = 200ms;
+    dlock::Client client(proxy.uri(), options);
+    Told told;
+    auto lock = client.lock("stalled", {.lease = 600ms, .on_lost = told.callback()});
+    lock.lock();
+    const auto valid_until = lock.valid_until();
+    proxy.black_hole(true);
+    expect_told(told, lock, LostReason::expired);
+    EXPECT_GE(told.when(), valid_until - 50ms) << "told before its validity could have ended";
+}
+
+TEST(LostReason, RevokedByForceRelease) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client admin(server.uri());
+    Told told;
+    auto lock = client.lock("revoked", {.lease = 30s, .on_lost = told.callback()});
+    lock.lock();
+    ASSERT_TRUE(dlock::force_release(admin, "revoked"));
+    expect_told(told, lock, LostReason::revoked);
+}
+
+// A restart without persistence forgets the lock: the next renewal (the
+// resubscription after the reconnect asks for one at once) finds it gone.
+TEST(LostReason, TakenOverAfterARestartWithoutPersistence) {
+    RedisServer server;
+    dlock::ClientOptions options;
+    options.reconnect_backoff_max = 50ms;
+    dlock::Client client(server.uri(), options);
+    Told told;
+    auto lock = client.lock("restarted", {.lease = 3s, .on_lost = told.callback()});
+    lock.lock();
+    server.restart();
+    ASSERT_EQ(server.cli({"EXISTS", key_of("restarted")}), "0");
+    expect_told(told, lock, LostReason::taken_over);
+}
+
+TEST(LostReason, TakenOverWhenTheKeyIsDeleted) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    Told told;
+    auto lock = client.lock("deleted", {.lease = 600ms, .on_lost = told.callback()});
+    lock.lock();
+    const auto valid_until = lock.valid_until();
+    server.cli({"DEL", key_of("deleted")});
+    expect_told(told, lock, LostReason::taken_over);
+    EXPECT_LT(told.when(), valid_until) << "the renewal's answer, not the validity's end, told it";
+}
+
+// An ACL that no longer lets the holder run the renewal's script: the
+// server answers NOPERM, which no retry mends. The hold is given up at that
+// answer, before its validity ends.
+TEST(LostReason, RenewalRefusedByAnAcl) {
+    RedisServer server({.acl_users = {{"locker", "on", ">pw", "~*", "&*", "+@all"}}});
+    dlock::Client client("redis://locker:pw@127.0.0.1:" + std::to_string(server.port()));
+    Told told;
+    auto lock = client.lock("forbidden", {.lease = 900ms, .on_lost = told.callback()});
+    lock.lock();
+    const auto valid_until = lock.valid_until();
+    server.cli({"ACL", "SETUSER", "locker", "-evalsha", "-eval"});
+    expect_told(told, lock, LostReason::renewal_refused);
+    EXPECT_LT(told.when(), valid_until - 100ms) << "the refusal, not the validity's end, told it";
+    EXPECT_EQ(server.cli({"EXISTS", key_of("forbidden")}), "1") << "the key is left to its lease";
+}
+
+// Every kind's hold carries the reason: the read and write sides of a
+// read-write lock, a semaphore's permit, a Redlock and a multi-lock.
+TEST(LostReason, EveryKindTellsIt) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client admin(server.uri());
+    {
+        Told told;
+        dlock::RwLock rw(client, "rw", {.lease = 600ms, .on_lost = told.callback()});
+        rw.lock();
+        ASSERT_TRUE(dlock::force_release(admin, "rw"));
+        expect_told(told, rw, LostReason::revoked);
+    }
+    {
+        Told told;
+        dlock::RwLock rw(client, "rw-read", {.lease = 600ms, .on_lost = told.callback()});
+        rw.lock_shared();
+        const auto valid_until = rw.shared_valid_until();
+        // The readers' leases: gone with their keys.
+        delete_matching(server, "*{rw-read}*");
+        ASSERT_NE(told.get(), std::error_code{});
+        EXPECT_TRUE(told.when() < valid_until);
+        EXPECT_EQ(rw.shared_lost_reason(), LostReason::taken_over);
+        std::error_code ec;
+        rw.unlock_shared(ec);
+        EXPECT_EQ(ec, dlock::errc::lock_taken_over) << ec.message();
+    }
+    {
+        Told told;
+        dlock::Semaphore semaphore(client, "pool", {.limit = 2, .lease = 600ms, .on_lost = told.callback()});
+        auto permit = semaphore.acquire();
+        delete_matching(server, "*{pool}*");
+        EXPECT_EQ(told.get(), dlock::errc::lock_taken_over);
+        EXPECT_EQ(permit.lost_reason(), LostReason::taken_over);
+        std::error_code ec;
+        permit.release(ec);
+        EXPECT_EQ(ec, dlock::errc::lock_taken_over) << ec.message();
+    }
+    {
+        Told told;
+        dlock::MultiLock multi(client, {"m1", "m2"}, {.lease = 30s, .on_lost = told.callback()});
+        multi.lock();
+        ASSERT_TRUE(dlock::force_release(admin, "m2"));
+        expect_told(told, multi, LostReason::revoked);
+    }
+    {
+        RedisServer second, third;
+        dlock::Masters masters({server.uri(), second.uri(), third.uri()});
+        Told told;
+        dlock::Redlock redlock(masters, "red", {.lease = 600ms, .on_lost = told.callback()});
+        redlock.lock();
+        for (auto* master : {&server, &second, &third}) master->cli({"DEL", key_of("red")});
+        expect_told(told, redlock, LostReason::taken_over);
+    }
+}
