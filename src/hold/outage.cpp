@@ -38,6 +38,13 @@ std::error_code Outage::unanswered_error() const {
     return error_ ? error_ : make_error_code(errc::command_timeout);
 }
 
+bool Outage::gave_up(const std::stop_token& stop, std::error_code& ec) const {
+    if (stop.stop_requested()) return true;
+    if (!deadline_ || Clock::now() < *deadline_) return false;
+    ec = error_;
+    return true;
+}
+
 void pause_until(std::chrono::steady_clock::time_point until, std::stop_token stop) {
     std::mutex mutex;
     Condition never;

@@ -60,6 +60,9 @@ public:
     // What a caller that walked away (deadline) without an answer reports:
     // the outage's error, or command_timeout.
     std::error_code unanswered_error() const;
+    // After the pause: true when the caller must return now, because stop
+    // was requested or the deadline passed (ec is then the outage's error).
+    bool gave_up(const std::stop_token& stop, std::error_code& ec) const;
 
 private:
     const std::optional<Clock::time_point> deadline_;

@@ -291,11 +291,7 @@ bool LockCore::acquire_metered(std::optional<LockClock::time_point> deadline, bo
         if (!single_attempt && result.outcome == Outcome::failed && outage.ride(ec, result.transient)) {
             // In line like a busy answer's, after a pause.
             pause_until(outage.retry_at(), stop);
-            if (stop.stop_requested()) return false;
-            if (deadline && LockClock::now() >= *deadline) {
-                ec = outage.error();
-                return false;
-            }
+            if (outage.gave_up(stop, ec)) return false;
         } else {
             if (result.outcome != Outcome::busy || single_attempt) return acquired(result, false, stop, ec);
             answered = true;
@@ -334,11 +330,7 @@ bool LockCore::wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicke
             // pause, or sooner when the client sees a new master.
             answered = false;
             signal->wait_change(seen, outage.retry_at(), stop);
-            if (stop.stop_requested()) return false;
-            if (deadline && LockClock::now() >= *deadline) {
-                ec = outage.error();
-                return false;
-            }
+            if (outage.gave_up(stop, ec)) return false;
             continue;
         }
         if (result.outcome != Outcome::busy) return acquired(result, answered, stop, ec, &outage);

@@ -285,12 +285,6 @@ bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_poin
         else pause_until(outage.retry_at(), stop);
         return true;
     };
-    auto out_of_time_in_outage = [&] {
-        if (stop.stop_requested()) return true;
-        if (!deadline || LockClock::now() < *deadline) return false;
-        ec = outage.error();
-        return true;
-    };
     // The writer taking the read side (a downgrade) never waits for anyone.
     const bool downgrade = side == RwSide::read && hold_is_held(own_write);
     // Readers first: this process's readers queue apart from its writers,
@@ -299,7 +293,7 @@ bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_poin
     if (single_attempt || downgrade || !service->existing_queue(queue_name)) {
         auto result = attempt(side, first_mode, owner, slot, ticket, wait_until(), stop, ec, last_operation);
         if (ride(result, {})) {
-            if (out_of_time_in_outage()) return false;
+            if (outage.gave_up(stop, ec)) return false;
         } else {
             if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
             answered = true;
@@ -322,7 +316,7 @@ bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_poin
         const auto seen = queue->generation();
         auto result = attempt(side, mode, owner, slot, ticket, deadline, stop, ec, last_operation);
         if (ride(result, [&](LockClock::time_point at) { queue->wait_change(seen, at, stop); })) {
-            if (out_of_time_in_outage()) return false;
+            if (outage.gave_up(stop, ec)) return false;
             continue;
         }
         if (result.outcome != Outcome::busy) return result_of(result);

@@ -215,11 +215,7 @@ std::shared_ptr<Hold> SemaphoreCore::acquire_metered(unsigned k, std::optional<L
                 answered = false;
                 if (watch) watch->wait_change(permit, seen, outage.retry_at(), stop);
                 else pause_until(outage.retry_at(), stop);
-                if (stop.stop_requested()) return nullptr;
-                if (deadline && LockClock::now() >= *deadline) {
-                    ec = outage.error();
-                    return nullptr;
-                }
+                if (outage.gave_up(stop, ec)) return nullptr;
                 continue;
             }
             if (ec == errc::wrong_type)

@@ -65,13 +65,14 @@ TEST(Unanswered, LaterCallsOfTheSameOwnerReportTheOutageNotContention) {
     dlock::RwLock readers(client, "unanswered:read");
     dlock::Semaphore semaphore(client, "unanswered:sem", {.limit = 2});
     dlock::MultiLock multi(client, {"unanswered:m1", "unanswered:m2"});
-    pause_scripts(server, 4000ms);
+    pause_scripts(server, 20000ms);  // ended below by CLIENT UNPAUSE
     every_try_reports_that_it_could_not_ask("Lock", [&] { return lock.try_lock_for(200ms); });
     every_try_reports_that_it_could_not_ask("FairLock", [&] { return fair.try_lock_for(200ms); });
     every_try_reports_that_it_could_not_ask("RwLock write", [&] { return rw.try_lock_for(200ms); });
     every_try_reports_that_it_could_not_ask("RwLock read", [&] { return readers.try_lock_shared_for(200ms); });
     every_try_reports_that_it_could_not_ask("Semaphore", [&] { return static_cast<bool>(semaphore.try_acquire_for(200ms)); });
     every_try_reports_that_it_could_not_ask("MultiLock", [&] { return multi.try_lock_for(200ms); });
+    server.cli({"CLIENT", "UNPAUSE"});
     // Once the server answers again, the owner's calls go through.
     EXPECT_TRUE(eventually(
         [&] {
