@@ -50,6 +50,10 @@ enum class errc {
     not_master,             // the server reached is not a master (ROLE says replica): a failover is under way
     cluster_down,           // Cluster: no node serves the key's slot (CLUSTERDOWN, no slot map), within the deadline
     slot_migrating,         // Cluster: TRYAGAIN, the key's slot is being migrated and the keys are split; it did not run
+
+    // One name, one resource.
+    kind_mismatch,          // the name is held as another kind (a Lock, an RwLock, a Semaphore); what() names it
+    limit_mismatch,         // the semaphore exists with another limit than SemaphoreOptions::limit; what() names both
 };
 
 const std::error_category& error_category() noexcept;

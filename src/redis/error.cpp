@@ -38,6 +38,8 @@ public:
             case errc::not_master: return "the server is not a master (a failover is under way)";
             case errc::cluster_down: return "no cluster node serves the key's slot";
             case errc::slot_migrating: return "the key's slot is being migrated (TRYAGAIN); the command did not run";
+            case errc::kind_mismatch: return "the name is held as another kind of lock";
+            case errc::limit_mismatch: return "the semaphore exists with another limit";
         }
         return "unknown dlock error";
     }
@@ -47,7 +49,7 @@ thread_local std::string last_server_error_text;
 
 bool from_server(const std::error_code& ec) {
     return ec == errc::server_error || ec == errc::permission_denied || ec == errc::cluster_down ||
-           ec == errc::slot_migrating;
+           ec == errc::slot_migrating || ec == errc::kind_mismatch || ec == errc::limit_mismatch;
 }
 
 bool starts_with(std::string_view text, std::string_view prefix) {
@@ -90,6 +92,9 @@ std::error_code error_code_of_server_error(std::string_view text) noexcept {
     if (starts_with(text, "NOSCRIPT")) return errc::no_script;
     if (starts_with(text, "TRYAGAIN")) return errc::slot_migrating;
     if (starts_with(text, "CLUSTERDOWN")) return errc::cluster_down;
+    // The scripts' own refusals (src/scripts: kind_error, semaphore_acquire.lua).
+    if (starts_with(text, "DLOCK_KIND ")) return errc::kind_mismatch;
+    if (starts_with(text, "DLOCK_LIMIT ")) return errc::limit_mismatch;
     return errc::server_error;
 }
 
