@@ -77,6 +77,8 @@ void check_others(const Reply& reply) {
         const auto info = read_inspect(reply);
         FUZZ_CHECK(info.ttl >= std::chrono::milliseconds::zero());
         if (!info.held) FUZZ_CHECK(info.owner.empty() && info.holder.empty() && info.fencing_token == 0);
+        FUZZ_CHECK(info.held == (info.holds() > 0));
+        for (const auto& reader : info.readers) FUZZ_CHECK(reader.ttl >= std::chrono::milliseconds::zero());
     } catch (const Error& e) {
         FUZZ_CHECK(e.code() == errc::protocol_error);
     }

@@ -61,6 +61,9 @@ enum class errc {
     lock_revoked,           // LostReason::revoked
     lock_taken_over,        // LostReason::taken_over
     renewal_refused,        // LostReason::renewal_refused
+    // One name, one resource.
+    kind_mismatch,          // the name is held as another kind (a Lock, an RwLock, a Semaphore); what() names it
+    limit_mismatch,         // the semaphore exists with another limit than SemaphoreOptions::limit; what() names both
 };
 
 }  // namespace dlock

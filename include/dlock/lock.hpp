@@ -287,45 +287,131 @@ private:
     std::shared_ptr<detail::LockCore> core_;
 };
 
-// What `dlock status` shows: one atomic read of a lock's state.
+// A semaphore's state (inspect_semaphore in semaphore.hpp, LockInfo): one atomic read.
+struct SemaphoreInfo {
+    unsigned limit = 0;    // 0: no such semaphore (or its state expired)
+    unsigned used = 0;     // permits held now
+    unsigned waiting = 0;  // waiters in line
+    struct Holder {
+        std::string permit;           // the permit id: the client's id, an operation number, '#k'
+        unsigned count = 0;           // k
+        std::chrono::milliseconds ttl{0};  // lease left
+    };
+    std::vector<Holder> holders;
+};
+
+// One reader of an RwLock's read side (LockInfo::readers).
+struct ReaderInfo {
+    std::string owner;                 // the reader's owner id (its client's id, then its thread or handle)
+    unsigned hold_count = 0;           // its re-entries
+    std::chrono::milliseconds ttl{0};  // lease left
+    std::uint64_t fencing_token = 0;   // the token of the last write it follows
+};
+
+// What `dlock status` shows: one atomic read of everything a name holds,
+// whatever the kind.
+//
+// One name is one resource, held one way at a time. The exclusive hold is
+// one lock hash that a Lock, a FairLock, a Redlock, a MultiLock's member and
+// an RwLock's write side all take, so they exclude each other (a FairLock's
+// order binds only FairLocks). An RwLock's readers share it: a reader waits
+// for any exclusive holder, and the write side waits for the readers, but a
+// Lock, FairLock, Redlock or MultiLock does not and fails with
+// errc::kind_mismatch while readers hold the name. A Semaphore's permits
+// are the third way: while the name is held or waited for as a semaphore,
+// every lock kind fails with errc::kind_mismatch, and a Semaphore fails alike
+// while the name is held as a lock.
 struct LockInfo {
-    bool held = false;
-    std::string owner;                 // empty when free
-    std::string holder;                // "host=NAME pid=N thread=N" of the acquiring thread; empty when free
+    enum class Kind {
+        free,       // nothing holds it
+        exclusive,  // the exclusive hold below: a Lock's, FairLock's, Redlock's, MultiLock's or RwLock writer's
+        shared,     // an RwLock's readers (readers below), with no exclusive hold
+        semaphore,  // a Semaphore's permits (semaphore below)
+    };
+    Kind kind = Kind::free;
+    bool held = false;  // anything holds it: the exclusive hold, a reader, a permit
+    // The exclusive hold (a Lock's, or an RwLock's write side); empty when none.
+    std::string owner;
+    std::string holder;                // "host=NAME pid=N thread=N" of the acquiring thread; empty when none
     unsigned hold_count = 0;
-    std::chrono::milliseconds ttl{0};  // remaining lease; 0 when free
-    std::uint64_t fencing_token = 0;   // the holder's token; 0 when free
+    std::chrono::milliseconds ttl{0};  // its remaining lease; 0 when none
+    std::uint64_t fencing_token = 0;   // its token; 0 when none
     std::uint64_t last_fencing_token = 0;  // the newest token ever issued for this name
+    std::vector<ReaderInfo> readers;   // an RwLock's readers
+    unsigned waiters = 0;              // waiting in a Lock's line, or RwLock writers marked waiting
+    SemaphoreInfo semaphore;           // limit 0 when the name is no semaphore
     // Where the lock lives: "host:port" of the server that answered (the
     // master a Sentinel deployment named; the master serving its slot in a
     // cluster). Empty in list_locks' entries of a standalone server.
     std::string server;
     int slot = -1;  // in a cluster, the lock's hash slot (0..16383); -1 elsewhere
+
+    // How many holds a force_release would break: the exclusive one, each
+    // reader, each permit.
+    std::size_t holds() const noexcept {
+        return (owner.empty() ? 0 : 1) + readers.size() + semaphore.holders.size();
+    }
 };
 
 // Reads a lock's state. Throws like Client::eval.
 LockInfo inspect_lock(Client& client, std::string_view name);
 
-// Waits until name is free, without taking it, or until deadline (or stop).
-// True when it was seen free. Never polls: it wakes on the release message
-// and when the holder's lease would end, and checks again after a
-// reconnect of the subscriber (a message may have been missed). The lock may
-// be taken again by someone else at once: this is for "wait for that job to
-// finish", not for exclusion. Throws like Client::eval.
+// Waits until name is free, of every kind (no exclusive hold, no reader,
+// no permit), without taking it, or until deadline (or stop). True when it
+// was seen free. Never polls: it wakes on the release messages of every
+// kind and when the first lease would end (a holder that died), and checks
+// again after a reconnect of the subscriber (a message may have been
+// missed). The lock may be taken again by someone else at once: this is for
+// "wait for that job to finish", not for exclusion. Throws like Client::eval.
 bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_clock::time_point deadline,
                      std::stop_token stop = {});
 
-// The locks held now whose names match pattern (a Redis glob: *, ?, [..]),
-// each with its state, sorted by name. In a cluster every master's keyspace
-// is walked. Walks the keyspace with SCAN (never
-// KEYS, which blocks the server) and reads the locks in pipelined batches,
-// so the list is not one atomic snapshot: a lock taken or freed meanwhile
-// may or may not be in it. Throws like Client::eval.
+// The names held now, of every kind, whose names match pattern (a Redis
+// glob: *, ?, [..]), each with its state, sorted by name. In a cluster every
+// master's keyspace is walked. Walks the keyspace with SCAN (never KEYS,
+// which blocks the server) and reads the names in pipelined batches, so the
+// list is not one atomic snapshot: a lock taken or freed meanwhile may or
+// may not be in it. Throws like Client::eval.
 std::vector<std::pair<std::string, LockInfo>> list_locks(Client& client, std::string_view pattern = "*");
 
-// An operator's override: removes the lock whoever holds it and wakes its
-// waiters; the holder's lease keeper reports the loss. Returns the previous
-// owner, or nothing when the lock was free.
+// What force_release may break.
+struct ForceReleaseOptions {
+    // Break every hold of the name. When false (the default) and the name has
+    // more than one hold (readers, permits), nothing is broken and the
+    // answer lists what would be (ForceRelease::refused).
+    bool all = false;
+    // Break only this holder's hold: an owner id (the exclusive holder, a
+    // reader) or a permit id, as LockInfo shows them. Empty: any. Default empty.
+    std::string holder;
+};
+
+// force_release's answer.
+struct ForceRelease {
+    struct Broken {
+        std::string holder;  // owner id, or permit id
+        unsigned count = 0;  // hold count, or permits
+        LockInfo::Kind kind = LockInfo::Kind::exclusive;  // exclusive, shared (a reader) or semaphore (a permit)
+    };
+    std::vector<Broken> broken;  // the holds removed; empty when none was
+    // True when the name has several holds and neither `all` nor a holder
+    // was given: `would_break` lists them, and nothing changed.
+    bool refused = false;
+    std::vector<Broken> would_break;
+};
+
+// An operator's override: removes holds of name whoever holds them, of every
+// kind (the exclusive hold, readers, permits), and wakes the waiters. Each
+// holder whose hold is broken is told at once on its client's inbox (on one
+// server and behind Sentinel; in a cluster, a Lock's and RwLock's holders),
+// so that its lost_token and on_lost fire within about a round trip, not at
+// the next renewal. Throws Error(invalid_argument) for a bad name, otherwise
+// like Client::eval.
+ForceRelease force_release(Client& client, std::string_view name, const ForceReleaseOptions& options);
+
+// The single-hold form: removes the hold of a name held once (or not at
+// all) and returns its previous holder, or nothing when the name was free.
+// Throws Error(invalid_argument) naming the holds when there are several
+// (use the form above with `all` or a holder).
 std::optional<std::string> force_release(Client& client, std::string_view name);
 
 }  // namespace dlock

@@ -7,8 +7,14 @@
 // by whoever creates the semaphore (the first acquisition, or set_limit())
 // and may be changed at run time with set_limit(); a raised limit wakes the
 // waiters, a lowered one takes nothing away from holders and only stops new
-// grants until enough permits came back. The server's limit wins over
-// SemaphoreOptions::limit once the semaphore exists.
+// grants until enough permits came back. Once the semaphore exists, a new
+// request that asks with another limit fails with errc::limit_mismatch
+// (SemaphoreOptions::set_limit changes the limit instead); a waiter already
+// in line waits under whatever limit the semaphore has.
+//
+// One name is one resource: while the name is held (or waited for) as a
+// semaphore, a Lock or RwLock of that name fails with errc::kind_mismatch,
+// and a semaphore acquisition fails alike while the name is held as a lock.
 //
 // The limit holds only while leases are valid. A permit's lease is set in
 // Redis when it is granted, so the permits of a holder that dies come back
@@ -90,9 +96,16 @@ inline constexpr std::chrono::milliseconds default_semaphore_retention = std::ch
 
 struct SemaphoreOptions {
     // How many permits may be held at once: 1 .. max_semaphore_limit.
-    // Used when this call creates the semaphore; afterwards the server's
-    // limit wins (see set_limit). Default 1.
+    // Set when this object's request creates the semaphore. A new request
+    // to a semaphore that exists with another limit fails with
+    // errc::limit_mismatch naming both, unless set_limit (below) is true;
+    // after this object's set_limit(), its requests ask with that limit.
+    // Default 1.
     unsigned limit = 1;
+    // When the semaphore exists with another limit: true sets it to
+    // `limit` (as set_limit() does: holders keep what they hold, waiters
+    // are woken) instead of failing. Default false.
+    bool set_limit = false;
     // How long a permit stays valid in Redis without renewal. min_lease
     // (10 ms) to max_lease (24 h). Default 30 s.
     std::chrono::milliseconds lease{30'000};
@@ -213,18 +226,7 @@ private:
     std::shared_ptr<detail::SemaphoreCore> core_;
 };
 
-// What `dlock status` shows for a semaphore: one atomic read.
-struct SemaphoreInfo {
-    unsigned limit = 0;    // 0: no such semaphore (or its state expired)
-    unsigned used = 0;     // permits held now
-    unsigned waiting = 0;  // waiters in line
-    struct Holder {
-        std::string permit;           // the permit id: the client's id, an operation number, '#k'
-        unsigned count = 0;           // k
-        std::chrono::milliseconds ttl{0};  // lease left
-    };
-    std::vector<Holder> holders;
-};
+// SemaphoreInfo (what `dlock status` shows for a semaphore) is in lock.hpp.
 
 // Reads a semaphore's state. Throws Error(invalid_argument) for a bad name,
 // otherwise like Client::eval.

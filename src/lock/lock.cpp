@@ -130,7 +130,14 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     const auto& keys = identity->keys;
     const auto tombstone = keys.tombstone(owner);
     const auto operation = service->next_operation_id();
-    std::string_view k[] = {keys.lock, keys.fence(), tombstone, keys.line(), keys.places()};
+    std::string_view k[] = {keys.lock,
+                            keys.fence(),
+                            tombstone,
+                            keys.readers(),
+                            keys.semaphore_permits(),
+                            keys.semaphore_waiters(),
+                            keys.line(),
+                            keys.places()};
     const auto holder = OwnerIds::holder_label();
     const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
     std::string_view a[] = {owner, identity->lease_ms,        operation,  mode, identity->retention_ms, "1", holder,

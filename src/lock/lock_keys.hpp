@@ -52,7 +52,10 @@ struct LockKeys {
           fence_(lock + ":fence"),
           channel_(lock + ":ch"),
           line_(lock + ":line"),
-          places_(lock + ":places") {}
+          places_(lock + ":places"),
+          readers_(lock + ":readers"),
+          semaphore_permits_("dlock:sem:{" + key_tag(name) + "}"),
+          semaphore_waiters_(semaphore_permits_ + ":waiters") {}
 
     // hash {owner, count, seq, token}, PEXPIRE = lease
     std::string lock;
@@ -78,7 +81,7 @@ struct LockKeys {
     // Read-write lock (rw_lock.hpp): the writer is the lock hash above, and
     // the fence, channel and write tombstones are the ones above too.
     // sorted set reader -> server-time deadline (ms)
-    std::string readers() const { return lock + ":readers"; }
+    const std::string& readers() const { return readers_; }
     // hash {n:<reader> count, s:<reader> last operation id, t:<reader> token}
     std::string reader_state() const { return lock + ":rstate"; }
     // sorted set waiting writer -> server-time deadline (ms) of its mark
@@ -90,8 +93,15 @@ struct LockKeys {
         return key;
     }
 
+    // One name is one resource: an acquisition looks whether the name is
+    // live as another kind (prelude.lua, kind_error). A semaphore of this
+    // name (semaphore_keys.hpp) is live while these hold a live member:
+    // its permits, and the place deadlines of its waiters.
+    const std::string& semaphore_permits() const { return semaphore_permits_; }
+    const std::string& semaphore_waiters() const { return semaphore_waiters_; }
+
 private:
-    std::string fence_, channel_, line_, places_;
+    std::string fence_, channel_, line_, places_, readers_, semaphore_permits_, semaphore_waiters_;
 };
 
 // Where scripts that take a lock away from its owner (force-release) tell

@@ -146,7 +146,8 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& s
     // (a single attempt still gets its node timeout).
     auto deadline = sent + identity->node_timeout;
     if (caller_deadline && *caller_deadline > sent) deadline = std::min(deadline, *caller_deadline);
-    std::string_view k[] = {keys.lock, fence, tombstone};
+    std::string_view k[] = {keys.lock, fence, tombstone, keys.readers(), keys.semaphore_permits(),
+                            keys.semaphore_waiters()};
     // Counters are floored at the clock only when missing: the masters'
     // counters then agree, and settling a token costs no extra round trip.
     const auto holder = OwnerIds::holder_label();

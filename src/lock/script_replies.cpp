@@ -88,25 +88,95 @@ std::optional<std::uint64_t> read_hand_off(const Reply& reply) {
     return static_cast<std::uint64_t>(reply.elements[1].integer);
 }
 
+namespace {
+
+[[noreturn]] void bad_inspect() { throw Error(errc::protocol_error, "unexpected inspect reply"); }
+
+std::uint64_t count_of(const Reply& r) {
+    if (!r.is_integer() || r.integer < 0) bad_inspect();
+    return static_cast<std::uint64_t>(r.integer);
+}
+
+std::chrono::milliseconds ms_of(const Reply& r) {
+    if (!r.is_integer()) bad_inspect();
+    return std::chrono::milliseconds(std::max<long long>(r.integer, 0));
+}
+
+// An array of `width`-element records.
+const std::vector<Reply>& records(const Reply& r, std::size_t width) {
+    if (!r.is_array() || r.elements.size() % width != 0) bad_inspect();
+    return r.elements;
+}
+
+unsigned permits_of(std::string_view permit) {
+    const auto hash = permit.rfind('#');
+    unsigned k = 1;
+    if (hash != std::string_view::npos) std::from_chars(permit.data() + hash + 1, permit.data() + permit.size(), k);
+    return k;
+}
+
+}  // namespace
+
 LockInfo read_inspect(const Reply& reply) {
-    if (!reply.is_array() || reply.elements.size() != 6) throw Error(errc::protocol_error, "unexpected inspect reply");
+    if (!reply.is_array() || reply.elements.size() != 12) bad_inspect();
+    const auto& e = reply.elements;
     LockInfo info;
-    info.held = !reply.elements[0].is_nil();
-    if (info.held) {
-        info.owner = reply.elements[0].text;
-        info.hold_count = static_cast<unsigned>(reply.elements[1].integer);
-        info.ttl = std::chrono::milliseconds(std::max<long long>(reply.elements[2].integer, 0));
-        info.fencing_token = static_cast<std::uint64_t>(reply.elements[3].integer);
-        if (reply.elements[5].is_text()) info.holder = reply.elements[5].text;
+    if (!e[0].is_nil()) {
+        if (!e[0].is_text()) bad_inspect();
+        info.owner = e[0].text;
+        info.hold_count = static_cast<unsigned>(count_of(e[1]));
+        info.ttl = ms_of(e[2]);
+        info.fencing_token = count_of(e[3]);
+        if (e[5].is_text()) info.holder = e[5].text;
+        info.kind = LockInfo::Kind::exclusive;
     }
-    info.last_fencing_token = static_cast<std::uint64_t>(reply.elements[4].integer);
+    info.last_fencing_token = count_of(e[4]);
+    const auto& readers = records(e[6], 4);
+    for (std::size_t i = 0; i < readers.size(); i += 4) {
+        if (!readers[i].is_text()) bad_inspect();
+        info.readers.push_back({readers[i].text, static_cast<unsigned>(count_of(readers[i + 1])),
+                                ms_of(readers[i + 2]), count_of(readers[i + 3])});
+    }
+    info.waiters = static_cast<unsigned>(count_of(e[7]) + count_of(e[8]));
+    info.semaphore.limit = static_cast<unsigned>(count_of(e[9]));
+    const auto& permits = records(e[10], 2);
+    for (std::size_t i = 0; i < permits.size(); i += 2) {
+        if (!permits[i].is_text()) bad_inspect();
+        const unsigned k = permits_of(permits[i].text);
+        info.semaphore.holders.push_back({permits[i].text, k, ms_of(permits[i + 1])});
+        info.semaphore.used += k;
+    }
+    info.semaphore.waiting = static_cast<unsigned>(count_of(e[11]));
+    if (info.kind == LockInfo::Kind::free) {
+        if (!info.readers.empty()) info.kind = LockInfo::Kind::shared;
+        else if (!info.semaphore.holders.empty() || info.semaphore.waiting > 0) info.kind = LockInfo::Kind::semaphore;
+    }
+    info.held = info.holds() > 0;
     return info;
 }
 
-std::optional<std::string> read_force_release(const Reply& reply) {
-    if (reply.is_nil()) return std::nullopt;
-    if (!reply.is_array() || reply.elements.empty()) throw Error(errc::protocol_error, "unexpected force-release reply");
-    return reply.elements[0].text;
+ForceRelease read_force_release(const Reply& reply) {
+    auto bad = [] { throw Error(errc::protocol_error, "unexpected force-release reply"); };
+    if (!reply.is_array() || reply.elements.empty() || !reply.elements[0].is_text()) bad();
+    const auto& status = reply.elements[0].text;
+    ForceRelease answer;
+    if (status == "free") return answer;
+    if ((status != "released" && status != "refused") || reply.elements.size() != 2) bad();
+    const auto& holds = reply.elements[1];
+    if (!holds.is_array() || holds.elements.size() % 3 != 0) bad();
+    auto& out = status == "refused" ? answer.would_break : answer.broken;
+    answer.refused = status == "refused";
+    for (std::size_t i = 0; i < holds.elements.size(); i += 3) {
+        const auto& h = holds.elements;
+        if (!h[i].is_text() || !h[i + 1].is_integer() || h[i + 1].integer < 0 || !h[i + 2].is_text()) bad();
+        ForceRelease::Broken b{h[i].text, static_cast<unsigned>(h[i + 1].integer), LockInfo::Kind::exclusive};
+        const auto& side = h[i + 2].text;
+        if (side == "read") b.kind = LockInfo::Kind::shared;
+        else if (side == "permit") b.kind = LockInfo::Kind::semaphore;
+        else if (side != "lock") bad();
+        out.push_back(std::move(b));
+    }
+    return answer;
 }
 
 namespace {
@@ -154,9 +224,10 @@ std::optional<InboxNotice<Numbers>> read_inbox_notice(std::string_view payload, 
 }  // namespace
 
 std::optional<Revocation> read_revocation(std::string_view payload) {
-    auto notice = read_inbox_notice<1>(payload, "revoked ");
+    const bool reader = payload.substr(0, 13) == "revoked-read ";
+    auto notice = read_inbox_notice<1>(payload, reader ? "revoked-read " : "revoked ");
     if (!notice) return std::nullopt;
-    return Revocation{notice->owner, notice->numbers[0], std::move(notice->name)};
+    return Revocation{notice->owner, notice->numbers[0], std::move(notice->name), reader};
 }
 
 std::optional<GrantNotice> read_grant_notice(std::string_view payload) {

@@ -66,23 +66,27 @@ bool read_renewed(const Reply& reply);
 // else means it was not ours to give.
 std::optional<std::uint64_t> read_hand_off(const Reply& reply);
 
-// inspect.lua: {owner or nil, count, pttl, token, last token, holder label
-// or nil}. Throws
-// dlock::Error(protocol_error) for anything else.
+// inspect.lua: every kind's holds of one name (the script's header says
+// what, in order). Throws dlock::Error(protocol_error) for anything else.
 LockInfo read_inspect(const Reply& reply);
 
-// force_release.lua: nil when the lock was free, else {owner, count}: the
-// previous owner. Throws dlock::Error(protocol_error) for anything else.
-std::optional<std::string> read_force_release(const Reply& reply);
+// force_release.lua and semaphore_force_release.lua: {'free'},
+// {'refused', holds} or {'released', holds}. Throws
+// dlock::Error(protocol_error) for anything else.
+ForceRelease read_force_release(const Reply& reply);
 
 // The notice force_release.lua publishes on the owner's client's inbox:
-// "revoked <owner> <token> dlock:{<name>}". The name may hold any byte,
+// "revoked <owner> <token> dlock:{<name>}" for the exclusive hold,
+// "revoked-read ..." alike for a reader. The name may hold any byte,
 // spaces too: it is everything between the braces after the token.
 struct Revocation {
     std::string_view owner;
     std::uint64_t token = 0;
     std::string name;  // decoded from the key's tag
+    bool reader = false;  // an RwLock's read hold
 };
+// semaphore_force_release.lua's notice: "revoked-permit <permit id> 0 <key>".
+inline bool is_permit_revocation(std::string_view payload) { return payload.substr(0, 15) == "revoked-permit "; }
 std::optional<Revocation> read_revocation(std::string_view payload);
 // The notice of a direct grant to a waiter in the lock's line (prelude.lua,
 // grant_first_in_line): "granted <owner> <token> <arrival> dlock:{<name>}",

@@ -3,6 +3,8 @@
 // a ChannelWatch per process that wakes the waiting threads.
 #include "dlock/semaphore.hpp"
 
+#include <atomic>
+
 #include "async/async_hold_state.hpp"
 
 #include "dlock/client.hpp"
@@ -18,6 +20,8 @@
 #include "redis/server_error_text.hpp"
 #include "semaphore_keys.hpp"
 #include "semaphore_replies.hpp"
+#include <atomic>
+
 #include "semaphore_scripts.hpp"
 
 namespace dlock {
@@ -48,7 +52,8 @@ struct SemaphoreIdentity : LockIdentity {
     SemaphoreIdentity(std::string name_, SemaphoreOptions options_, MetricsTag metrics_)
         : LockIdentity(std::move(name_), lease_options(options_), std::move(metrics_)),
           semaphore_keys(name),
-          limit_text(std::to_string(options_.limit)),
+          limit(options_.limit),
+          set_limit(options_.set_limit),
           waiter_lease(options_.waiter_lease),
           waiter_lease_ms(std::to_string(options_.waiter_lease.count())) {}
 
@@ -61,12 +66,16 @@ struct SemaphoreIdentity : LockIdentity {
     std::vector<std::string> keys_vector() const {
         return {semaphore_keys.all.begin(), semaphore_keys.all.end()};
     }
-    ClientCore::Args keys_args() const { return {views.data(), views.size()}; }
+    ClientCore::Args keys_args() const { return {views.data(), 6}; }
+    ClientCore::Args acquire_keys_args() const { return {views.data(), views.size()}; }
 
     SemaphoreKeys semaphore_keys;
-    std::array<std::string_view, 6> views{semaphore_keys.all[0], semaphore_keys.all[1], semaphore_keys.all[2],
-                                          semaphore_keys.all[3], semaphore_keys.all[4], semaphore_keys.all[5]};
-    std::string limit_text;  // the limit, set when this object creates the semaphore
+    std::array<std::string_view, 8> views{semaphore_keys.all[0],         semaphore_keys.all[1],
+                                          semaphore_keys.all[2],         semaphore_keys.all[3],
+                                          semaphore_keys.all[4],         semaphore_keys.all[5],
+                                          semaphore_keys.other_kinds[0], semaphore_keys.other_kinds[1]};
+    unsigned limit;   // SemaphoreOptions::limit
+    bool set_limit;   // SemaphoreOptions::set_limit
     std::chrono::milliseconds waiter_lease;
     std::string waiter_lease_ms;
 };
@@ -76,7 +85,8 @@ public:
     SemaphoreCore(std::shared_ptr<ClientCore> client_, std::string name, SemaphoreOptions options)
         : client(std::move(client_)),
           service(LockService::of(*client)),
-          identity(make_identity(std::move(name), options, *client)) {}
+          identity(make_identity(std::move(name), options, *client)),
+          limit_(identity->limit) {}
 
     static std::shared_ptr<const SemaphoreIdentity> make_identity(std::string name, SemaphoreOptions& options,
                                                                   const ClientCore& client) {
@@ -103,6 +113,10 @@ public:
     const std::shared_ptr<const SemaphoreIdentity> identity;
 
 private:
+    // The limit this object's requests ask for: SemaphoreOptions::limit,
+    // then what its set_limit set (a request with another limit than the
+    // server's is refused, errc::limit_mismatch).
+    std::atomic<unsigned> limit_;
     // One acquire request for `permit`, waited for until wait_until (none:
     // until known) or stop. Walking away leaves the request to be given up
     // when its outcome comes.
@@ -136,9 +150,18 @@ private:
 SemaphoreCore::Asked SemaphoreCore::ask(const std::string& permit, std::string_view k_text, std::string_view mode,
                                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                         std::error_code& ec) {
-    std::string_view argv[] = {permit, k_text, identity->lease_ms, identity->limit_text, mode,
-                               identity->waiter_lease_ms, identity->retention_ms};
-    auto call = RetriedCall::start(client, semaphore_acquire_script(), identity->keys_args(), argv, retry_window_end(),
+    // The limit this object last set (set_limit), else its option's.
+    const auto limit_text = std::to_string(limit_.load(std::memory_order_relaxed));
+    std::string_view argv[] = {permit,
+                               k_text,
+                               identity->lease_ms,
+                               limit_text,
+                               mode,
+                               identity->waiter_lease_ms,
+                               identity->retention_ms,
+                               identity->set_limit ? "set" : ""};
+    auto call = RetriedCall::start(client, semaphore_acquire_script(), identity->acquire_keys_args(), argv,
+                                   retry_window_end(),
                                    RetriedCall::Send::evalsha, RetriedCall::Migration::while_awaited);
     Asked asked;
     asked.sent = call->first_sent();
@@ -322,7 +345,9 @@ unsigned SemaphoreCore::set_limit(unsigned limit) {
     std::error_code ec;
     auto reply = client->eval(semaphore_set_limit_script(), identity->keys_args(), argv, ec);
     throw_if(ec, "set_limit " + identity->name + (reply.is_error() ? ": " + reply.text : std::string()));
-    return read_semaphore_set_limit(reply);
+    const auto previous = read_semaphore_set_limit(reply);
+    limit_.store(limit, std::memory_order_relaxed);
+    return previous;
 }
 
 }  // namespace detail

@@ -16,13 +16,17 @@ struct SemaphoreKeys {
     explicit SemaphoreKeys(std::string_view name)
         : permits("dlock:sem:{" + key_tag(name) + "}"),
           all{permits, permits + ":state", permits + ":queue", permits + ":waiters", permits + ":done",
-              permits + ":ch"} {}
+              permits + ":ch"},
+          other_kinds{"dlock:{" + key_tag(name) + "}", "dlock:{" + key_tag(name) + "}:readers"} {}
 
     std::string permits;  // zset permit id -> server-time end of its lease
     // KEYS[1..6] of every semaphore script: permits, state, queue, waiter
     // deadlines, done, channel.
     std::array<std::string, 6> all;
     const std::string& channel() const noexcept { return all[5]; }
+    // KEYS[7..8] of semaphore_acquire.lua: the lock hash and the readers of
+    // a Lock or RwLock of this name (LockKeys), which it must not be at once.
+    std::array<std::string, 2> other_kinds;
 };
 
 }  // namespace dlock::detail

@@ -44,6 +44,8 @@ public:
             case errc::lock_taken_over:
                 return "the lock was taken over: its key is gone or another owner's (a restart, failover or deletion)";
             case errc::renewal_refused: return "the lock's renewal was refused by the server with an error";
+            case errc::kind_mismatch: return "the name is held as another kind of lock";
+            case errc::limit_mismatch: return "the semaphore exists with another limit";
         }
         return "unknown dlock error";
     }
@@ -57,7 +59,7 @@ thread_local std::string last_server_error_text;
 
 bool from_server(const std::error_code& ec) {
     return ec == errc::server_error || ec == errc::permission_denied || ec == errc::cluster_down ||
-           ec == errc::slot_migrating;
+           ec == errc::slot_migrating || ec == errc::kind_mismatch || ec == errc::limit_mismatch;
 }
 
 bool starts_with(std::string_view text, std::string_view prefix) {
@@ -113,6 +115,9 @@ std::error_code error_code_of_server_error(std::string_view text) noexcept {
     if (starts_with(text, "NOSCRIPT")) return errc::no_script;
     if (starts_with(text, "TRYAGAIN")) return errc::slot_migrating;
     if (starts_with(text, "CLUSTERDOWN")) return errc::cluster_down;
+    // The scripts' own refusals (src/scripts: kind_error, semaphore_acquire.lua).
+    if (starts_with(text, "DLOCK_KIND ")) return errc::kind_mismatch;
+    if (starts_with(text, "DLOCK_LIMIT ")) return errc::limit_mismatch;
     return errc::server_error;
 }
 

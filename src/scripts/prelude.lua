@@ -127,6 +127,34 @@ local function live_count(set, now)
   return redis.call('ZCOUNT', set, '(' .. now, '+inf')
 end
 
+-- One name is one resource, held one way at a time: exclusively (a Lock, FairLock, Redlock,
+-- MultiLock member or an RwLock's write side: one lock hash, so they exclude each other), shared
+-- by an RwLock's readers (whom a writer waits for), or as a Semaphore's permits. A kind that
+-- cannot take part (a Lock does not wait for readers; nothing of a lock waits for permits) is
+-- refused with an error reply, "DLOCK_KIND ..." (errc::kind_mismatch), before any write.
+local function kind_error(what)
+  return redis.error_reply('DLOCK_KIND the name is held as ' .. what .. '; take it as one, or use another name')
+end
+
+-- Whether the name is live as another kind than the caller's: `readers` (nil for an RwLock,
+-- whose own key it is), a semaphore's permits and its waiters' places (lock_keys.hpp).
+-- Called only where the caller's own key is absent (a free name), so re-entries, renewals and
+-- busy answers pay nothing and a fresh grant one EXISTS; the closer look runs only when another
+-- kind's key exists, since those keys end by expiry some time after their last member did.
+-- Returns kind_error's reply, or nil.
+local function other_kind(readers, permits, waiters)
+  local found
+  if readers then found = redis.call('EXISTS', readers, permits, waiters)
+  else found = redis.call('EXISTS', permits, waiters) end
+  if found == 0 then return nil end
+  local now = server_ms()
+  if readers and live_count(readers, now) > 0 then
+    return kind_error('a read-write lock (readers hold it; its write side waits for them)')
+  end
+  if live_count(permits, now) + live_count(waiters, now) > 0 then return kind_error('a semaphore') end
+  return nil
+end
+
 -- The earliest deadline still ahead in a sorted set, other than `except`'s,
 -- as ms from now (at least 1), or nil when there is none.
 local function first_deadline_in(set, now, except)

@@ -2,6 +2,7 @@
 -- KEYS[1] writer hash   KEYS[2] fence hash   KEYS[3] readers: sorted set reader -> server-time deadline (ms)
 -- KEYS[4] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token}
 -- KEYS[5] waiting writers: sorted set writer -> server-time deadline (ms)   KEYS[6] the owner's read tombstone
+-- KEYS[7] semaphore permits   KEYS[8] semaphore waiters: a semaphore of this name (prelude.lua, other_kind)
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'fresh' or 'reenter'
 -- ARGV[5] retention ms   ARGV[6] '1': readers first (waiting writers are not waited for); '0': writers first
 -- A reader is granted when nobody else holds the write side and (writers first) no writer is
@@ -11,7 +12,9 @@
 -- the fence's: the token of the last write it follows (a fence expired after its retention is
 -- started again from the server's clock, past every earlier token).
 -- Returns {1, token, count}, {0, ms} when it must wait, {-1} for 'reenter' when the caller is
--- no longer a reader, {-2} for a late copy of an older operation (acquire.lua's answers).
+-- no longer a reader, {-2} for a late copy of an older operation (acquire.lua's answers);
+-- "DLOCK_KIND ..." when the name is held as a Semaphore. An exclusive holder (a Lock too) is
+-- waited for as a writer is.
 local now = server_ms()
 local reader = ARGV[1]
 local reading = live_member(KEYS[3], reader, now)
@@ -40,8 +43,10 @@ else
   if writer and writer ~= reader then
     wait = redis.call('PTTL', KEYS[1])
     if wait < 0 then wait = lease end
-  elseif not writer and not reading and ARGV[6] ~= '1' then
-    wait = first_deadline_in(KEYS[5], now, nil)
+  elseif not writer and not reading then
+    local refusal = other_kind(nil, KEYS[7], KEYS[8])
+    if refusal then return refusal end
+    if ARGV[6] ~= '1' then wait = first_deadline_in(KEYS[5], now, nil) end
   end
   if wait then
     raise_tombstone(KEYS[6], ARGV[3], ARGV[5])

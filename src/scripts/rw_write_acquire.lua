@@ -3,6 +3,7 @@
 -- KEYS[3] the owner's write tombstone   KEYS[4] readers: sorted set reader -> server-time deadline (ms)
 -- KEYS[5] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token}
 -- KEYS[6] waiting writers: sorted set writer -> server-time deadline (ms)
+-- KEYS[7] semaphore permits   KEYS[8] semaphore waiters: a semaphore of this name (prelude.lua, other_kind)
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'wait', 'try' or 'reenter'
 -- ARGV[5] retention ms   ARGV[6] who the holder is, for operators (kept by a fresh grant)
 -- 'wait': an attempt of a writer that will wait. When it must wait, it is marked as a
@@ -12,7 +13,9 @@
 -- The caller's own read hold does not count against it (an upgrade; the client only tries it).
 -- Returns {1, token, count} when the caller holds the write side now, {0, ms} when it must
 -- wait (ms: until the writer's lease or the first reader's ends), {-1} for 'reenter' when the
--- caller no longer holds it, {-2} for a late copy of an older operation (acquire.lua's answers).
+-- caller no longer holds it, {-2} for a late copy of an older operation (acquire.lua's answers);
+-- "DLOCK_KIND ..." when the name is held as a Semaphore. The write side is the lock hash a Lock
+-- uses too: the two exclude each other as one kind (prelude.lua, kind_error).
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local replayed = replayed_acquire(KEYS[1], KEYS[3], ARGV[1], owner, op_number(ARGV[3]))
 if replayed then return replayed end
@@ -38,6 +41,10 @@ elseif owner then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then pttl = tonumber(ARGV[2]) end
   return must_wait(pttl)
+end
+if not owner then
+  local refusal = other_kind(nil, KEYS[7], KEYS[8])
+  if refusal then return refusal end
 end
 local others = live_count(KEYS[4], now)
 if live_member(KEYS[4], ARGV[1], now) then others = others - 1 end

@@ -1,20 +1,46 @@
 -- Take k permits, or wait in line for them.
--- KEYS as in the prelude.
+-- KEYS as in the prelude, then KEYS[7] lock hash and KEYS[8] readers of a Lock or RwLock of this
+-- name (lock_keys.hpp): one name is one resource, looked at only when the semaphore has nothing
+-- on the server (no permit, nobody in line), so a busy semaphore pays nothing for it.
 -- ARGV[1] permit id (ends '#k')   ARGV[2] k   ARGV[3] lease ms   ARGV[4] the limit, set if the
 -- semaphore has none yet   ARGV[5] 'try' (never queue) or 'wait'   ARGV[6] waiter lease ms
--- ARGV[7] retention ms
+-- ARGV[7] retention ms   ARGV[8] 'set': when the semaphore has another limit, set ARGV[4]
+-- (as semaphore_set_limit.lua) instead of refusing
 -- Fairness: strict FIFO. A request is granted only when no earlier waiter is still in line and
 -- its k permits are free; 'try' requests do not jump the line either.
 -- Returns {1, limit} granted (also for a resent copy of a granted request); {0, wake ms} not
 -- granted ('wait': in line, its place kept for the waiter lease; wake ms: when a lease or a place
 -- runs out next); {-2} the id was released, expired or given up: it never grants;
--- {-3, limit} k is more than the limit.
+-- {-3, limit} k is more than the limit. Error replies, before any write but the pruning:
+-- "DLOCK_KIND ..." the name is held as a Lock or an RwLock; "DLOCK_LIMIT ..." a new request whose
+-- limit (ARGV[4]) is not the semaphore's (a waiter already in line is not asked again: a limit
+-- changed by set_limit while it waits is the one it waits under).
 local now = now_ms()
 local id, k = ARGV[1], tonumber(ARGV[2])
 local lease, waiter_lease, retention = tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
 prune(now, retention)
-redis.call('HSETNX', KEYS[2], 'limit', ARGV[4])
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 and redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 then
+  -- The lock hash lives exactly as long as its lease; readers may have expired in their set.
+  if redis.call('EXISTS', KEYS[7]) == 1 or redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf') > 0 then
+    local what = 'a lock'
+    if redis.call('EXISTS', KEYS[7]) == 0 then what = 'a read-write lock (readers hold it)' end
+    return redis.error_reply('DLOCK_KIND the name is held as ' .. what .. '; take it as one, or use another name')
+  end
+end
+local asked = tonumber(ARGV[4])
 local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
+if limit and limit ~= asked and not redis.call('ZSCORE', KEYS[1], id) and not redis.call('ZRANK', KEYS[3], id) then
+  if ARGV[8] ~= 'set' then
+    return redis.error_reply('DLOCK_LIMIT the semaphore\'s limit is ' .. limit .. ', not ' .. asked ..
+                             '; ask with its limit, or set the limit')
+  end
+  redis.call('HSET', KEYS[2], 'limit', asked)
+  publish(KEYS[6], 'limit')
+  limit = asked
+elseif not limit then
+  redis.call('HSET', KEYS[2], 'limit', asked)
+  limit = asked
+end
 -- The state lives as long as what it counts: a grant's lease, or a waiter's place (below).
 live_for(KEYS[2], lease + retention)
 if redis.call('ZSCORE', KEYS[1], id) then return {1, limit} end

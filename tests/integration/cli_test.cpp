@@ -277,7 +277,8 @@ TEST(Cli, StatusJsonBeforeDuringAndAfterARun) {
     auto before = status();
     EXPECT_EQ(before.code, 0);
     EXPECT_EQ(before.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, \"hold_count\": null, "
-                          "\"ttl_ms\": null, \"fencing_token\": null}\n");
+                          "\"ttl_ms\": null, \"fencing_token\": null, \"kind\": \"free\", \"readers\": 0, "
+                          "\"waiting\": 0, \"holders\": []}\n");
     auto run = start({"--url", server.uri(), "run", "report", "--", "sleep", "1"});
     ASSERT_TRUE(eventually([&] { return held(server, "report"); }));
     auto during = status();
@@ -290,10 +291,13 @@ TEST(Cli, StatusJsonBeforeDuringAndAfterARun) {
     const auto token = std::stoull(during.out.substr(token_at + token_field.size()));
     EXPECT_GT(token, 0u);
     EXPECT_NE(during.out.find("\"owner\": \""), std::string::npos) << during.out;
+    EXPECT_NE(during.out.find("\"kind\": \"exclusive\""), std::string::npos) << during.out;
+    EXPECT_NE(during.out.find("\"side\": \"exclusive\"}]"), std::string::npos) << during.out;
     EXPECT_EQ(finish(run).code, 0);
     auto after = status();
     EXPECT_EQ(after.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, \"hold_count\": null, "
-                         "\"ttl_ms\": null, \"fencing_token\": " + std::to_string(token) + "}\n");
+                         "\"ttl_ms\": null, \"fencing_token\": " + std::to_string(token) +
+                         ", \"kind\": \"free\", \"readers\": 0, \"waiting\": 0, \"holders\": []}\n");
 }
 
 TEST(Cli, DemoStartsItsOwnServerAndAwardsExactlyTheBonuses) {

@@ -139,7 +139,10 @@ TEST(LateCopies, AnOperationUndoneBeforeItAppliedNeverApplies) {
     const std::string lock = key_of("undone"), fence = lock + ":fence", owner = "c0ffee:t1",
                       tombstone = lock + ":done:" + owner;
     auto acquire = [&](const std::string& op, const std::string& mode) {
-        std::string_view keys[] = {lock, fence, tombstone};
+        // The other kinds' keys of the name (lock_keys.hpp) come next.
+        const std::string readers = lock + ":readers", permits = "dlock:sem:{undone}",
+                          waiters = permits + ":waiters";
+        std::string_view keys[] = {lock, fence, tombstone, readers, permits, waiters};
         std::string_view args[] = {owner, "30000", op, mode, "600000", "1"};
         return client.eval(dlock::detail::acquire_script(), keys, args);
     };

@@ -121,12 +121,20 @@ TEST(Semaphore, BadInputIsATypedError) {
     std::error_code ec;
     EXPECT_FALSE(sem.try_acquire(0, ec));
     EXPECT_EQ(ec, errc::invalid_argument);
-    // The server's limit wins: another creator's smaller limit makes k too many.
+    // More permits than the limit.
     dlock::Semaphore small(client, "small", {.limit = 1});
     auto kept = small.try_acquire();
     EXPECT_TRUE(kept);
+    EXPECT_EQ(code_of([&] { (void)small.acquire(2); }), errc::invalid_argument);
+    // Another creator's limit is not taken silently: both are named.
     dlock::Semaphore large(client, "small", {.limit = 3});
-    EXPECT_EQ(code_of([&] { (void)large.acquire(2); }), errc::invalid_argument);
+    try {
+        (void)large.acquire(2);
+        ADD_FAILURE() << "a request with another limit was served";
+    } catch (const dlock::Error& e) {
+        EXPECT_EQ(e.code(), errc::limit_mismatch);
+        EXPECT_NE(std::string(e.what()).find("limit is 1, not 3"), std::string::npos) << e.what();
+    }
     EXPECT_EQ(server.cli({"ZCARD", key_of("small")}), "1");
 }
 

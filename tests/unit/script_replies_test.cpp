@@ -94,27 +94,80 @@ TEST(ScriptReplies, RenewAndHandOff) {
 }
 
 TEST(ScriptReplies, InspectAndForceRelease) {
-    const auto held = read_inspect(
-        array({Reply::make_string("abc:1"), integer(2), integer(900), integer(77), integer(77),
-               Reply::make_string("host-a/pid 12/thread 3")}));
+    auto empty = [] { return array({}); };
+    // inspect.lua's tail when only the exclusive hold is there.
+    auto with_tail = [&](std::vector<Reply> head) {
+        head.push_back(empty());    // readers
+        head.push_back(integer(0));  // line waiters
+        head.push_back(integer(0));  // waiting writers
+        head.push_back(integer(0));  // semaphore limit
+        head.push_back(empty());    // permits
+        head.push_back(integer(0));  // semaphore waiters
+        Reply reply = array({});
+        reply.elements = std::move(head);
+        return reply;
+    };
+    const auto held = read_inspect(with_tail({Reply::make_string("abc:1"), integer(2), integer(900), integer(77),
+                                              integer(77), Reply::make_string("host-a/pid 12/thread 3")}));
     EXPECT_TRUE(held.held);
+    EXPECT_EQ(held.kind, dlock::LockInfo::Kind::exclusive);
     EXPECT_EQ(held.owner, "abc:1");
     EXPECT_EQ(held.holder, "host-a/pid 12/thread 3");
     EXPECT_EQ(held.hold_count, 2u);
     EXPECT_EQ(held.ttl, 900ms);
-    const auto unlabelled =
-        read_inspect(array({Reply::make_string("abc:1"), integer(1), integer(900), integer(77), integer(77), Reply{}}));
+    const auto unlabelled = read_inspect(
+        with_tail({Reply::make_string("abc:1"), integer(1), integer(900), integer(77), integer(77), Reply{}}));
     EXPECT_TRUE(unlabelled.holder.empty());
-    const auto free = read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76), Reply{}}));
+    const auto free =
+        read_inspect(with_tail({Reply{}, integer(0), integer(-2), integer(0), integer(76), Reply{}}));
     EXPECT_FALSE(free.held);
+    EXPECT_EQ(free.kind, dlock::LockInfo::Kind::free);
     EXPECT_EQ(free.last_fencing_token, 76u);
+    // Readers and permits.
+    const auto readers = read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(5), Reply{},
+                                             array({Reply::make_string("c:1"), integer(2), integer(800), integer(5)}),
+                                             integer(0), integer(1), integer(0), empty(), integer(0)}));
+    EXPECT_TRUE(readers.held);
+    EXPECT_EQ(readers.kind, dlock::LockInfo::Kind::shared);
+    ASSERT_EQ(readers.readers.size(), 1u);
+    EXPECT_EQ(readers.readers[0].owner, "c:1");
+    EXPECT_EQ(readers.readers[0].hold_count, 2u);
+    EXPECT_EQ(readers.waiters, 1u);
+    const auto permits = read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(0), Reply{},
+                                             empty(), integer(0), integer(0), integer(3),
+                                             array({Reply::make_string("c:s7#2"), integer(900)}), integer(1)}));
+    EXPECT_EQ(permits.kind, dlock::LockInfo::Kind::semaphore);
+    EXPECT_EQ(permits.semaphore.limit, 3u);
+    EXPECT_EQ(permits.semaphore.used, 2u);
+    EXPECT_EQ(permits.semaphore.waiting, 1u);
+    EXPECT_EQ(permits.holds(), 1u);
     EXPECT_THROW(read_inspect(array({integer(1)})), Error);
-    // The five elements of a server running an older inspect script.
-    EXPECT_THROW(read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76)})), Error);
+    // The six elements of a server running an older inspect script.
+    EXPECT_THROW(read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76), Reply{}})), Error);
+    EXPECT_THROW(read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(76), Reply{}, empty(),
+                                     integer(0), integer(0), integer(0), empty(), integer(-1)})),
+                 Error);
+    // Records cut short.
+    EXPECT_THROW(read_inspect(array({Reply{}, integer(0), integer(-2), integer(0), integer(5), Reply{},
+                                     array({Reply::make_string("c:1"), integer(2)}), integer(0), integer(0), integer(0),
+                                     empty(), integer(0)})),
+                 Error);
 
-    EXPECT_EQ(read_force_release(Reply{}), std::nullopt);
-    EXPECT_EQ(read_force_release(array({Reply::make_string("abc:1"), integer(1)})), "abc:1");
+    EXPECT_TRUE(read_force_release(array({Reply::make_string("free")})).broken.empty());
+    const auto broken = read_force_release(
+        array({Reply::make_string("released"), array({Reply::make_string("abc:1"), integer(1), Reply::make_string("lock")})}));
+    ASSERT_EQ(broken.broken.size(), 1u);
+    EXPECT_EQ(broken.broken[0].holder, "abc:1");
+    const auto refused = read_force_release(
+        array({Reply::make_string("refused"), array({Reply::make_string("a:1"), integer(1), Reply::make_string("read"),
+                                                     Reply::make_string("b:1"), integer(1), Reply::make_string("read")})}));
+    EXPECT_TRUE(refused.refused);
+    EXPECT_TRUE(refused.broken.empty());
+    ASSERT_EQ(refused.would_break.size(), 2u);
+    EXPECT_EQ(refused.would_break[1].kind, dlock::LockInfo::Kind::shared);
     EXPECT_THROW(read_force_release(integer(1)), Error);
+    EXPECT_THROW(read_force_release(Reply{}), Error);
+    EXPECT_THROW(read_force_release(array({Reply::make_string("released"), array({Reply::make_string("a")})})), Error);
 }
 
 TEST(ScriptReplies, RevocationNoticeKeepsEveryByteOfTheName) {

@@ -14,24 +14,78 @@ namespace {
 
 std::string or_null(bool present, auto value) { return present ? std::to_string(value) : std::string("null"); }
 
-// The fields of one server's view of the lock, for a JSON object.
-std::string json_fields(const LockInfo& info) {
-    return "\"held\": " + std::string(info.held ? "true" : "false") +
-           ", \"owner\": " + (info.held ? json_string(info.owner) : "null") +
-           ", \"holder\": " + (info.held ? json_string(describe_owner(info)) : "null") +
-           ", \"hold_count\": " + or_null(info.held, info.hold_count) +
-           ", \"ttl_ms\": " + or_null(info.held, info.ttl.count()) +
-           ", \"fencing_token\": " + or_null(info.last_fencing_token > 0, info.last_fencing_token);
+const char* kind_name(LockInfo::Kind kind) {
+    switch (kind) {
+        case LockInfo::Kind::exclusive: return "exclusive";
+        case LockInfo::Kind::shared: return "shared";
+        case LockInfo::Kind::semaphore: return "semaphore";
+        case LockInfo::Kind::free: break;
+    }
+    return "free";
 }
 
-// One line whatever the owner's bytes: the label is whatever the holder wrote.
+std::string plural(std::size_t n, const char* word) {
+    return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// The fields of one server's view of the name, for a JSON object: the
+// exclusive hold's fields first (as before there were other kinds), then
+// the kind and every holder.
+std::string json_fields(const LockInfo& info) {
+    const bool exclusive = !info.owner.empty();
+    std::string holders;
+    auto add = [&holders](std::string holder) { holders += (holders.empty() ? "" : ", ") + std::move(holder); };
+    if (exclusive)
+        add("{\"owner\": " + json_string(info.owner) + ", \"hold_count\": " + std::to_string(info.hold_count) +
+            ", \"ttl_ms\": " + std::to_string(info.ttl.count()) + ", \"side\": \"exclusive\"}");
+    for (const auto& reader : info.readers)
+        add("{\"owner\": " + json_string(reader.owner) + ", \"hold_count\": " + std::to_string(reader.hold_count) +
+            ", \"ttl_ms\": " + std::to_string(reader.ttl.count()) + ", \"side\": \"reader\"}");
+    for (const auto& permit : info.semaphore.holders)
+        add("{\"permit\": " + json_string(permit.permit) + ", \"count\": " + std::to_string(permit.count) +
+            ", \"ttl_ms\": " + std::to_string(permit.ttl.count()) + ", \"side\": \"permit\"}");
+    std::string fields = "\"held\": " + std::string(info.held ? "true" : "false") +
+                         ", \"owner\": " + (exclusive ? json_string(info.owner) : "null") +
+                         ", \"holder\": " + (exclusive ? json_string(describe_owner(info)) : "null") +
+                         ", \"hold_count\": " + or_null(exclusive, info.hold_count) +
+                         ", \"ttl_ms\": " + or_null(exclusive, info.ttl.count()) +
+                         ", \"fencing_token\": " + or_null(info.last_fencing_token > 0, info.last_fencing_token) +
+                         ", \"kind\": \"" + kind_name(info.kind) + "\"";
+    if (info.kind == LockInfo::Kind::semaphore)
+        fields += ", \"semaphore\": true, \"limit\": " + std::to_string(info.semaphore.limit) +
+                  ", \"used\": " + std::to_string(info.semaphore.used);
+    return fields + ", \"readers\": " + std::to_string(info.readers.size()) +
+           ", \"waiting\": " + std::to_string(info.waiters + info.semaphore.waiting) + ", \"holders\": [" + holders +
+           "]";
+}
+
+// The first line of a name's state, whatever the bytes of the owner: the
+// label is whatever the holder wrote.
 std::string describe(const LockInfo& info) {
-    if (info.held)
+    std::string waiting = info.waiters ? "; " + std::to_string(info.waiters) + " waiting" : std::string();
+    if (!info.owner.empty())
         return "held by " + text_line(describe_owner(info)) + " (hold count " + std::to_string(info.hold_count) +
                "), lease " + std::to_string(info.ttl.count()) + " ms left, fencing token " +
-               std::to_string(info.last_fencing_token);
+               std::to_string(info.last_fencing_token) +
+               (info.readers.empty() ? std::string() : ", and read by it") + waiting;
+    if (!info.readers.empty())
+        return "read-shared by " + plural(info.readers.size(), "reader") + ", fencing token " +
+               std::to_string(info.last_fencing_token) + waiting;
+    if (info.kind == LockInfo::Kind::semaphore)
+        return "semaphore, " + std::to_string(info.semaphore.used) + " of " + plural(info.semaphore.limit, "permit") +
+               " held, " + std::to_string(info.semaphore.waiting) + " waiting";
     if (info.last_fencing_token > 0) return "free; last fencing token " + std::to_string(info.last_fencing_token);
     return "free; never locked";
+}
+
+// One line per reader or permit under the first, whatever their bytes.
+void print_holders(const LockInfo& info) {
+    for (const auto& reader : info.readers)
+        std::printf("  reader %s (hold count %u), lease %lld ms left\n", text_line(reader.owner).c_str(),
+                    reader.hold_count, static_cast<long long>(reader.ttl.count()));
+    for (const auto& h : info.semaphore.holders)
+        std::printf("  %s: %u permit%s, lease %lld ms left\n", text_line(h.permit).c_str(), h.count,
+                    h.count == 1 ? "" : "s", static_cast<long long>(h.ttl.count()));
 }
 
 // Every master's view, and who (if anyone) holds it on a majority.
@@ -54,7 +108,7 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
             infos.push_back(inspect_lock(masters.client(i), key));
             errors.emplace_back();
             ++answered;
-            if (infos.back()->held) ++holders[infos.back()->owner];
+            if (!infos.back()->owner.empty()) ++holders[infos.back()->owner];
         } catch (const Error& e) {
             infos.emplace_back();
             errors.push_back(e.what());
@@ -93,31 +147,6 @@ int masters_status(const GlobalOptions& global, const std::string& key, bool jso
 
 }  // namespace
 
-namespace {
-
-void print_semaphore(const std::string& key, const SemaphoreInfo& info, bool json) {
-    if (json) {
-        std::string holders;
-        for (const auto& h : info.holders) {
-            if (!holders.empty()) holders += ", ";
-            holders += "{\"permit\": " + json_string(h.permit) + ", \"count\": " + std::to_string(h.count) +
-                       ", \"ttl_ms\": " + std::to_string(h.ttl.count()) + "}";
-        }
-        std::printf("{\"key\": %s, \"semaphore\": true, \"limit\": %u, \"used\": %u, \"waiting\": %u, "
-                    "\"holders\": [%s]}\n",
-                    json_string(key).c_str(), info.limit, info.used, info.waiting, holders.c_str());
-        return;
-    }
-    // One line per holder whatever the bytes of the name or a permit's id.
-    std::printf("%s: semaphore, %u of %u permits held, %u waiting\n", text_line(key).c_str(), info.used, info.limit,
-                info.waiting);
-    for (const auto& h : info.holders)
-        std::printf("  %s: %u permit%s, lease %lld ms left\n", text_line(h.permit).c_str(), h.count,
-                    h.count == 1 ? "" : "s", static_cast<long long>(h.ttl.count()));
-}
-
-}  // namespace
-
 int run_status(const GlobalOptions& global, const StatusOptions& options) {
     const auto& key = options.key;
     if (global.urls.size() > 1) {
@@ -127,10 +156,7 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
     }
     std::optional<Client> slot;
     auto& client = connect(slot, global, global.urls.front());
-    LockInfo info = inspect_lock(client, key);
-    // A semaphore of that name is shown too: its limit and its holders.
-    const auto semaphore = inspect_semaphore(client, key);
-    const bool is_semaphore = semaphore.limit > 0 && !info.held;
+    const LockInfo info = inspect_lock(client, key);
     // Behind Sentinel or in a cluster, which server answered (and the slot).
     const auto topology = client.address().topology;
     std::string where, where_json;
@@ -140,12 +166,13 @@ int run_status(const GlobalOptions& global, const StatusOptions& options) {
         where_json = ", \"server\": " + json_string(info.server) +
                      (info.slot >= 0 ? ", \"slot\": " + std::to_string(info.slot) : std::string());
     }
-    if (is_semaphore) print_semaphore(key, semaphore, options.json);
-    else if (options.json)
+    if (options.json) {
         std::printf("{\"key\": %s, %s%s}\n", json_string(key).c_str(), json_fields(info).c_str(), where_json.c_str());
-    else std::printf("%s: %s%s\n", text_line(key).c_str(), describe(info).c_str(), where.c_str());
-    const bool held = is_semaphore ? semaphore.used > 0 : info.held;
-    return options.exit_status && !held ? exit_not_held : exit_ok;
+    } else {
+        std::printf("%s: %s%s\n", text_line(key).c_str(), describe(info).c_str(), where.c_str());
+        print_holders(info);
+    }
+    return options.exit_status && !info.held ? exit_not_held : exit_ok;
 }
 
 int run_list(const GlobalOptions& global, const std::string& pattern, bool json) {
@@ -156,28 +183,59 @@ int run_list(const GlobalOptions& global, const std::string& pattern, bool json)
     std::optional<Client> slot;
     auto& client = connect(slot, global, global.urls.front());
     for (const auto& [name, info] : list_locks(client, pattern)) {
-        if (json) std::printf("{\"key\": %s, %s}\n", json_string(name).c_str(), json_fields(info).c_str());
-        else std::printf("%s: %s\n", text_line(name).c_str(), describe(info).c_str());
+        if (json) {
+            std::printf("{\"key\": %s, %s}\n", json_string(name).c_str(), json_fields(info).c_str());
+        } else {
+            std::printf("%s: %s\n", text_line(name).c_str(), describe(info).c_str());
+            print_holders(info);
+        }
     }
     return exit_ok;
 }
 
-int run_release(const GlobalOptions& global, const std::string& key, bool force) {
-    if (!force) {
+namespace {
+
+std::string describe_hold(const ForceRelease::Broken& hold) {
+    switch (hold.kind) {
+        case LockInfo::Kind::shared: return "reader " + text_line(hold.holder) + " (hold count " + std::to_string(hold.count) + ")";
+        case LockInfo::Kind::semaphore: return "permit " + text_line(hold.holder) + " (" + plural(hold.count, "permit") + ")";
+        default: return text_line(hold.holder);
+    }
+}
+
+std::string describe_holds(const std::vector<ForceRelease::Broken>& holds) {
+    std::string text;
+    for (const auto& hold : holds) text += (text.empty() ? "" : ", ") + describe_hold(hold);
+    return text;
+}
+
+}  // namespace
+
+int run_release(const GlobalOptions& global, const ReleaseOptions& options) {
+    const auto& key = options.key;
+    if (!options.force) {
         complain("release breaks a lock someone else holds; say --force to do it");
         return exit_usage;
     }
     Servers servers(global);
+    const ForceReleaseOptions what{.all = options.all, .holder = options.holder};
     // On every master: a Redlock holder keeps the lock while a majority has it.
     bool released = false;
     std::error_code failure;
     for (auto* server : servers.all) {
         try {
-            auto previous = force_release(*server, key);
-            if (!previous) continue;
+            const auto answer = force_release(*server, key, what);
+            if (answer.refused) {
+                // Nothing was broken: say what would be, and how to ask for it.
+                complain(text_line(key) + " has " + plural(answer.would_break.size(), "hold") + " (" +
+                         describe_holds(answer.would_break) +
+                         "); break them all with --all, or one with --holder OWNER");
+                return exit_usage;
+            }
+            if (answer.broken.empty()) continue;
             released = true;
             std::printf("released %s on %s, held by %s\n", text_line(key).c_str(),
-                        server->address().to_string().c_str(), text_line(*previous).c_str());
+                        server->address().to_string().c_str(), describe_holds(answer.broken).c_str());
         } catch (const Error& e) {
             if (servers.all.size() == 1) throw;
             complain(about_master(*server, e.what()));
@@ -186,7 +244,10 @@ int run_release(const GlobalOptions& global, const std::string& key, bool force)
     }
     if (released) return exit_ok;
     if (failure) return exit_code_for(failure);
-    if (!global.quiet) std::printf("%s was not held\n", text_line(key).c_str());
+    if (!global.quiet) {
+        if (options.holder.empty()) std::printf("%s was not held\n", text_line(key).c_str());
+        else std::printf("%s was not held by %s\n", text_line(key).c_str(), text_line(options.holder).c_str());
+    }
     return exit_not_held;
 }
 

@@ -18,6 +18,7 @@ enum ExitCode : int {
     exit_ok = 0,
     exit_not_held = 1,        // release --force: already free; status --exit-status: free; wait-free: timed out
     exit_usage = 64,          // EX_USAGE: bad option, duration, key or command
+    exit_data = 65,           // EX_DATAERR: the name is held as another kind, or a semaphore has another limit
     exit_unavailable = 69,    // EX_UNAVAILABLE: Redis unreachable, auth or TLS failure, server error
     exit_internal = 70,       // EX_SOFTWARE
     exit_conflict = 75,       // EX_TEMPFAIL: not acquired in time (run --conflict-exit-code)
@@ -121,6 +122,14 @@ struct WaitFreeOptions {
     std::optional<std::chrono::milliseconds> timeout;  // empty: no limit
 };
 int run_wait_free(const GlobalOptions& global, const WaitFreeOptions& options);
-int run_release(const GlobalOptions& global, const std::string& key, bool force);
+// dlock release --force KEY [--all | --holder OWNER]: breaks holds of every
+// kind; a name with several (readers, permits) needs --all or one holder.
+struct ReleaseOptions {
+    std::string key;
+    bool force = false;
+    bool all = false;
+    std::string holder;  // an owner id or a permit id, as status shows it
+};
+int run_release(const GlobalOptions& global, const ReleaseOptions& options);
 
 }  // namespace dlock::cli

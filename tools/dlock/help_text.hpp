@@ -22,7 +22,8 @@ Several masters: --url given 3, 5, ... times (or one comma list) makes run, hold
 status and release work on a Redlock over those independent Redis masters.
 
 Exit status: 0 success; 1 free/not held (status --exit-status, release, wait-free);
-64 usage error (also an empty --url); 69 Redis unreachable or refusing (auth, TLS,
+64 usage error (also an empty --url); 65 the name is held as another kind, or its
+semaphore has another limit; 69 Redis unreachable or refusing (auth, TLS,
 a server error); 75 not acquired in time; 79 the lease was lost; run and hold:
 128 + N when signal N ended the wait for the lock; for run, otherwise the
 command's own status (128 + N if it died of signal N).
@@ -41,9 +42,12 @@ If dlock is killed with SIGKILL, the command gets SIGKILL too (unless --on-lost
 ignore): nobody would renew the lease, and it must not run on after it expires.
 --fair takes a fair lock instead: waiters on every host get it strictly in the
 order they first found it taken (one key, one server; it excludes runs without
---shared but does not wait for --shared ones: do not mix the two on one key).
-With --permits N it holds one of N permits of semaphore KEY instead (at most N
-commands at once, first come first served; DLOCK_FENCING_TOKEN is 0).
+--shared but does not wait for --shared ones: while readers hold the key it
+exits 65). With --permits N it holds one of N permits of semaphore KEY instead
+(at most N commands at once, first come first served; DLOCK_FENCING_TOKEN is 0);
+a semaphore with another limit exits 65 unless --set-limit sets it to N.
+One name is one resource: a lock run on a semaphore's name, or a --permits run
+on a lock's, exits 65 naming what the name is.
 
 Several keys (KEY KEY ..., or --key repeated) are held as one: all or none, taken
 in one fixed order whatever order they are given in, so runs that list them
@@ -52,12 +56,13 @@ i = 1..N in the order given, DLOCK_KEY_i and DLOCK_FENCING_TOKEN_i (also set for
 one key); with several keys DLOCK_KEY and DLOCK_FENCING_TOKEN are left unset.
 Losing any key's lease counts as losing the lock. Several keys need one server
 (not a Redlock), and are taken as plain locks: they exclude other runs without
---shared, but not --shared runs of those keys.
+--shared, and exit 65 while --shared runs hold one of the keys.
 
 Exit status: the command's own (128 + N if it died of signal N); 75 (or
 --conflict-exit-code) when not acquired in time; 79 when the lease was lost while
 the command ran; 128 + N when signal N ended the wait for the lock (the command
-never ran); 64 usage error; 69 Redis unreachable or refusing.
+never ran); 64 usage error; 65 the key is held as another kind, or its semaphore
+has another limit; 69 Redis unreachable or refusing.
 
 Examples:
   dlock run --no-wait nightly-report -- /usr/local/bin/report --full
@@ -99,13 +104,16 @@ Examples:
   dlock status --json nightly-report | jq .fencing_token
   dlock status --exit-status nightly-report && echo busy   # probes)";
 
-inline constexpr const char* release = R"(The holder's dlock hears at once and stops its command (exit 79).
+inline constexpr const char* release = R"(Breaks every kind of hold: a lock, readers (--shared), permits (--permits).
+Each holder's dlock hears at once and stops its command (exit 79). A name held
+several times needs --all, or --holder OWNER for one of them.
 
-Exit status: 0 released; 1 it was not held; 64 usage error (also without --force);
-69 Redis unreachable or refusing.
+Exit status: 0 released; 1 it was not held; 64 usage error (also without --force,
+and several holds without --all or --holder); 69 Redis unreachable or refusing.
 
-Example:
-  dlock release --force nightly-report)";
+Examples:
+  dlock release --force nightly-report
+  dlock release --force --all encoder          # every permit of a semaphore)";
 
 inline constexpr const char* wait_free = R"(Does not take the lock; someone else may take it at once.
 

@@ -34,6 +34,35 @@ std::string token_fields(const Tokens& tokens) {
     return fields + "}";
 }
 
+std::string mismatch_message(Client& client, const RunOptions& options, const std::error_code& ec,
+                             const std::string& detail) {
+    if (options.keys.size() != 1) return detail;
+    const auto& key = options.keys.front();
+    LockInfo info;
+    try {
+        info = inspect_lock(client, key);
+    } catch (const Error&) {
+        return detail;
+    }
+    const auto limit = info.semaphore.limit;
+    const auto permits = std::to_string(limit) + (limit == 1 ? " permit" : " permits");
+    if (ec == errc::limit_mismatch)
+        return key + " is a semaphore with " + permits + ", not " + std::to_string(options.permits) + "; use --permits " +
+               std::to_string(limit) + ", or --set-limit to change its limit";
+    switch (info.kind) {
+        case LockInfo::Kind::semaphore: return key + " is a semaphore with " + permits + "; use --permits or another name";
+        case LockInfo::Kind::shared:
+            return key + " is read-shared by " + std::to_string(info.readers.size()) +
+                   (info.readers.size() == 1 ? " reader" : " readers") +
+                   "; --fair, several keys and several masters do not wait for readers: take it alone, with or "
+                   "without --shared, or use another name";
+        case LockInfo::Kind::exclusive:
+            return key + " is a lock, held by " + describe_owner(info) + "; drop --permits, or use another name";
+        case LockInfo::Kind::free: break;
+    }
+    return detail;
+}
+
 std::string permits_of(Client& client, const std::string& key) {
     try {
         const auto info = inspect_semaphore(client, key);

@@ -64,6 +64,11 @@ std::string loss_text(const std::error_code& reason);
 // The "lost" event's members: "reason": "revoked" (a LostReason's name, or
 // "lost" when the code does not say), "message": the code's message.
 std::string loss_fields(const std::error_code& reason);
+// What to say when KEY is held as another kind, or its semaphore has
+// another limit (errc::kind_mismatch, errc::limit_mismatch): what it is, and
+// the option to use; `detail` (the server's words) when it cannot tell.
+std::string mismatch_message(Client& client, const RunOptions& options, const std::error_code& ec,
+                             const std::string& detail);
 
 // "N of LIMIT permits held, W waiting"; the reason when it cannot tell.
 std::string permits_of(Client& client, const std::string& key);
@@ -178,7 +183,8 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
     auto& client = connect(slot, global, global.urls.front());
     const LockOptions lock_options{.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost};
     if (options.permits > 0) {
-        PermitLock permit(client, options.keys.front(), options.permits, {.lease = options.ttl, .on_lost = on_lost});
+        PermitLock permit(client, options.keys.front(), options.permits,
+                          {.set_limit = options.set_limit, .lease = options.ttl, .on_lost = on_lost});
         Session session{watch, lost, client, [&] { return permits_of(client, options.keys.front()); }};
         return body(permit, session);
     }
@@ -299,6 +305,8 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     if (acquire_error) {
         // The detail carries Redis's own text (OOM, READONLY, NOPERM...): a
         // log that only reads events must learn why nothing ran.
+        if (acquire_error == errc::kind_mismatch || acquire_error == errc::limit_mismatch)
+            acquire_detail = mismatch_message(session.probe, options, acquire_error, acquire_detail);
         events.report("error", "\"error\": " + json_string(acquire_detail), acquire_detail);
         return exit_code_for(acquire_error);
     }

@@ -237,6 +237,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--metrics-file", run.metrics_file,
                         "when it ends, write the locks' metrics there (Prometheus text, for node_exporter's "
                         "textfile collector)");
+    run_cmd->add_flag("--set-limit", run.set_limit,
+                      "with --permits N: when the semaphore exists with another limit, set it to N (else exit 65)");
     run_cmd->add_flag("--shared", run.shared,
                       "take KEY's read side: runs beside other --shared runs, never beside one without it");
 
@@ -271,12 +273,16 @@ int main(int argc, char** argv) {
     list_cmd->add_option("pattern,--pattern", list_pattern,
                          "a glob on lock names (default *); --pattern=P for one that begins with '-'");
 
-    std::string release_key;
-    bool force = false;
-    auto* release_cmd = app.add_subcommand("release", "remove a lock whoever holds it (its holder is told)");
+    ReleaseOptions release;
+    auto* release_cmd = app.add_subcommand("release", "remove a lock whoever holds it (its holders are told)");
     release_cmd->footer(help::release);
-    release_cmd->add_flag("--force", force, "required: this breaks someone else's lock");
-    add_key(*release_cmd, release_key);
+    release_cmd->add_flag("--force", release.force, "required: this breaks someone else's lock");
+    auto* release_all = release_cmd->add_flag(
+        "--all", release.all, "break every hold of a name held several times (readers, permits)");
+    release_cmd
+        ->add_option("--holder", release.holder, "break only this holder's hold (an owner or permit id, as status shows)")
+        ->excludes(release_all);
+    add_key(*release_cmd, release.key);
 
     DemoOptions demo;
     std::string demo_url;
@@ -327,6 +333,8 @@ int main(int argc, char** argv) {
             if (run.json_events) messages = EventLog(true, run.keys);  // the keys are known now
             run_flags.resolve_durations(run);
             run.grace = duration_option(grace, "--grace");
+            if (run.set_limit && run_cmd->count("--permits") == 0)
+                throw UsageError("--set-limit goes with --permits N: it sets the semaphore's limit to N");
             if (run_cmd->count("--permits") > 0 && (run.permits == 0 || run.permits > dlock::max_semaphore_limit))
                 throw CLI::ValidationError("--permits", "must be between 1 and " +
                                                             std::to_string(dlock::max_semaphore_limit));
@@ -378,7 +386,7 @@ int main(int argc, char** argv) {
         if (*status_cmd) return run_status(global, status);
         if (*wait_free_cmd) return run_wait_free(global, wait_free);
         if (*list_cmd) return run_list(global, list_pattern, list_json);
-        if (*release_cmd) return run_release(global, release_key, force);
+        if (*release_cmd) return run_release(global, release);
         if (*demo_cmd) {
             if (demo_url.empty() && global.urls.size() > 1) {
                 complain("dlock demo runs against one server; give it one URL");

@@ -30,6 +30,7 @@ struct RunOptions {
     bool fair = false;         // a FairLock on KEY (fair_lock.hpp): strict arrival order across hosts
     bool json = false;         // hold: the token, lease and owner as one JSON object
     unsigned permits = 0;      // run --permits N: one of N permits of semaphore KEY; 0: a lock
+    bool set_limit = false;    // run --set-limit: a semaphore with another limit gets N (SemaphoreOptions::set_limit)
     std::string metrics_file;  // run: the metrics' exposition written here when it ends
 
     // The keys for messages: "a", or "a, b, c".

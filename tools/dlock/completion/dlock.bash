@@ -7,7 +7,7 @@ _dlock() {
     case $prev in
         --password-file|--sentinel-password-file|--tls-ca|--tls-cert|--tls-key) _filedir; return ;;
         --on-lost) COMPREPLY=($(compgen -W "term kill ignore" -- "$cur")); return ;;
-        --url|--user|--connect-timeout|--key|--pattern|--ttl|--wait|--grace|--timeout|--conflict-exit-code|--permits|-c|--command|--processes|--threads|--bonuses) return ;;
+        --url|--user|--connect-timeout|--key|--pattern|--ttl|--wait|--grace|--timeout|--conflict-exit-code|--permits|--holder|-c|--command|--processes|--threads|--bonuses) return ;;
     esac
     local i command=""
     for ((i = 1; i < cword; i++)); do
@@ -16,12 +16,12 @@ _dlock() {
     done
     local options
     case $command in
-        run) options="--key --ttl --wait --no-wait --fair --on-lost --grace --conflict-exit-code --json-events --permits --shared --metrics-file -c --command" ;;
+        run) options="--key --ttl --wait --no-wait --fair --on-lost --grace --conflict-exit-code --json-events --permits --set-limit --shared --metrics-file -c --command" ;;
         hold) options="--key --ttl --wait --no-wait --fair --conflict-exit-code --json" ;;
         status) options="--key --json --exit-status" ;;
         wait-free) options="--key --timeout" ;;
         list) options="--pattern --json" ;;
-        release) options="--key --force" ;;
+        release) options="--key --force --all --holder" ;;
         demo) options="--processes --threads --bonuses --json --metrics --url" ;;
         "") COMPREPLY=($(compgen -W "$commands $global" -- "$cur")); return ;;
     esac
