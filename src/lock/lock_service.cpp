@@ -77,16 +77,25 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     }
     if (const auto grant = read_grant_notice(payload))
         return line_waiters_.granted(grant->name, grant->owner, {grant->token, grant->arrival});
-    // A permit taken back: its renewal, sent now, finds it gone and reports
-    // the loss (permits are not registered by name; this is rare).
-    if (is_permit_revocation(payload)) return keeper_.renew_all_now();
+    // A permit taken back: the notice names the permit, which is the hold's
+    // owner (permits are not registered by name, and this is rare: a scan
+    // of the live holds).
+    if (is_permit_revocation(payload)) {
+        const auto id = permit_revoked(payload);
+        for (auto& hold : keeper_.live_holds()) {
+            if (hold->owner != id) continue;
+            keeper_.forget(hold);
+            mark_lost(hold, LostReason::revoked, core_.io());
+        }
+        return;
+    }
     const auto notice = read_revocation(payload);
     if (!notice) return;
     const std::string name(notice->name), owner(notice->owner);
     if (notice->reader) {
         if (auto hold = shared_holds_.current(name, owner); hold && hold->view().token == notice->token) {
             keeper_.forget(hold);
-            mark_lost(hold, errc::lease_lost, core_.io(), LossReason::revoked);
+            mark_lost(hold, LostReason::revoked, core_.io());
         }
         return;
     }

@@ -5,6 +5,7 @@
 // malformed, never as a grant, and never indexes past what arrived.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -87,6 +88,11 @@ struct Revocation {
 };
 // semaphore_force_release.lua's notice: "revoked-permit <permit id> 0 <key>".
 inline bool is_permit_revocation(std::string_view payload) { return payload.substr(0, 15) == "revoked-permit "; }
+// The permit id such a notice names ("" when it names none).
+inline std::string_view permit_revoked(std::string_view payload) {
+    payload.remove_prefix(std::min<std::size_t>(payload.size(), 15));
+    return payload.substr(0, payload.find(' '));
+}
 std::optional<Revocation> read_revocation(std::string_view payload);
 // The notice of a direct grant to a waiter in the lock's line (prelude.lua,
 // grant_first_in_line): "granted <owner> <token> <arrival> dlock:{<name>}",

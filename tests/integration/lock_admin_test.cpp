@@ -100,6 +100,9 @@ TEST(LockAdmin, ReadersAreSeenWaitedForAndBrokenAndEachIsTold) {
     EXPECT_EQ(all.broken.size(), 1u);
     EXPECT_TRUE(heard_soon(mine.shared_lost_token()));
     EXPECT_TRUE(heard_soon(theirs.shared_lost_token()));
+    // Each broken reader is told why.
+    EXPECT_EQ(mine.shared_lost_reason(), dlock::LostReason::revoked);
+    EXPECT_EQ(theirs.shared_lost_reason(), dlock::LostReason::revoked);
     EXPECT_EQ(freed.wait_for(5s), std::future_status::ready);
     EXPECT_TRUE(freed.get());
     EXPECT_FALSE(dlock::inspect_lock(admin, "rw2").held);
@@ -127,6 +130,7 @@ TEST(LockAdmin, PermitsAreSeenWaitedForAndBrokenAndEachIsTold) {
     ASSERT_EQ(one.broken.size(), 1u);
     EXPECT_EQ(one.broken[0].kind, Kind::semaphore);
     EXPECT_TRUE(heard_soon(first.lost_token()));
+    EXPECT_EQ(first.lost_reason(), dlock::LostReason::revoked);
     EXPECT_FALSE(first.is_held());
     EXPECT_TRUE(second.is_held());
     // The last permit's ordinary release wakes whoever waits for the name.
@@ -150,6 +154,7 @@ TEST(LockAdmin, ALockBrokenByForceReleaseShowsItsKindAndItsHolderIsTold) {
     ASSERT_EQ(broken.broken.size(), 1u);
     EXPECT_EQ(broken.broken[0].kind, Kind::exclusive);
     EXPECT_TRUE(heard_soon(lock.lost_token()));
+    EXPECT_EQ(lock.lost_reason(), dlock::LostReason::revoked);
     EXPECT_FALSE(dlock::force_release(admin, "l1").has_value());
 }
 
