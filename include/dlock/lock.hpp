@@ -313,8 +313,8 @@ struct ReaderInfo {
 //
 // One name is one resource, held one way at a time. The exclusive hold is
 // one lock hash that a Lock, a FairLock, a Redlock, a MultiLock's member and
-// an RwLock's write side all take, so they exclude each other (a FairLock's
-// order binds only FairLocks). An RwLock's readers share it: a reader waits
+// an RwLock's write side all take, so they exclude each other (a Lock and a
+// FairLock share one line too). An RwLock's readers share it: a reader waits
 // for any exclusive holder, and the write side waits for the readers, but a
 // Lock, FairLock, Redlock or MultiLock does not and fails with
 // errc::kind_mismatch while readers hold the name. A Semaphore's permits

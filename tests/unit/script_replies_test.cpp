@@ -181,6 +181,16 @@ TEST(ScriptReplies, RevocationNoticeKeepsEveryByteOfTheName) {
                             "released abc 12 dlock:{n}", "revoked abc", "revoked abc 12 dlock:{",
                             "revoked abc 12 dlock:{a}b}", "revoked abc 12 dlock:{a%7}", "revoked abc 12 dlock:{%41}"})
         EXPECT_FALSE(read_revocation(bad)) << bad;
+    EXPECT_FALSE(notice->reader);
+    // A reader's notice, and a permit's (which names no lock hash).
+    const auto reader = read_revocation("revoked-read abc:2 77 dlock:{r}");
+    ASSERT_TRUE(reader);
+    EXPECT_TRUE(reader->reader);
+    EXPECT_EQ(reader->owner, "abc:2");
+    EXPECT_EQ(reader->name, "r");
+    EXPECT_FALSE(read_revocation("revoked-permit abc:s3#1 0 dlock:sem:{p}"));
+    EXPECT_TRUE(dlock::detail::is_permit_revocation("revoked-permit abc:s3#1 0 dlock:sem:{p}"));
+    EXPECT_FALSE(dlock::detail::is_permit_revocation("revoked abc:1 7 dlock:{p}"));
 }
 
 // A direct grant's notice names the wait it is for by its arrival number;
