@@ -435,7 +435,23 @@ bool Connection::check_role(const Reply& reply) {
     std::string role = reply.is_array() && !reply.elements.empty() && reply.elements[0].is_text()
                            ? reply.elements[0].text.substr(0, 32)
                            : std::string("not a master");
-    if (locator_) locator_->not_master(address_);
+    if (locator_) {
+        locator_->not_master(address_);
+        // One sentinel's stale answer is no failure of the deployment: ask
+        // the next sentinels at once, within this attempt, so that what
+        // waits for the connection keeps waiting (up to its deadline)
+        // instead of failing. Each refusal moved the locator on by one
+        // sentinel; after as many refusals as there are sentinels, all had
+        // their turn and the attempt fails.
+        if (++role_refusals_ < locator_->sentinel_count()) {
+            ++attempt_;
+            connect_timer_.cancel();
+            close_stream();
+            attempt_located_ = false;
+            begin_attempt();
+            return false;
+        }
+    }
     fail_attempt(errc::not_master, address_.to_string() + " says its role is '" + role +
                                        "': the sentinels named a server that is not the master; asking them again");
     return false;
@@ -468,6 +484,7 @@ void Connection::master_changed(const ServerAddress& master) {
 void Connection::become_ready() {
     connect_timer_.cancel();
     failed_attempts_ = 0;
+    role_refusals_ = 0;
     const int fd = stream_->direct_write_handle();
     std::unique_lock lock(mutex_);
     if (state_ != State::connecting) return;
@@ -510,6 +527,7 @@ void Connection::fail_attempt(std::error_code ec, const std::string& detail) {
         state_changed_.notify_all();
     }
     ++attempt_;
+    role_refusals_ = 0;
     connect_timer_.cancel();
     close_stream();
     // The server the sentinels named could not be used (refused, silent,

@@ -176,6 +176,7 @@ private:
     std::size_t handshake_done_ = 0;
     std::uint64_t attempt_ = 0;
     unsigned failed_attempts_ = 0;
+    std::size_t role_refusals_ = 0;  // servers the sentinels named that ROLE refused, this attempt
     asio::steady_timer connect_timer_;
     asio::steady_timer reconnect_timer_;
     asio::steady_timer tick_timer_;
