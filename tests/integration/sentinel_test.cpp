@@ -28,6 +28,28 @@ std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// A scripted sentinel: answers the handshake, SUBSCRIBE and other SENTINEL
+// questions plainly, and get-master-addr-by-name with master_answer (raw RESP).
+dlock::support::ScriptedServer::Handler fake_sentinel(std::string master_answer) {
+    using dlock::support::ScriptedServer;
+    return [master_answer = std::move(master_answer)](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        if (command[0] == "SUBSCRIBE" && command.size() == 2)
+            return ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[1]), ":1\r\n"});
+        if (command[0] == "SENTINEL" && command.size() == 3 && command[1] == "get-master-addr-by-name")
+            return master_answer;
+        if (command[0] == "SENTINEL") return "*0\r\n";
+        return "-ERR unknown command\r\n";
+    };
+}
+
+std::string address_reply(std::uint16_t port) {
+    using dlock::support::ScriptedServer;
+    return ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ScriptedServer::bulk(std::to_string(port))});
+}
+
 }  // namespace
 
 TEST(Sentinel, LockRenewAndReleaseThroughASentinelFailover) {
@@ -184,17 +206,7 @@ TEST(Sentinel, ASentinelNamingAnUnusableMasterIsPassedOver) {
     SentinelDeployment deployment({.replicas = 0});
     const auto closed = std::to_string(dlock::support::free_port());
     using dlock::support::ScriptedServer;
-    ScriptedServer liar([&](const std::vector<std::string>& command) -> std::string {
-        if (command.empty()) return "-ERR empty\r\n";
-        if (command[0] == "PING") return "+PONG\r\n";
-        if (command[0] == "CLIENT") return "+OK\r\n";
-        if (command[0] == "SUBSCRIBE" && command.size() == 2)
-            return ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[1]), ":1\r\n"});
-        if (command[0] == "SENTINEL" && command.size() == 3 && command[1] == "get-master-addr-by-name")
-            return ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ScriptedServer::bulk(closed)});
-        if (command[0] == "SENTINEL") return "*0\r\n";
-        return "-ERR unknown command\r\n";
-    });
+    ScriptedServer liar(fake_sentinel(address_reply(static_cast<std::uint16_t>(std::stoi(closed)))));
     std::string uri = "redis-sentinel://127.0.0.1:" + std::to_string(liar.port());
     for (auto port : deployment.sentinel_ports()) uri += ",127.0.0.1:" + std::to_string(port);
     dlock::Client client(uri + "#mymaster", {.connect_timeout = 500ms, .command_timeout = 1000ms});
@@ -224,18 +236,7 @@ TEST(Sentinel, AStaleSentinelListedFirstIsPassedOverWithinOneRound) {
     auto& replica = *deployment.data_nodes()[1];
     ASSERT_TRUE(eventually([&] { return replica.cli({"ROLE"}).rfind("slave", 0) == 0; }, 5s));
     using dlock::support::ScriptedServer;
-    ScriptedServer stale([&](const std::vector<std::string>& command) -> std::string {
-        if (command.empty()) return "-ERR empty\r\n";
-        if (command[0] == "PING") return "+PONG\r\n";
-        if (command[0] == "CLIENT") return "+OK\r\n";
-        if (command[0] == "SUBSCRIBE" && command.size() == 2)
-            return ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[1]), ":1\r\n"});
-        if (command[0] == "SENTINEL" && command.size() == 3 && command[1] == "get-master-addr-by-name")
-            return ScriptedServer::array(
-                {ScriptedServer::bulk("127.0.0.1"), ScriptedServer::bulk(std::to_string(replica.port()))});
-        if (command[0] == "SENTINEL") return "*0\r\n";
-        return "-ERR unknown command\r\n";
-    });
+    ScriptedServer stale(fake_sentinel(address_reply(replica.port())));
     std::string uri = "redis-sentinel://127.0.0.1:" + std::to_string(stale.port());
     for (auto port : deployment.sentinel_ports()) uri += ",127.0.0.1:" + std::to_string(port);
     dlock::Client client(uri + "#mymaster",
@@ -322,19 +323,6 @@ TEST(Sentinel, TheSentinelListGrowsWithWhatTheSentinelsReport) {
 // learnt. Rounds that start anywhere in the list then never wait for them.
 TEST(Sentinel, LearntSentinelsThatStopAnsweringAreDropped) {
     using dlock::support::ScriptedServer;
-    auto answering = [](std::string master_answer) {
-        return [master_answer](const std::vector<std::string>& command) -> std::string {
-            if (command.empty()) return "-ERR empty\r\n";
-            if (command[0] == "PING") return "+PONG\r\n";
-            if (command[0] == "CLIENT") return "+OK\r\n";
-            if (command[0] == "SUBSCRIBE" && command.size() == 2)
-                return ScriptedServer::array(
-                    {ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[1]), ":1\r\n"});
-            if (command[0] == "SENTINEL" && command.size() == 3 && command[1] == "get-master-addr-by-name")
-                return master_answer;
-            return "*0\r\n";
-        };
-    };
     // Silent: answers the handshake, then nothing (a hung or cut-off sentinel).
     std::atomic<int> silent_asked{0};  // for the master
     ScriptedServer silent([&](const std::vector<std::string>& command) -> std::string {
@@ -343,8 +331,8 @@ TEST(Sentinel, LearntSentinelsThatStopAnsweringAreDropped) {
         if (!command.empty() && command[0] == "CLIENT") return "+OK\r\n";
         return "";
     });
-    ScriptedServer good(answering(ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ScriptedServer::bulk("6390")})));
-    ScriptedServer flagged_down(answering("$-1\r\n"));
+    ScriptedServer good(fake_sentinel(address_reply(6390)));
+    ScriptedServer flagged_down(fake_sentinel("$-1\r\n"));
     auto entry = [](std::uint16_t port, const std::string& flags) {
         return ScriptedServer::array({ScriptedServer::bulk("ip"), ScriptedServer::bulk("127.0.0.1"),
                                       ScriptedServer::bulk("port"), ScriptedServer::bulk(std::to_string(port)),
@@ -357,7 +345,7 @@ TEST(Sentinel, LearntSentinelsThatStopAnsweringAreDropped) {
             return ScriptedServer::array({entry(silent.port(), silent_asked > 0 ? "s_down,sentinel" : "sentinel"),
                                           entry(good.port(), "sentinel"),
                                           entry(flagged_down.port(), "s_down,sentinel,disconnected")});
-        return answering("$-1\r\n")(command);
+        return fake_sentinel("$-1\r\n")(command);
     });
 
     dlock::ServerAddress address = dlock::ServerAddress::parse(
