@@ -1,12 +1,15 @@
 // dlock's soak: hours of ordinary use squeezed into minutes, against a
 // private redis-server it starts (append-only file, fsync always).
 //
-//   dlock_soak [--minutes N] [--held N] [--threads N] [--names N] [--out DIR]
+//   dlock_soak [--minutes N] [--restart-every M] [--held N] [--threads N] [--names N] [--out DIR]
 //
 // A thousand locks are held and renewed for the whole run while threads
 // cycle locks on many names with short leases (timeline.hpp). At 40 % of
 // the run the server is killed and restarted keeping its data, at 70 %
-// killed and restarted without it. Every period (30 s, or a twentieth of a
+// killed and restarted without it; with --restart-every M (the default for
+// runs of 30 minutes or more: 5), every M minutes instead, alternating the
+// two kinds, and the client's heap in use and RSS at the end must be
+// within 10 % of what they were a restart window after the second restart. Every period (30 s, or a twentieth of a
 // shorter run) it samples the client's RSS and heap in use, and the
 // server's used_memory and key count. It fails (exit 1, a line per failure)
 // when memory or keys trend upward after the warm-up (the first fifth),
@@ -28,6 +31,7 @@ namespace {
 
 struct Options {
     double minutes = 10;
+    double restart_every = -1;  // minutes; -1: by the run's length
     int held = 1000;
     int threads = 4;
     int names = 500;
@@ -35,7 +39,7 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char* problem) {
-    std::fprintf(stderr, "dlock_soak: %s\nusage: dlock_soak [--minutes N] [--held N] [--threads N] [--names N] [--out DIR]\n",
+    std::fprintf(stderr, "dlock_soak: %s\nusage: dlock_soak [--minutes N] [--restart-every M] [--held N] [--threads N] [--names N] [--out DIR]\n",
                  problem);
     std::exit(64);
 }
@@ -47,6 +51,7 @@ Options parse(int argc, char** argv) {
         if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
         const std::string value = argv[++i];
         if (flag == "--minutes") o.minutes = std::atof(value.c_str());
+        else if (flag == "--restart-every") o.restart_every = std::atof(value.c_str());
         else if (flag == "--held") o.held = std::atoi(value.c_str());
         else if (flag == "--threads") o.threads = std::atoi(value.c_str());
         else if (flag == "--names") o.names = std::atoi(value.c_str());
@@ -54,6 +59,9 @@ Options parse(int argc, char** argv) {
         else usage(("unknown option " + flag).c_str());
     }
     if (o.minutes < 0.5 || o.minutes > 24 * 60) usage("--minutes must be 0.5 .. 1440");
+    if (o.restart_every < 0) o.restart_every = o.minutes >= 30 ? 5 : 0;
+    if (o.restart_every != 0 && (o.restart_every < 0.25 || o.restart_every > o.minutes))
+        usage("--restart-every must be 0 (two restarts) or 0.25 .. the run's minutes");
     if (o.held < 1 || o.held > 100000 || o.threads < 1 || o.threads > 64 || o.names < 1) usage("bad counts");
     return o;
 }
@@ -87,6 +95,20 @@ void judge(Result& result, const Series& series) {
             f.push_back("after the restart that " + r.kind + " the lost locks were not all taken again within " +
                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(restart_window).count()) + " s");
     }
+    // Restarts every few minutes: what the client holds after many of them
+    // is what it held after the second.
+    if (result.restarts.size() > 2) {
+        const auto& base = result.after_second_restart;
+        const auto& last = result.samples.back();
+        auto within = [](long now, long then) { return then <= 0 || now <= then + then / 10; };
+        if (!result.after_second_restart_seen)
+            f.push_back("no sample a restart window after the second restart");
+        else if (!within(last.client_heap, base.client_heap) || !within(last.client_rss, base.client_rss))
+            f.push_back("after " + std::to_string(result.restarts.size()) + " restarts the client holds heap " +
+                        std::to_string(last.client_heap >> 10) + " KiB, RSS " + std::to_string(last.client_rss >> 10) +
+                        " KiB: more than 10 % over heap " + std::to_string(base.client_heap >> 10) + " KiB, RSS " +
+                        std::to_string(base.client_rss >> 10) + " KiB after the second restart");
+    }
     if (result.keys_after_retention != 0)
         f.push_back(std::to_string(result.keys_after_retention) + " keys left in Redis after release and retention");
 }
@@ -98,7 +120,9 @@ int main(int argc, char** argv) {
     const auto total =
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::ratio<60>>(options.minutes));
     const Settings settings{total, std::min<Clock::duration>(30s, total / 20), options.held, options.threads,
-                            options.names};
+                            options.names,
+                            std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double, std::ratio<60>>(options.restart_every))};
     Result result;
     result.minutes = options.minutes;
     result.period_s = std::chrono::duration<double>(settings.period).count();

@@ -32,6 +32,10 @@ struct Result {
     CyclerFigures cycles;
     std::vector<Restart> restarts;
     Trend rss, heap, used_memory, keys;
+    // With restarts every few minutes: the first sample a restart window
+    // after the second restart, which the last sample is held to (10 %).
+    Sample after_second_restart{-1};
+    bool after_second_restart_seen = false;
     long keys_after_retention = -1;
     int unlock_failures = 0;
     std::vector<std::string> failures;

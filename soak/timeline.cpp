@@ -56,6 +56,15 @@ void count_losses(Result& result, const std::vector<Clock::time_point>& kills,
     }
 }
 
+std::vector<Clock::time_point> restart_times(Clock::time_point start, const Settings& settings) {
+    if (settings.restart_every <= Clock::duration::zero())
+        return {start + settings.total * 2 / 5, start + settings.total * 7 / 10};
+    std::vector<Clock::time_point> at;
+    for (auto t = start + settings.restart_every; t + restart_window < start + settings.total; t += settings.restart_every)
+        at.push_back(t);
+    return at;
+}
+
 class Timeline {
 public:
     Timeline(dlock::support::RedisServer& server, const Settings& settings, Result& result, Series& series)
@@ -71,10 +80,11 @@ public:
             const auto now = Clock::now();
             const auto figures = pool_.figures();
             note_held_again(now, figures);
-            if (next_restart_ < 2 && now >= restarts_at_[next_restart_]) {
+            if (next_restart_ < restarts_at_.size() && now >= restarts_at_[next_restart_]) {
                 at_kill_ = figures;
                 kills_.push_back(Clock::now());
-                result_.restarts.push_back(restart(server_, next_restart_ == 0, figures.held_now, minutes_since(start_, now)));
+                result_.restarts.push_back(
+                    restart(server_, next_restart_ % 2 == 0, figures.held_now, minutes_since(start_, now)));
                 ++next_restart_;
                 continue;
             }
@@ -111,9 +121,13 @@ private:
         s.busy = cycled.busy;
         result_.samples.push_back(s);
         print_sample(s);
+        if (!result_.after_second_restart_seen && kills_.size() >= 2 && now > kills_[1] + restart_window) {
+            result_.after_second_restart = s;
+            result_.after_second_restart_seen = true;
+        }
         if (now - start_ < settings_.total / 5) return;  // warming up
         series_.add(s);
-        const bool near_restart = std::any_of(std::begin(restarts_at_), std::end(restarts_at_), [&](auto at) {
+        const bool near_restart = std::any_of(restarts_at_.begin(), restarts_at_.end(), [&](auto at) {
             return now > at - restart_window && now < at + restart_window;
         });
         if (!near_restart) pool_.remove_one_behind_its_back();
@@ -146,7 +160,7 @@ private:
     Cyclers cyclers_;
     const Clock::time_point start_ = Clock::now();
     const Clock::time_point end_ = start_ + settings_.total;
-    const Clock::time_point restarts_at_[2] = {start_ + settings_.total * 2 / 5, start_ + settings_.total * 7 / 10};
+    const std::vector<Clock::time_point> restarts_at_ = restart_times(start_, settings_);
     std::size_t next_restart_ = 0;
     HeldPoolFigures at_kill_;
     std::vector<Clock::time_point> kills_;

@@ -1,5 +1,5 @@
-// The soak's timeline against one server: samples every period, the two
-// restarts (at 40 % and 70 % of the run), a held lock's key deleted behind
+// The soak's timeline against one server: samples every period, the
+// restarts (two, at 40 % and 70 % of the run, or one every restart_every), a held lock's key deleted behind
 // the client's back at each sample after the warm-up (not near a restart,
 // whose losses are counted on their own), and watchdogs on every thread.
 #pragma once
@@ -18,6 +18,10 @@ struct Settings {
     int held = 1000;
     int threads = 4;
     int names = 500;
+    // 0: one restart keeping the data at 40 % of the run and one losing it
+    // at 70 %. Otherwise a restart every this often, alternating kinds
+    // (keeps data first), the last at least a restart window before the end.
+    Clock::duration restart_every{};
 };
 
 inline constexpr auto held_lease = std::chrono::seconds(3);

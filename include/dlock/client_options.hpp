@@ -57,7 +57,12 @@ struct ClientOptions {
     // What they bound: memory is only ever allocated for bytes received (an
     // announced array count reserves nothing), so a hostile or broken server
     // can make one connection hold at most about max_string_bytes of
-    // buffered string plus a small multiple of the bytes it actually sent.
+    // buffered string plus a small multiple of the bytes it actually sent
+    // (each element of an array costs about 72 bytes, for 3 to 5 on the
+    // wire). The replies to the lock scripts a hold runs are a few numbers:
+    // they are held to 16 elements and 64 KiB each whatever these limits
+    // say, and one that announces more fails its call with reply_too_large
+    // naming the script (the connection is reset).
     // SIZE_MAX means no limit of dlock's own; lengths hiredis cannot add to
     // without overflow (past 2^63 - 3) and counts past INT_MAX are refused
     // whatever the limits. Running out of memory while reading a reply

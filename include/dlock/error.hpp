@@ -31,7 +31,8 @@ enum class errc {
     command_timeout,        // no reply within command_timeout; the connection is reset
     connection_lost,        // the connection dropped with the command in flight; NOT resent
     protocol_error,         // the server sent bytes that are not RESP
-    reply_too_large,        // a reply exceeded ClientOptions' size limits
+    reply_too_large,        // a reply exceeded ClientOptions' size limits, or a lock script's own
+                            // (a few elements): the message names which; the connection is reset
     server_error,           // an error reply from Redis; the message carries its text
     permission_denied,      // NOPERM: the ACL user may not run this command or key
     wrong_type,             // WRONGTYPE: the key holds another kind of value
@@ -134,7 +135,9 @@ void throw_if(const std::error_code& ec, const std::string& detail = {});
 // Redis's own text for the last error reply that a lock call on this thread
 // reported through a std::error_code& twin (say "OOM command not allowed
 // when used memory > 'maxmemory'." or "NOPERM ..."): an error_code cannot
-// carry text. Empty when that call failed for another reason.
+// carry text. For reply_too_large, dlock's word on which limit the reply
+// went past and what it answered. Empty when that call failed for another
+// reason.
 std::string last_server_error();
 
 }  // namespace dlock

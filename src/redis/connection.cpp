@@ -8,6 +8,7 @@
 
 #include "command_format.hpp"
 #include "dlock/error.hpp"
+#include "reply_limits.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -175,18 +176,19 @@ std::error_code Connection::wait_connected(Clock::time_point deadline) {
 // ---- submitting and writing (any thread) ----
 
 std::error_code Connection::submit(std::string_view formatted, Completion& done, Clock::time_point deadline) {
+    const ReplyLimit limit = reply_limit_of(formatted);
     std::error_code ec;
     auto lock = enter(ec);
     if (ec) return ec;
     switch (state_) {
         case State::ready:
             out_.append(formatted);
-            pending_.push_back(Pending{std::move(done), deadline, {}});
+            pending_.push_back(Pending{std::move(done), deadline, {}, limit});
             flush(lock);
             return {};
         case State::idle:
         case State::connecting:
-            waiting_.push_back(Pending{std::move(done), deadline, std::string(formatted)});
+            waiting_.push_back(Pending{std::move(done), deadline, std::string(formatted), limit});
             return {};
         case State::backoff: return last_error_ ? last_error_ : make_error_code(errc::not_connected);
         case State::closed: return errc::client_closed;
@@ -203,14 +205,15 @@ std::error_code Connection::submit_many(std::span<const std::string_view> format
         case State::ready:
             for (std::size_t i = 0; i < formatted.size(); ++i) {
                 out_.append(formatted[i]);
-                pending_.push_back(Pending{std::move(dones[i]), deadline, {}});
+                pending_.push_back(Pending{std::move(dones[i]), deadline, {}, reply_limit_of(formatted[i])});
             }
             flush(lock);
             return {};
         case State::idle:
         case State::connecting:
             for (std::size_t i = 0; i < formatted.size(); ++i)
-                waiting_.push_back(Pending{std::move(dones[i]), deadline, std::string(formatted[i])});
+                waiting_.push_back(
+                    Pending{std::move(dones[i]), deadline, std::string(formatted[i]), reply_limit_of(formatted[i])});
             return {};
         case State::backoff: return last_error_ ? last_error_ : make_error_code(errc::not_connected);
         case State::closed: return errc::client_closed;
@@ -345,6 +348,9 @@ void Connection::begin_attempt() {
 
 void Connection::connect(std::uint64_t attempt) {
     reader_ = std::make_unique<ReplyReader>(options_.max_string_bytes, options_.max_array_elements);
+    delivered_ = 0;
+    if (mode_ == Mode::request_reply)
+        reader_->limit_replies([this](std::size_t index) { return limit_of_reply(index); });
     stream_ = std::make_shared<Stream>(io_, address_, tls_context_ ? &*tls_context_ : nullptr);
     connect_timer_.expires_after(options_.connect_timeout);
     connect_timer_.async_wait([self = shared_from_this(), attempt](std::error_code ec) {
@@ -435,7 +441,23 @@ bool Connection::check_role(const Reply& reply) {
     std::string role = reply.is_array() && !reply.elements.empty() && reply.elements[0].is_text()
                            ? reply.elements[0].text.substr(0, 32)
                            : std::string("not a master");
-    if (locator_) locator_->not_master(address_);
+    if (locator_) {
+        locator_->not_master(address_);
+        // One sentinel's stale answer is no failure of the deployment: ask
+        // the next sentinels at once, within this attempt, so that what
+        // waits for the connection keeps waiting (up to its deadline)
+        // instead of failing. Each refusal moved the locator on by one
+        // sentinel; after as many refusals as there are sentinels, all had
+        // their turn and the attempt fails.
+        if (++role_refusals_ < locator_->sentinel_count()) {
+            ++attempt_;
+            connect_timer_.cancel();
+            close_stream();
+            attempt_located_ = false;
+            begin_attempt();
+            return false;
+        }
+    }
     fail_attempt(errc::not_master, address_.to_string() + " says its role is '" + role +
                                        "': the sentinels named a server that is not the master; asking them again");
     return false;
@@ -468,6 +490,7 @@ void Connection::master_changed(const ServerAddress& master) {
 void Connection::become_ready() {
     connect_timer_.cancel();
     failed_attempts_ = 0;
+    role_refusals_ = 0;
     const int fd = stream_->direct_write_handle();
     std::unique_lock lock(mutex_);
     if (state_ != State::connecting) return;
@@ -510,6 +533,7 @@ void Connection::fail_attempt(std::error_code ec, const std::string& detail) {
         state_changed_.notify_all();
     }
     ++attempt_;
+    role_refusals_ = 0;
     connect_timer_.cancel();
     close_stream();
     // The server the sentinels named could not be used (refused, silent,
@@ -613,7 +637,31 @@ void Connection::process_replies() {
     replies_.clear();
     while (reader_->next(reply, ec)) replies_.push_back(std::move(reply));
     if (!replies_.empty()) deliver(replies_);
-    if (ec && attempt == attempt_) drop(ec);
+    if (!ec || attempt != attempt_) return;
+    if (auto detail = reader_->limit_detail(); !detail.empty()) drop_over_limit(ec, std::move(detail));
+    else drop(ec);
+}
+
+ReplyLimit Connection::limit_of_reply(std::size_t index) {
+    // Replies come in the order of what was sent: the handshake's, then
+    // pending_'s, of which delivered_ were handed out already.
+    if (index < handshake_.size()) return {};
+    const auto at = index - handshake_.size();
+    std::lock_guard lock(mutex_);
+    if (at < delivered_ || at - delivered_ >= pending_.size()) return {};
+    return pending_[at - delivered_].limit;
+}
+
+void Connection::drop_over_limit(std::error_code ec, std::string detail) {
+    Completion offender;
+    {
+        std::lock_guard lock(mutex_);
+        if (state_ != State::ready || pending_.empty()) return;
+        offender = std::move(pending_.front().done);
+        pending_.pop_front();
+    }
+    ran_cleanly([&] { offender(ec, Reply::make_error(std::move(detail))); });
+    drop(errc::connection_lost);
 }
 
 // A completion or listener that throws does not stop the others of this
@@ -643,6 +691,7 @@ void Connection::deliver(std::vector<Reply>& replies) {
             }
             completions.push_back(std::move(pending_.front().done));
             pending_.pop_front();
+            ++delivered_;
         }
     }
     // Completions run outside the lock: they may submit again (the EVAL

@@ -114,6 +114,7 @@ private:
         Completion done;
         Clock::time_point deadline;
         std::string bytes;  // only while waiting for a connection
+        ReplyLimit limit;   // what its reply may hold (reply_limits.hpp)
     };
     struct HandshakeStep {
         enum class Kind { auth, select, set_name, ping, role } kind;
@@ -138,6 +139,11 @@ private:
     void process_replies();
     void handle_handshake_reply(Reply& reply);
     void deliver(std::vector<Reply>& replies);
+    // The limit of the reply with this index since the reader was made.
+    ReplyLimit limit_of_reply(std::size_t index);
+    // A reply went past its own limit: its command fails with ec and the
+    // reader's detail, those behind it as a lost connection.
+    void drop_over_limit(std::error_code ec, std::string detail);
     void flush(std::unique_lock<std::mutex>& lock);
     void write_from_io_thread();
     void on_write_error(std::uint64_t generation);
@@ -174,8 +180,10 @@ private:
     std::vector<Completion> completions_;
     std::vector<HandshakeStep> handshake_;
     std::size_t handshake_done_ = 0;
+    std::size_t delivered_ = 0;  // replies handed to pending_'s completions since the reader was made
     std::uint64_t attempt_ = 0;
     unsigned failed_attempts_ = 0;
+    std::size_t role_refusals_ = 0;  // servers the sentinels named that ROLE refused, this attempt
     asio::steady_timer connect_timer_;
     asio::steady_timer reconnect_timer_;
     asio::steady_timer tick_timer_;

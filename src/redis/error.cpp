@@ -76,7 +76,7 @@ const std::error_category& error_category() noexcept {
 void throw_if(const std::error_code& ec, const std::string& detail) {
     if (!ec) return;
     std::string text = detail;
-    if (from_server(ec) && !last_server_error_text.empty())
+    if ((from_server(ec) || ec == errc::reply_too_large) && !last_server_error_text.empty())
         text += (text.empty() ? "" : ": ") + last_server_error_text;
     if (text.empty()) throw Error(ec);
     throw Error(ec, text);
@@ -99,7 +99,10 @@ std::optional<LostReason> lost_reason_of(const std::error_code& ec) noexcept {
 
 namespace detail {
 void note_server_error(const std::error_code& ec, const Reply& reply) {
-    if (reply.is_error() && ec && reply.error_code() == ec) last_server_error_text = reply.text;
+    // A reply refused for its size comes with the connection's word on
+    // which limit and what it answered: kept as well, the caller's only clue.
+    if (reply.is_error() && ec && (reply.error_code() == ec || ec == errc::reply_too_large))
+        last_server_error_text = reply.text;
     else last_server_error_text.clear();
 }
 void clear_server_error() { last_server_error_text.clear(); }

@@ -35,6 +35,12 @@ public:
     // reads must be reset.
     bool next(Reply& out, std::error_code& ec);
 
+    // Per-reply limits (FrameCheck::limit_replies): asked as each reply
+    // begins. A reply past its own limit fails with reply_too_large, and
+    // limit_detail() says which limit and what the reply answered.
+    void limit_replies(FrameCheck::LimitOf limit_of) { frames_.limit_replies(std::move(limit_of)); }
+    std::string limit_detail() const { return frames_.limit_detail(); }
+
     struct Limits {
         std::size_t max_string_bytes;
         std::size_t max_array_elements;

@@ -23,9 +23,9 @@ SentinelLocator::SentinelLocator(asio::io_context& io, ServerAddress address, Cl
     : io_(io),
       address_(std::move(address)),
       options_(std::move(options)),
-      sentinels_(address_.endpoints),
       poll_timer_(io) {
-    if (sentinels_.empty()) sentinels_.push_back({address_.host, address_.port});
+    for (const auto& endpoint : address_.endpoints) sentinels_.push_back({endpoint});
+    if (sentinels_.empty()) sentinels_.push_back({{address_.host, address_.port}});
 }
 
 SentinelLocator::~SentinelLocator() = default;
@@ -33,8 +33,8 @@ SentinelLocator::~SentinelLocator() = default;
 ServerAddress SentinelLocator::sentinel_address(std::size_t index) const {
     ServerAddress sentinel;
     sentinel.transport = address_.transport;
-    sentinel.host = sentinels_[index].host;
-    sentinel.port = sentinels_[index].port;
+    sentinel.host = sentinels_[index].endpoint.host;
+    sentinel.port = sentinels_[index].endpoint.port;
     sentinel.username = options_.sentinel_username;
     sentinel.password = options_.sentinel_password;
     return sentinel;
@@ -133,7 +133,7 @@ void SentinelLocator::ask(std::size_t tried) {
 
 void SentinelLocator::on_answer(std::size_t index, std::size_t tried, std::error_code ec, const Reply& reply) {
     if (shut_down_ || !round_under_way_) return;
-    const auto who = endpoint_text(sentinels_[index]);
+    const auto who = endpoint_text(sentinels_[index].endpoint);
     if (!ec && reply.is_array() && reply.elements.size() == 2 && reply.elements[0].is_text() &&
         reply.elements[1].is_text() && plausible_host(reply.elements[0].text)) {
         if (auto port = reported_port(reply.elements[1].text)) {
@@ -142,6 +142,10 @@ void SentinelLocator::on_answer(std::size_t index, std::size_t tried, std::error
             return finish_round({}, {});
         }
     }
+    // A learnt sentinel that is gone (or unreachable from here) would cost
+    // every later round a timeout: it goes when this round ends.
+    if (ec && ec != errc::auth_failed && ec != errc::permission_denied && sentinels_[index].learnt)
+        sentinels_[index].silent = true;
     std::string why;
     if (ec) why = ec.message() + (reply.is_error() && !reply.text.empty() ? " (" + reply.text + ")" : "");
     else if (reply.is_nil()) why = "does not know it";
@@ -153,12 +157,39 @@ void SentinelLocator::on_answer(std::size_t index, std::size_t tried, std::error
 
 void SentinelLocator::finish_round(std::error_code ec, const std::string& detail) {
     round_under_way_ = false;
+    drop_silent();
     auto waiting = std::move(waiting_);
     waiting_.clear();
     const ServerAddress master = master_.value_or(ServerAddress{});
     for (auto& found : waiting) found(ec, master, detail);
     // The sentinel that answers now may not be the one we watch.
     if (!ec && switches_ && switches_index_ != current_) watch_switches();
+}
+
+void SentinelLocator::drop_silent() {
+    if (std::none_of(sentinels_.begin(), sentinels_.end(), [](const Known& k) { return k.silent; })) return;
+    const std::size_t gone = sentinels_.size();  // an index that names no sentinel
+    std::vector<std::size_t> moved(sentinels_.size(), gone);
+    std::vector<Known> kept;
+    for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+        if (sentinels_[i].silent) continue;
+        moved[i] = kept.size();
+        kept.push_back(std::move(sentinels_[i]));
+    }
+    sentinels_ = std::move(kept);  // never empty: the URI's sentinels stay
+    // The sentinel asked first: itself, or the one after it that stayed.
+    std::size_t next = current_;
+    while (next < moved.size() && moved[next] == gone) ++next;
+    current_ = next < moved.size() ? moved[next] : 0;
+    if (query_ && moved[query_index_] == gone) {
+        query_->shutdown();
+        query_.reset();
+    } else if (query_) {
+        query_index_ = moved[query_index_];
+    }
+    if (!switches_) return;
+    if (moved[switches_index_] != gone) switches_index_ = moved[switches_index_];
+    else watch_switches();  // it watched a dropped sentinel: watch the one asked first
 }
 
 void SentinelLocator::set_master(const ServerAddress& master) {
@@ -232,22 +263,29 @@ void SentinelLocator::poll() {
     });
 }
 
-// An array of flat field/value arrays; only "ip" and "port" matter.
+// An array of flat field/value arrays; "ip", "port" and "flags" matter.
+// A sentinel the reporter sees as down or disconnected is not learnt: it
+// would cost a round a timeout.
 void SentinelLocator::learn_sentinels(const Reply& reply) {
     if (!reply.is_array()) return;
     for (const auto& entry : reply.elements) {
         if (!entry.is_array()) continue;
-        std::string_view ip, port_text;
+        std::string_view ip, port_text, flags;
         for (std::size_t i = 0; i + 1 < entry.elements.size(); i += 2) {
             if (entry.elements[i].text == "ip") ip = entry.elements[i + 1].text;
             if (entry.elements[i].text == "port") port_text = entry.elements[i + 1].text;
+            if (entry.elements[i].text == "flags") flags = entry.elements[i + 1].text;
         }
         auto port = reported_port(port_text);
         if (!port || !plausible_host(ip)) continue;
+        if (flags.find("s_down") != std::string_view::npos || flags.find("o_down") != std::string_view::npos ||
+            flags.find("disconnected") != std::string_view::npos)
+            continue;
         ServerAddress::Endpoint endpoint{std::string(ip), *port};
-        if (std::find(sentinels_.begin(), sentinels_.end(), endpoint) != sentinels_.end()) continue;
+        if (std::any_of(sentinels_.begin(), sentinels_.end(), [&](const Known& k) { return k.endpoint == endpoint; }))
+            continue;
         if (sentinels_.size() >= ServerAddress::max_endpoints) return;
-        sentinels_.push_back(std::move(endpoint));
+        sentinels_.push_back({std::move(endpoint), true});
     }
 }
 

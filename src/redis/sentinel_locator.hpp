@@ -6,9 +6,11 @@
 // last one that answered, and the first to name a master wins. The
 // connection then checks with ROLE that the server really is a master, and
 // reports not_master() when it is not (a failover under way: sentinels may
-// lag), when it cannot be reached or refused the handshake, or when a
-// command was answered READONLY; the next attempt asks again, starting with
-// the sentinel after the one that named it.
+// lag; a sentinel partitioned or misconfigured), when it cannot be reached
+// or refused the handshake, or when a command was answered READONLY; the
+// next locate() asks again, starting with the sentinel after the one that
+// named it. A ROLE refusal asks again within the same connect attempt
+// (connection.cpp), up to once per sentinel.
 //
 // Failovers are learnt fast from the +switch-master channel on one
 // sentinel, and also by asking every poll_interval in case that
@@ -18,7 +20,11 @@
 // resent), and the lock layer revalidates its holds.
 //
 // The sentinel list starts from the URI and grows with what the sentinels
-// report (SENTINEL sentinels), up to ServerAddress::max_endpoints.
+// report (SENTINEL sentinels, leaving out those the reporter flags as down
+// or disconnected), up to ServerAddress::max_endpoints. A learnt sentinel
+// that does not answer (refused, silent past the deadline) is dropped once
+// the round ends, so that later rounds do not wait for it again; it is
+// learnt again when a sentinel reports it up. The URI's sentinels are kept.
 //
 // Threads: everything runs on the I/O thread, except start().
 #pragma once
@@ -62,6 +68,8 @@ public:
     // The server at `seen` is not the master (ROLE, READONLY).
     void not_master(const ServerAddress& seen);
     void on_change(ChangeListener listener);
+    // How many sentinels are known now: the URI's and those learnt.
+    std::size_t sentinel_count() const noexcept { return sentinels_.size(); }
 
 private:
     void start_round();
@@ -79,7 +87,15 @@ private:
     asio::io_context& io_;
     const ServerAddress address_;
     const ClientOptions options_;
-    std::vector<ServerAddress::Endpoint> sentinels_;
+    // Drops the learnt sentinels that did not answer this round (between rounds).
+    void drop_silent();
+
+    struct Known {
+        ServerAddress::Endpoint endpoint;
+        bool learnt = false;   // from a report, not the URI
+        bool silent = false;   // learnt, and did not answer this round
+    };
+    std::vector<Known> sentinels_;
     std::size_t current_ = 0;                 // the sentinel asked first
     std::size_t round_first_ = 0;             // the one the round under way began with
     std::shared_ptr<Connection> query_;       // to sentinels_[query_index_]

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <limits>
+#include <vector>
 
 #include "dlock/error.hpp"
 #include "redis/address_checks.hpp"
@@ -135,6 +136,33 @@ void parse_unix_query(std::string_view query, ServerAddress& out) {
     }
 }
 
+std::string endpoint_text(const ServerAddress::Endpoint& endpoint) {
+    const bool ipv6 = endpoint.host.find(':') != std::string::npos;
+    return (ipv6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + std::to_string(endpoint.port);
+}
+
+// A redis:// URI names one server: "a:1,b:2" would otherwise read as one
+// host with two colons, and be refused as an unbracketed IPv6 address.
+// Says what the list is instead: a server named twice, or several servers
+// where one is meant.
+[[noreturn]] void refuse_host_list(std::string_view authority, std::uint16_t default_port) {
+    std::vector<ServerAddress::Endpoint> named;
+    for (std::size_t from = 0;;) {
+        auto comma = authority.find(',', from);
+        auto endpoint = parse_host_port(authority.substr(from, comma - from), default_port);
+        for (const auto& earlier : named)
+            if (earlier.host == endpoint.host && earlier.port == endpoint.port)
+                throw ParseError{"the master " + endpoint_text(endpoint) +
+                                 " is named twice: a redis:// URI names one server, and a master counts once"};
+        named.push_back(std::move(endpoint));
+        if (comma == std::string_view::npos) break;
+        from = comma + 1;
+    }
+    throw ParseError{"a redis:// URI names one server, not the list '" + std::string(authority) +
+                     "': give one URI per master (redis://" + endpoint_text(named[0]) + ",redis://" +
+                     endpoint_text(named[1]) + ") for a Redlock, or redis-sentinel:// for sentinels"};
+}
+
 // [userinfo@]host[:port][/db], or with `many` a comma-separated list of
 // host[:port] (the first also goes to out.host and out.port).
 void parse_hosts_and_db(std::string_view rest, ServerAddress& out, std::uint16_t default_port, bool many) {
@@ -146,6 +174,7 @@ void parse_hosts_and_db(std::string_view rest, ServerAddress& out, std::uint16_t
         authority = authority.substr(at + 1);
     }
     if (!many) {
+        if (authority.find(',') != std::string_view::npos) refuse_host_list(authority, default_port);
         auto endpoint = parse_host_port(authority, default_port);
         out.host = std::move(endpoint.host);
         out.port = endpoint.port;

@@ -99,6 +99,17 @@ TEST(CliConventions, GlobalOptionsMayComeAfterTheCommand) {
     EXPECT_NE(f.err.find("one two"), std::string::npos) << f.err;
 }
 
+TEST(CliConventions, AMasterRepeatedInOneUrlIsNamedAsSuch) {
+    // No server is needed: the URL is refused before any connection.
+    auto f = dlock_cli({"--url", "redis://127.0.0.1:7,127.0.0.1:7", "run", "k", "--", "true"});
+    EXPECT_EQ(f.code, 64) << f.err;
+    EXPECT_NE(f.err.find("the master 127.0.0.1:7 is named twice"), std::string::npos) << f.err;
+    EXPECT_EQ(f.err.find("IPv6"), std::string::npos) << f.err;
+    f = dlock_cli({"--url", "redis://127.0.0.1:7,127.0.0.1:8", "run", "k", "--", "true"});
+    EXPECT_EQ(f.code, 64) << f.err;
+    EXPECT_NE(f.err.find("redis://127.0.0.1:7,redis://127.0.0.1:8"), std::string::npos) << f.err;
+}
+
 TEST(CliConventions, DashHIsHelpButAHostAfterItIsAUsageError) {
     for (const char* host : {"localhost", "redis.internal", "10.0.0.7", "6379", "127.0.0.1:6379", "redis", "redis1"}) {
         auto f = dlock_cli({"-h", host, "run", "k", "--", "true"});

@@ -11,6 +11,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "redis/sentinel_locator.hpp"
 #include "acquirable.hpp"
 #include "eventually.hpp"
 #include "scripted_server.hpp"
@@ -26,6 +27,28 @@ namespace {
 std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// A scripted sentinel: answers the handshake, SUBSCRIBE and other SENTINEL
+// questions plainly, and get-master-addr-by-name with master_answer (raw RESP).
+dlock::support::ScriptedServer::Handler fake_sentinel(std::string master_answer) {
+    using dlock::support::ScriptedServer;
+    return [master_answer = std::move(master_answer)](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        if (command[0] == "SUBSCRIBE" && command.size() == 2)
+            return ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[1]), ":1\r\n"});
+        if (command[0] == "SENTINEL" && command.size() == 3 && command[1] == "get-master-addr-by-name")
+            return master_answer;
+        if (command[0] == "SENTINEL") return "*0\r\n";
+        return "-ERR unknown command\r\n";
+    };
+}
+
+std::string address_reply(std::uint16_t port) {
+    using dlock::support::ScriptedServer;
+    return ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ScriptedServer::bulk(std::to_string(port))});
+}
 
 }  // namespace
 
@@ -183,17 +206,7 @@ TEST(Sentinel, ASentinelNamingAnUnusableMasterIsPassedOver) {
     SentinelDeployment deployment({.replicas = 0});
     const auto closed = std::to_string(dlock::support::free_port());
     using dlock::support::ScriptedServer;
-    ScriptedServer liar([&](const std::vector<std::string>& command) -> std::string {
-        if (command.empty()) return "-ERR empty\r\n";
-        if (command[0] == "PING") return "+PONG\r\n";
-        if (command[0] == "CLIENT") return "+OK\r\n";
-        if (command[0] == "SUBSCRIBE" && command.size() == 2)
-            return ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[1]), ":1\r\n"});
-        if (command[0] == "SENTINEL" && command.size() == 3 && command[1] == "get-master-addr-by-name")
-            return ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ScriptedServer::bulk(closed)});
-        if (command[0] == "SENTINEL") return "*0\r\n";
-        return "-ERR unknown command\r\n";
-    });
+    ScriptedServer liar(fake_sentinel(address_reply(static_cast<std::uint16_t>(std::stoi(closed)))));
     std::string uri = "redis-sentinel://127.0.0.1:" + std::to_string(liar.port());
     for (auto port : deployment.sentinel_ports()) uri += ",127.0.0.1:" + std::to_string(port);
     dlock::Client client(uri + "#mymaster", {.connect_timeout = 500ms, .command_timeout = 1000ms});
@@ -210,6 +223,40 @@ TEST(Sentinel, ASentinelNamingAnUnusableMasterIsPassedOver) {
         15s));
     EXPECT_LT(seconds_since(started), 15.0);
     EXPECT_GE(liar.count("SENTINEL"), 1);  // it was asked, and named the closed port
+    lock.unlock();
+}
+
+// A sentinel that still names a replica as the master (partitioned, or
+// misconfigured), listed first: the ROLE check passes it over within the
+// same round of asking, the next sentinel names the real master, and the
+// first lock attempt succeeds there. The sentinel that answered well is
+// asked first from then on.
+TEST(Sentinel, AStaleSentinelListedFirstIsPassedOverWithinOneRound) {
+    SentinelDeployment deployment({.replicas = 1});
+    auto& replica = *deployment.data_nodes()[1];
+    ASSERT_TRUE(eventually([&] { return replica.cli({"ROLE"}).rfind("slave", 0) == 0; }, 5s));
+    using dlock::support::ScriptedServer;
+    ScriptedServer stale(fake_sentinel(address_reply(replica.port())));
+    std::string uri = "redis-sentinel://127.0.0.1:" + std::to_string(stale.port());
+    for (auto port : deployment.sentinel_ports()) uri += ",127.0.0.1:" + std::to_string(port);
+    dlock::Client client(uri + "#mymaster",
+                         {.connect_timeout = 500ms, .command_timeout = 2000ms, .sentinel_poll_interval = 100ms});
+    auto lock = client.lock("stale-sentinel");
+    bool taken = false;
+    std::string error;
+    try {
+        taken = lock.try_lock_for(5s);
+    } catch (const dlock::Error& e) {
+        error = e.what();
+    }
+    ASSERT_TRUE(taken) << error;
+    EXPECT_EQ(deployment.current_master().cli({"EXISTS", key_of("stale-sentinel")}), "1");
+    EXPECT_GE(stale.count("SENTINEL"), 1);  // it was asked first, and named the replica
+    // From now on the sentinel that answered well is asked first: the stale
+    // one hears no more questions while the others answer.
+    const int asked = stale.count("SENTINEL");
+    std::this_thread::sleep_for(1500ms);  // ~15 polls
+    EXPECT_EQ(stale.count("SENTINEL"), asked);
     lock.unlock();
 }
 
@@ -269,4 +316,77 @@ TEST(Sentinel, TheSentinelListGrowsWithWhatTheSentinelsReport) {
         10s))
         << ec.message();
     EXPECT_EQ(deployment.node_on_port(new_port).cli({"GET", "k"}), "2");
+}
+
+// Learnt sentinels that stop answering are dropped when the round that
+// found them silent ends; a sentinel the reporter flags as down is not
+// learnt. Rounds that start anywhere in the list then never wait for them.
+TEST(Sentinel, LearntSentinelsThatStopAnsweringAreDropped) {
+    using dlock::support::ScriptedServer;
+    // Silent: answers the handshake, then nothing (a hung or cut-off sentinel).
+    std::atomic<int> silent_asked{0};  // for the master
+    ScriptedServer silent([&](const std::vector<std::string>& command) -> std::string {
+        if (command.size() == 3 && command[1] == "get-master-addr-by-name") ++silent_asked;
+        if (!command.empty() && command[0] == "PING") return "+PONG\r\n";
+        if (!command.empty() && command[0] == "CLIENT") return "+OK\r\n";
+        return "";
+    });
+    ScriptedServer good(fake_sentinel(address_reply(6390)));
+    ScriptedServer flagged_down(fake_sentinel("$-1\r\n"));
+    auto entry = [](std::uint16_t port, const std::string& flags) {
+        return ScriptedServer::array({ScriptedServer::bulk("ip"), ScriptedServer::bulk("127.0.0.1"),
+                                      ScriptedServer::bulk("port"), ScriptedServer::bulk(std::to_string(port)),
+                                      ScriptedServer::bulk("flags"), ScriptedServer::bulk(flags)});
+    };
+    // The URI's sentinel does not know the master; it reports the others
+    // (the silent one as down once its peers noticed, as Sentinel does).
+    ScriptedServer first([&](const std::vector<std::string>& command) -> std::string {
+        if (command.size() == 3 && command[0] == "SENTINEL" && command[1] == "sentinels")
+            return ScriptedServer::array({entry(silent.port(), silent_asked > 0 ? "s_down,sentinel" : "sentinel"),
+                                          entry(good.port(), "sentinel"),
+                                          entry(flagged_down.port(), "s_down,sentinel,disconnected")});
+        return fake_sentinel("$-1\r\n")(command);
+    });
+
+    dlock::ServerAddress address = dlock::ServerAddress::parse(
+        "redis-sentinel://127.0.0.1:" + std::to_string(first.port()) + "#mymaster");
+    dlock::ClientOptions options{.connect_timeout = 300ms, .command_timeout = 300ms, .sentinel_poll_interval = 20ms};
+    asio::io_context io;
+    auto work = asio::make_work_guard(io);
+    std::thread io_thread([&] { io.run(); });
+    auto locator = std::make_shared<dlock::detail::SentinelLocator>(io, address, options);
+    auto on_io = [&](auto body) {
+        std::promise<decltype(body())> result;
+        asio::post(io, [&] { result.set_value(body()); });
+        return result.get_future().get();
+    };
+    locator->start();
+    // Learnt: the silent one and the good one, not the one flagged down.
+    EXPECT_TRUE(eventually([&] { return on_io([&] { return locator->sentinel_count(); }) == 3; }, 5s));
+    // Rounds starting from every place in the list (not_master moves the
+    // start on by one): the silent sentinel is asked once, then dropped.
+    int rounds_that_waited = 0;
+    for (int round = 0; round < 8; ++round) {
+        const auto started = Clock::now();
+        std::promise<std::error_code> found;
+        asio::post(io, [&] {
+            locator->locate([&](std::error_code ec, const dlock::ServerAddress&, const std::string&) { found.set_value(ec); });
+        });
+        EXPECT_FALSE(found.get_future().get());
+        if (Clock::now() - started >= 250ms) ++rounds_that_waited;
+        on_io([&] {
+            locator->not_master(address.node("127.0.0.1", 6390));
+            return 0;
+        });
+    }
+    EXPECT_EQ(silent_asked, 1);
+    EXPECT_LE(rounds_that_waited, 1);
+    EXPECT_EQ(on_io([&] { return locator->sentinel_count(); }), 2u);
+    EXPECT_EQ(flagged_down.count("SENTINEL"), 0);
+    on_io([&] {
+        locator->shutdown();
+        return 0;
+    });
+    work.reset();
+    io_thread.join();
 }

@@ -6,18 +6,23 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <string>
 
+#include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "redis/reply_reader.hpp"
+#include "scripted_server.hpp"
 
 namespace {
 
-std::size_t live_bytes = 0;
-std::size_t peak_bytes = 0;
-long allocations_until_failure = -1;  // -1: never fail
+// Atomic: the client test below allocates on its own threads too.
+std::atomic<std::size_t> live_bytes{0};
+std::atomic<std::size_t> peak_bytes{0};
+std::atomic<long> allocations_until_failure{-1};  // -1: never fail
 
 // A regression that reserves by the announced count fails here, not by
 // exhausting the machine's memory.
@@ -28,8 +33,9 @@ void* allocate(std::size_t size) {
     if (allocations_until_failure > 0) --allocations_until_failure;
     void* p = std::malloc(size ? size : 1);
     if (!p) throw std::bad_alloc();
-    live_bytes += malloc_usable_size(p);
-    peak_bytes = std::max(peak_bytes, live_bytes);
+    const auto now = live_bytes += malloc_usable_size(p);
+    for (auto peak = peak_bytes.load(); now > peak && !peak_bytes.compare_exchange_weak(peak, now);) {
+    }
     return p;
 }
 
@@ -57,7 +63,7 @@ TEST(ReplyReaderAllocation, AnnouncedArrayCountsCostNothingUntilElementsArrive) 
     for (int level = 0; level < 7; ++level) bytes += "*16777216\r\n";
     bytes += ":1\r\n:2\r\n";
     const std::size_t before = live_bytes;
-    peak_bytes = live_bytes;
+    peak_bytes = before;
     {
         ReplyReader reader(std::size_t{512} << 20, limit);
         reader.feed(bytes.data(), bytes.size());
@@ -99,4 +105,53 @@ TEST(ReplyReaderAllocation, FailedAllocationWhileBuildingAReplyIsAnError) {
         }
     }
     EXPECT_TRUE(completed);
+}
+
+// A server that answers a lock script with 2 Mi nils (10 MB on the wire,
+// within the client's max_array_elements): a lock script's reply is a few
+// numbers, so the reply is refused from its header. The call fails with
+// reply_too_large naming the script, the connection is reset, and the
+// client holds next to nothing for it (it used to build every nil: about
+// 150 MB and more).
+TEST(ReplyReaderAllocation, AHugeReplyToALockScriptIsRefusedFromItsHeader) {
+    using dlock::support::ScriptedServer;
+    constexpr std::size_t nils = std::size_t{2} << 20;
+    std::atomic<int> scripts_answered{0};
+    // Made before the count starts: the server runs in this process.
+    std::string hostile = "*" + std::to_string(nils) + "\r\n";
+    for (std::size_t i = 0; i < nils; ++i) hostile += "$-1\r\n";
+    ScriptedServer server([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT" || command[0] == "SUBSCRIBE") return "+OK\r\n";
+        if (command[0] == "EVALSHA" || command[0] == "EVAL") {
+            ++scripts_answered;
+            return hostile;
+        }
+        return "-ERR unknown command\r\n";
+    });
+    dlock::Client client("redis://127.0.0.1:" + std::to_string(server.port()),
+                         {.command_timeout = std::chrono::seconds(5)});
+    client.wait_connected();
+    auto lock = client.lock("hostile");
+    const std::size_t before = live_bytes;
+    peak_bytes = before;
+    std::error_code ec;
+    std::string what;
+    try {
+        static_cast<void>(lock.try_lock());
+    } catch (const dlock::Error& e) {
+        ec = e.code();
+        what = e.what();
+    }
+    const std::size_t grew = peak_bytes - before;
+    EXPECT_EQ(ec, dlock::errc::reply_too_large) << what;
+    EXPECT_NE(what.find("lock script 'acquire'"), std::string::npos) << what;
+    EXPECT_NE(what.find("more than its limit of 16"), std::string::npos) << what;
+    EXPECT_GE(scripts_answered, 1);
+    // What the call cost, whatever the server sent: the server's own copy
+    // of its reply (it runs in this process), and for the client far below
+    // one element per nil (72 bytes x 2 Mi = 150 MB).
+    EXPECT_LT(grew, hostile.size() + (std::size_t{4} << 20))
+        << "bytes held for a reply of " << hostile.size() << " bytes sent";
 }

@@ -271,3 +271,52 @@ TEST(ReplyReader, LimitsNearSizeMaxNeitherWrapNorOverflow) {
         EXPECT_EQ(r.elements.at(0).integer, 5);
     }
 }
+
+// Per-reply limits follow reply boundaries through nesting, strings and
+// nils: the limit asked for reply N is applied to reply N only, and a reply
+// past its limit fails from the header that crossed it, after the replies
+// before it were handed out.
+TEST(ReplyReader, EachReplyIsHeldToItsOwnLimit) {
+    const std::string bytes = "*2\r\n$3\r\nabc\r\n*1\r\n$-1\r\n"  // reply 0: 3 elements at two depths
+                              "+OK\r\n"                         // reply 1
+                              "*2\r\n:1\r\n*-1\r\n"             // reply 2: 2 elements
+                              "*2\r\n*2\r\n:1\r\n:2\r\n:3\r\n"; // reply 3: 4 elements
+    std::vector<std::size_t> asked;
+    auto limit_of = [&](std::size_t index) {
+        asked.push_back(index);
+        dlock::detail::ReplyLimit limit;
+        if (index != 1) limit.max_elements = 3;
+        limit.what = "test";
+        return limit;
+    };
+    for (std::size_t chunk : {bytes.size(), std::size_t{1}}) {  // at once, and byte by byte
+        asked.clear();
+        ReplyReader reader(big, big);
+        reader.limit_replies(limit_of);
+        for (std::size_t at = 0; at < bytes.size(); at += chunk)
+            reader.feed(bytes.data() + at, std::min(chunk, bytes.size() - at));
+        std::error_code ec;
+        auto replies = read_all(reader, ec);
+        ASSERT_EQ(replies.size(), 3u) << chunk;
+        EXPECT_EQ(replies[0].elements[1].elements.size(), 1u);
+        EXPECT_EQ(replies[1].text, "OK");
+        EXPECT_EQ(replies[2].elements.size(), 2u);
+        EXPECT_EQ(ec, dlock::errc::reply_too_large) << chunk;
+        EXPECT_EQ(asked, (std::vector<std::size_t>{0, 1, 2, 3})) << chunk;
+        EXPECT_NE(reader.limit_detail().find("the reply to test holds at least 4 elements, more than its limit of 3"),
+                  std::string::npos)
+            << reader.limit_detail();
+    }
+    // Bytes: a string is refused from its header when its payload would
+    // take the reply past the limit.
+    ReplyReader reader(big, big);
+    reader.limit_replies([](std::size_t) { return dlock::detail::ReplyLimit{SIZE_MAX, 64, "bytes test"}; });
+    const std::string strings = "$10\r\n0123456789\r\n$100\r\n";
+    reader.feed(strings.data(), strings.size());
+    std::error_code ec;
+    auto replies = read_all(reader, ec);
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_EQ(ec, dlock::errc::reply_too_large);
+    EXPECT_NE(reader.limit_detail().find("108 bytes, more than its limit of 64"), std::string::npos)
+        << reader.limit_detail();
+}

@@ -142,6 +142,25 @@ TEST(ServerAddress, HostListsAreBounded) {
     EXPECT_NE(reason.find("more than 64 hosts"), std::string::npos) << reason;
 }
 
+TEST(ServerAddress, AServerListInARedisUriSaysWhatIsWrong) {
+    std::error_code ec;
+    std::string reason;
+    ServerAddress::parse("redis://127.0.0.1:7001,127.0.0.1:7001", ec, &reason);
+    EXPECT_EQ(ec, dlock::errc::invalid_uri);
+    EXPECT_NE(reason.find("the master 127.0.0.1:7001 is named twice"), std::string::npos) << reason;
+    EXPECT_EQ(reason.find("IPv6"), std::string::npos) << reason;
+
+    ServerAddress::parse("redis://:pw@a:1,[::1]:2/3", ec, &reason);
+    EXPECT_EQ(ec, dlock::errc::invalid_uri);
+    EXPECT_NE(reason.find("give one URI per master (redis://a:1,redis://[::1]:2)"), std::string::npos) << reason;
+    EXPECT_EQ(reason.find("pw"), std::string::npos) << reason;
+
+    // A bad host in the list is reported as itself.
+    ServerAddress::parse("redis://a:1,b:x", ec, &reason);
+    EXPECT_EQ(ec, dlock::errc::invalid_uri);
+    EXPECT_NE(reason.find("port 'x' is not a number"), std::string::npos) << reason;
+}
+
 class MalformedUri : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MalformedUri, IsRejectedWithReason) {
