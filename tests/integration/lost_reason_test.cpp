@@ -150,7 +150,7 @@ TEST(LostReason, TakenOverAfterARestartWithoutPersistence) {
     options.reconnect_backoff_max = 50ms;
     dlock::Client client(server.uri(), options);
     Told told;
-    auto lock = client.lock("restarted", {.lease = 3s, .on_lost = told.callback()});
+    auto lock = client.lock("restarted", {.lease = 10s, .on_lost = told.callback()});
     lock.lock();
     server.restart();
     ASSERT_EQ(server.cli({"EXISTS", key_of("restarted")}), "0");
