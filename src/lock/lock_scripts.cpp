@@ -8,13 +8,13 @@
 namespace dlock::detail {
 namespace {
 
-// The scripts a hold runs answer with a few numbers (and force_release with
-// an owner): a reply to one of them that announces more is refused from its
-// header, so a hostile server cannot make a lock call build a large reply.
-// The inspect scripts list waiters and readers: they keep the client's
-// limits only.
+// The scripts a hold runs answer with a few numbers: a reply to one of them
+// that announces more is refused from its header, so a hostile server cannot
+// make a lock call build a large reply. The inspect and force-release
+// scripts list waiters, readers and permits (three elements per hold broken):
+// they keep the client's limits only.
 constexpr std::string_view small_reply_scripts[] = {
-    "acquire",          "release",           "renew",           "force_release",     "raise_fence",
+    "acquire",          "release",           "renew",           "raise_fence",
     "hand_off",         "line_refresh",      "line_leave",      "confirm_grant",     "semaphore_acquire",
     "semaphore_release", "semaphore_renew",  "semaphore_set_limit", "rw_write_acquire", "rw_write_withdraw",
     "rw_read_acquire",  "rw_read_release",   "rw_read_renew"};

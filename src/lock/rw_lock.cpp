@@ -85,7 +85,7 @@ HoldCall RwLockCore::acquire_call(RwSide side, const std::string& owner, std::st
                 {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, OwnerIds::holder_label()}};
     return {&rw_read_acquire_script(),
             {keys.lock, keys.fence(), keys.readers(), keys.reader_state(), keys.waiting_writers(),
-             keys.read_tombstone(owner), keys.semaphore_permits(), keys.semaphore_waiters()},
+             keys.read_tombstone(owner), keys.semaphore_permits(), keys.semaphore_waiters(), keys.places()},
             {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, prefer_readers_ ? "1" : "0"}};
 }
 

@@ -70,10 +70,11 @@ struct SemaphoreIdentity : LockIdentity {
     ClientCore::Args acquire_keys_args() const { return {views.data(), views.size()}; }
 
     SemaphoreKeys semaphore_keys;
-    std::array<std::string_view, 8> views{semaphore_keys.all[0],         semaphore_keys.all[1],
+    std::array<std::string_view, 9> views{semaphore_keys.all[0],         semaphore_keys.all[1],
                                           semaphore_keys.all[2],         semaphore_keys.all[3],
                                           semaphore_keys.all[4],         semaphore_keys.all[5],
-                                          semaphore_keys.other_kinds[0], semaphore_keys.other_kinds[1]};
+                                          semaphore_keys.other_kinds[0], semaphore_keys.other_kinds[1],
+                                          semaphore_keys.other_kinds[2]};
     unsigned limit;   // SemaphoreOptions::limit
     bool set_limit;   // SemaphoreOptions::set_limit
     std::chrono::milliseconds waiter_lease;

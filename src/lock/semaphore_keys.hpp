@@ -17,16 +17,22 @@ struct SemaphoreKeys {
         : permits("dlock:sem:{" + key_tag(name) + "}"),
           all{permits, permits + ":state", permits + ":queue", permits + ":waiters", permits + ":done",
               permits + ":ch"},
-          other_kinds{"dlock:{" + key_tag(name) + "}", "dlock:{" + key_tag(name) + "}:readers"} {}
+          other_kinds{other_kinds_of(LockKeys(name))} {}
 
     std::string permits;  // zset permit id -> server-time end of its lease
     // KEYS[1..6] of every semaphore script: permits, state, queue, waiter
     // deadlines, done, channel.
     std::array<std::string, 6> all;
     const std::string& channel() const noexcept { return all[5]; }
-    // KEYS[7..8] of semaphore_acquire.lua: the lock hash and the readers of
-    // a Lock or RwLock of this name (LockKeys), which it must not be at once.
-    std::array<std::string, 2> other_kinds;
+    // KEYS[7..9] of semaphore_acquire.lua: the lock hash, the readers and
+    // the fair line's places of a Lock or RwLock of this name (LockKeys),
+    // which it must not be at once.
+    std::array<std::string, 3> other_kinds;
+
+private:
+    static std::array<std::string, 3> other_kinds_of(const LockKeys& lock) {
+        return {lock.lock, lock.readers(), lock.places()};
+    }
 };
 
 }  // namespace dlock::detail

@@ -3,6 +3,8 @@
 -- KEYS[4] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token}
 -- KEYS[5] waiting writers: sorted set writer -> server-time deadline (ms)   KEYS[6] the owner's read tombstone
 -- KEYS[7] semaphore permits   KEYS[8] semaphore waiters: a semaphore of this name (prelude.lua, other_kind)
+-- KEYS[9] the places of a fair lock's line on this name: a live place is a writer to come (its
+--   waiter may be granted the lock at its next refresh), so a reader waits for it as for a writer
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'fresh' or 'reenter'
 -- ARGV[5] retention ms   ARGV[6] '1': readers first (waiting writers are not waited for); '0': writers first
 -- A reader is granted when nobody else holds the write side and (writers first) no writer is
@@ -46,7 +48,8 @@ else
   elseif not writer and not reading then
     local refusal = other_kind(nil, KEYS[7], KEYS[8])
     if refusal then return refusal end
-    if ARGV[6] ~= '1' then wait = first_deadline_in(KEYS[5], now, nil) end
+    wait = first_deadline_in(KEYS[9], now, nil)
+    if not wait and ARGV[6] ~= '1' then wait = first_deadline_in(KEYS[5], now, nil) end
   end
   if wait then
     raise_tombstone(KEYS[6], ARGV[3], ARGV[5])

@@ -1,6 +1,6 @@
 -- Take k permits, or wait in line for them.
--- KEYS as in the prelude, then KEYS[7] lock hash and KEYS[8] readers of a Lock or RwLock of this
--- name (lock_keys.hpp): one name is one resource, looked at only when the semaphore has nothing
+-- KEYS as in the prelude, then KEYS[7] lock hash, KEYS[8] readers and KEYS[9] the fair line's
+-- places of a Lock or RwLock of this name (lock_keys.hpp): one name is one resource, looked at only when the semaphore has nothing
 -- on the server (no permit, nobody in line), so a busy semaphore pays nothing for it.
 -- ARGV[1] permit id (ends '#k')   ARGV[2] k   ARGV[3] lease ms   ARGV[4] the limit, set if the
 -- semaphore has none yet   ARGV[5] 'try' (never queue) or 'wait'   ARGV[6] waiter lease ms
@@ -19,11 +19,14 @@ local now = now_ms()
 local id, k = ARGV[1], tonumber(ARGV[2])
 local lease, waiter_lease, retention = tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
 prune(now, retention)
-if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 and redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 then
-  -- The lock hash lives exactly as long as its lease; readers may have expired in their set.
-  if redis.call('EXISTS', KEYS[7]) == 1 or redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf') > 0 then
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9]) > 0 then
+  -- The lock hash lives exactly as long as its lease; readers and places in a fair lock's line
+  -- may have expired in their sets. A live place is a lock too: its waiter may be granted the
+  -- lock at its next refresh, whoever else took the free name meanwhile.
+  local lock_live = redis.call('EXISTS', KEYS[7]) == 1 or redis.call('ZCOUNT', KEYS[9], '(' .. now, '+inf') > 0
+  if lock_live or redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf') > 0 then
     local what = 'a lock'
-    if redis.call('EXISTS', KEYS[7]) == 0 then what = 'a read-write lock (readers hold it)' end
+    if not lock_live then what = 'a read-write lock (readers hold it)' end
     return redis.error_reply('DLOCK_KIND the name is held as ' .. what .. '; take it as one, or use another name')
   end
 end

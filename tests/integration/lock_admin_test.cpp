@@ -225,3 +225,50 @@ TEST(LockAdmin, ASemaphoreWithAnotherLimitIsRefusedUnlessItSetsTheLimit) {
     second.release();
     EXPECT_TRUE(one.try_acquire());
 }
+
+// A fair lock's waiter keeps a live place in line while the name is free (its
+// holder's lease ran out); its next refresh may grant it the lock. Until then
+// the name is live as a lock: a semaphore is refused and a reader waits, so
+// that the grant never lands beside a permit or a read hold.
+TEST(LockAdmin, AFairWaitersPlaceKeepsTheNameALock) {
+    RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri()), other(server.uri());
+    dlock::FairLock holder(holder_client, "fl", {.lease = 60s, .ownership = dlock::Ownership::handle});
+    dlock::FairLock waiter(waiter_client, "fl",
+                           {.lease = 30s, .ownership = dlock::Ownership::handle, .waiter_lease = 1500ms});
+    ASSERT_TRUE(holder.try_lock());
+    auto waited = std::async(std::launch::async, [&] { return waiter.try_lock_for(20s); });
+    ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"ZCARD", "dlock:{fl}:places"}) == "1"; }, 10s));
+    // The holder's lease ends without a release: the state its crash leaves.
+    server.cli({"DEL", "dlock:{fl}"});
+    dlock::Semaphore pool(other, "fl", {.limit = 1});
+    EXPECT_EQ(code_of([&] { (void)pool.try_acquire(); }), dlock::errc::kind_mismatch);
+    dlock::RwLock reader(other, "fl", {.ownership = dlock::Ownership::handle});
+    EXPECT_FALSE(reader.try_lock_shared());
+    ASSERT_TRUE(waited.get()) << "the waiter in line was not granted the free name";
+    EXPECT_EQ(server.cli({"ZCARD", "dlock:sem:{fl}"}), "0");
+    EXPECT_EQ(server.cli({"ZCARD", "dlock:{fl}:readers"}), "0");
+    waiter.unlock();
+}
+
+// Breaking more holds than a lock script's small reply would carry (three
+// elements per hold) is answered in full.
+TEST(LockAdmin, ManyReadersAreBrokenAndReportedInOneCall) {
+    RedisServer server;
+    dlock::Client holder(server.uri()), admin(server.uri());
+    std::vector<std::unique_ptr<dlock::RwLock>> readers;
+    for (int i = 0; i < 8; ++i) {
+        readers.push_back(std::make_unique<dlock::RwLock>(
+            holder, "many", dlock::RwLockOptions{.lease = 30s, .ownership = dlock::Ownership::handle}));
+        ASSERT_TRUE(readers.back()->try_lock_shared());
+    }
+    auto refused = dlock::force_release(admin, "many", {});
+    EXPECT_TRUE(refused.refused);
+    EXPECT_EQ(refused.would_break.size(), 8u);
+    auto all = dlock::force_release(admin, "many", {.all = true});
+    EXPECT_EQ(all.broken.size(), 8u);
+    for (auto& reader : readers) {
+        EXPECT_TRUE(heard_soon(reader->shared_lost_token()));
+        EXPECT_EQ(reader->shared_lost_reason(), dlock::LostReason::revoked);
+    }
+}
