@@ -281,11 +281,14 @@ def server_capacity(server, quick):
     names = 10000
     given(names, held=False)
     # The keys and arguments the library sends (lock, fence, the owner's
-    # tombstone; owner, lease, operation id, mode, retention, token floor, holder).
+    # tombstone, the other kinds' keys: readers, semaphore permits and waiters;
+    # owner, lease, operation id, mode, retention, token floor, holder).
     before = server_usage(server)
     acquire = redis_benchmark(server.port, n, names, [
-        "EVALSHA", scripts["acquire"], "3", "dlock:{__rand_int____rand_int__}", "dlock:{__rand_int__}:fence",
-        "dlock:{__rand_int__}:done:owner", "owner", "30000", "1", "fresh", "600000", "1", "host=bench pid=1 thread=1"])
+        "EVALSHA", scripts["acquire"], "6", "dlock:{__rand_int____rand_int__}", "dlock:{__rand_int__}:fence",
+        "dlock:{__rand_int__}:done:owner", "dlock:{__rand_int__}:readers", "dlock:sem:{__rand_int__}",
+        "dlock:sem:{__rand_int__}:waiters", "owner", "30000", "1", "fresh", "600000", "1",
+        "host=bench pid=1 thread=1"])
     acquire_cost = server_cost(before, server_usage(server), n, prefix="")
     given(10 * n, held=True)
     before = server_usage(server)
