@@ -128,7 +128,8 @@ void check_revocation(std::string_view payload) {
     const auto notice = read_revocation(payload);
     if (!notice) return;
     // Every part comes from the notice itself, in order.
-    const std::string head = "revoked " + std::string(notice->owner) + " ";
+    const std::string head =
+        (notice->reader ? "revoked-read " : "revoked ") + std::string(notice->owner) + " ";
     // The key carries the name's tag (lock_keys.hpp), which encodes back to the same bytes.
     const std::string tail = "dlock:{" + dlock::detail::key_tag(notice->name) + "}";
     FUZZ_CHECK(payload.substr(0, head.size()) == head);
