@@ -1,5 +1,7 @@
 #include "hold_steps.hpp"
 
+#include "hold/outage.hpp"
+
 #include "dlock/error.hpp"
 #include "hold/retried_call.hpp"
 #include "redis/server_error_text.hpp"
@@ -45,15 +47,47 @@ std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const Lo
     return hold;
 }
 
-bool apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold, const Reentry& reentry,
-                   LockClock::time_point sent, std::chrono::milliseconds lease, bool& lost, bool& give_back,
-                   std::error_code& ec) {
+AttemptResult read_attempt(const ScriptAnswer& answer, std::error_code& ec, FreshAcquire& fresh,
+                           const std::function<bool(const Grant&)>& record) {
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return AttemptResult::failed(transient_failure(answer.ec, answer.reply));
+    }
+    fresh = read_fresh_acquire(answer.reply);
+    switch (fresh.kind) {
+        case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return AttemptResult::failed();
+        // Until the holder's lease must have ended (a holder that died releases nothing).
+        case FreshAcquire::Kind::busy: return AttemptResult::busy(fresh.lease_left + std::chrono::milliseconds(1));
+        // A resent copy of an attempt whose first copy was answered busy,
+        // and the lock is free now: that operation may not grant any more.
+        // A new attempt (a new operation id) may.
+        case FreshAcquire::Kind::stale_operation: return AttemptResult::busy(std::chrono::milliseconds(2));
+        case FreshAcquire::Kind::granted: break;
+    }
+    if (!record(Grant{fresh.token, fresh.count, answer.sent, answer.sent}))
+        return AttemptResult::busy(std::chrono::milliseconds(2));
+    return AttemptResult::granted();
+}
+
+AcquisitionProtocol::Reentry apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold,
+                                           const ScriptAnswer& answer, const std::stop_token& stop,
+                                           std::chrono::milliseconds lease, bool& give_back, std::error_code& ec) {
+    using Verdict = AcquisitionProtocol::Reentry;
+    if (!answer.known) {
+        if (!stop.stop_requested()) ec = errc::command_timeout;
+        return Verdict::failed;
+    }
+    if ((ec = answer.ec)) {
+        note_server_error(answer.ec, answer.reply);
+        return Verdict::failed;
+    }
+    const auto reentry = read_reentry(answer.reply);
     if (reentry.kind == Reentry::Kind::malformed) {
         ec = errc::protocol_error;
-        return false;
+        return Verdict::failed;
     }
     if (reentry.kind == Reentry::Kind::granted) {
-        if (hold->reentered(reentry.count, sent, lease)) return true;
+        if (hold->reentered(reentry.count, answer.sent, lease)) return Verdict::reentered;
         // Lost locally meanwhile (validity ran out): the server's extra hold goes back.
         give_back = true;
     }
@@ -61,8 +95,7 @@ bool apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold, cons
     // caller acquires afresh.
     service.keeper().forget(hold);
     mark_lost(hold, LostReason::taken_over, service.io());
-    lost = true;
-    return false;
+    return Verdict::not_held;
 }
 
 bool refuse_release_of_final(OwnerSlot& slot, const std::shared_ptr<Hold>& hold, unsigned holds,

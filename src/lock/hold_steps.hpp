@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "hold/acquisition_engine.hpp"
 #include "hold/hold.hpp"
 #include "hold/hold_registry.hpp"
 #include "hold/retried_call.hpp"
@@ -48,13 +49,24 @@ ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>
 std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
                                   const std::string& owner, OwnerSlot& slot, const Grant& grant);
 
-// A re-entry's answer applied to hold: true when re-entered. Otherwise the
-// hold is lost (lost = true) — also when the server granted but the hold
-// ran out locally meanwhile (give_back = true: undo that operation) — or
-// the answer was malformed (ec).
-bool apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold, const Reentry& reentry,
-                   LockClock::time_point sent, std::chrono::milliseconds lease, bool& lost, bool& give_back,
-                   std::error_code& ec);
+// A fresh acquisition's answer (acquire.lua, rw_*_acquire.lua; known,
+// and past the kind's own checks) as the attempt's result: failed (ec, the
+// server's text noted; transient or not, outage.hpp), malformed
+// (protocol_error), busy until what keeps the caller out may have ended,
+// a stale operation (a resent copy: a new attempt may), or granted as
+// record(grant) keeps it (false: given back, tried again shortly). `fresh`
+// gets what was read (busy: the caller's place in line).
+AttemptResult read_attempt(const ScriptAnswer& answer, std::error_code& ec, FreshAcquire& fresh,
+                           const std::function<bool(const Grant&)>& record);
+
+// A re-entry's answer (acquire.lua in mode "reenter") applied to hold:
+// reentered; not_held when the server says the hold is not ours any more
+// (the hold is lost; the caller acquires afresh) — give_back when the
+// server granted but the hold ran out locally meanwhile (undo that
+// operation); failed (ec set) when unanswered, refused or malformed.
+AcquisitionProtocol::Reentry apply_reentry(LockService& service, const std::shared_ptr<Hold>& hold,
+                                           const ScriptAnswer& answer, const std::stop_token& stop,
+                                           std::chrono::milliseconds lease, bool& give_back, std::error_code& ec);
 
 // A hold that is final (or missing) when the caller releases: not_owner, or
 // lease_lost with one of the lost hold's counts forgotten. False when there

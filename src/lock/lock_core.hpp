@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "hold/acquisition_engine.hpp"
 #include "hold/hold.hpp"
 #include "hold/outage.hpp"
 #include "hold/retried_call.hpp"
@@ -19,7 +20,6 @@
 namespace dlock::detail {
 
 class LinePlace;
-class AcquisitionMeter;
 
 class LockCore : public std::enable_shared_from_this<LockCore> {
 public:
@@ -35,9 +35,9 @@ public:
 
     // Blocks until held, deadline, stop, or failure (ec set). Returns within
     // about a round trip after the deadline or the stop request.
+    // The engine (hold/acquisition_engine.hpp) drives LockAcquisition
+    // (lock_acquisition.cpp).
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
-    bool acquire_metered(std::optional<LockClock::time_point> deadline, bool single_attempt, std::stop_token stop,
-                         std::error_code& ec, AcquisitionMeter& meter);
     // Releases one hold of the calling owner. With wait_until, waits for
     // the owner's gate and the answer only until then: past it, the release
     // goes on without the caller, who holds nothing from then on, and ec is
@@ -62,14 +62,7 @@ public:
 
 private:
     friend class LinePlace;
-    enum class Outcome { acquired, busy, failed, walked_away };
-    struct Attempt {
-        Outcome outcome;
-        std::chrono::milliseconds pttl{0};  // busy: the holder's lease left
-        std::uint64_t arrival = 0;          // busy: the caller's arrival in line (0: it took no place)
-        LockClock::time_point sent{};       // when the attempt left
-        bool transient = false;             // failed: for a moment only (outage.hpp)
-    };
+    friend class LockAcquisition;
     using Answer = ScriptAnswer;
 
     // Runs one script call through RetriedCall; the caller waits until
@@ -96,20 +89,14 @@ private:
                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                         bool take_place = false, bool new_wait = false);
 
-    bool reenter(const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
-                 std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
-                 bool& lost);
-    Attempt attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
-                    std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
-                    bool take_place = false, bool new_wait = false);
-    // Waits in the server's line until granted (directly, by the release
-    // before ours, or by this process's hand-off when local_queue is given),
-    // the deadline, stop, or failure. `signal` wakes the waiter: a grant
-    // notice, a refresh that found the grant, a resubscription.
-    bool wait_in_line(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
-                      std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
-                      const std::shared_ptr<NameQueue>& signal, bool local_queue, bool answered, AcquisitionMeter& meter,
-                      Outage& outage);
+    AcquisitionProtocol::Reentry reenter(const std::shared_ptr<Hold>& hold, const std::string& owner,
+                                         GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
+                                         std::stop_token stop, std::error_code& ec);
+    // One acquire.lua attempt; with place, in the server's line (it takes
+    // or keeps the owner's place there, and notes what the answer says of it).
+    AttemptResult attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
+                          LinePlace* place);
     // A direct grant for this wait, taken from its notice as held (not with
     // replica_ack, whose grants must be acknowledged first): its hold is
     // valid until its place's last confirmed keeping + waiter_lease, and a
@@ -139,10 +126,6 @@ private:
         return run(*call.script, views.keys, views.argv, wait_until, stop, ticket, std::move(undo));
     }
     LockClock::time_point retry_window_end() const;
-    // An attempt that ended the call (not busy): true when acquired; ec is
-    // command_timeout when it walked away and no attempt was ever answered.
-    static bool acquired(const Attempt& attempt, bool answered, const std::stop_token& stop, std::error_code& ec,
-                         const Outage* outage = nullptr);
     // Waits until the client's inbox listens, up to a command timeout, the
     // deadline or stop. True when it was listening already.
     bool wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop);

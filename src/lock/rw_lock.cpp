@@ -5,10 +5,11 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "hold/hold_queries.hpp"
+#include "hold/acquisition_engine.hpp"
 #include "hold/outage.hpp"
+#include "metrics/acquisition_meter.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
-#include "metrics/acquisition_meter.hpp"
 #include "redis/server_error_text.hpp"
 #include "rw_lock_core.hpp"
 #include "script_replies.hpp"
@@ -151,196 +152,118 @@ bool RwLockCore::record_grant(RwSide side, const std::string& owner, OwnerSlot& 
     return true;
 }
 
-bool RwLockCore::reenter(RwSide side, const std::shared_ptr<Hold>& hold, const std::string& owner,
-                         GateTicket& ticket, std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                         std::error_code& ec, bool& lost) {
-    auto answer = send_acquire(side, owner, "reenter", ticket, wait_until, stop);
-    if (!answer.known) {
-        if (!stop.stop_requested()) ec = errc::command_timeout;
-        return false;
-    }
-    if ((ec = answer.ec)) {
-        note_server_error(answer.ec, answer.reply);
-        return false;
-    }
+AcquisitionProtocol::Reentry RwLockCore::reenter(RwSide side, const std::shared_ptr<Hold>& hold,
+                                                 const std::string& owner, GateTicket& ticket,
+                                                 std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                                                 std::error_code& ec) {
+    const auto answer = send_acquire(side, owner, "reenter", ticket, wait_until, stop);
     bool give_back = false;
-    if (apply_reentry(*service, hold, read_reentry(answer.reply), answer.sent, identity(side).options.lease, lost,
-                      give_back, ec)) {
-        contributions_.add(this, hold);
-        return true;
-    }
+    const auto verdict = apply_reentry(*service, hold, answer, stop, identity(side).options.lease, give_back, ec);
+    if (verdict == AcquisitionProtocol::Reentry::reentered) contributions_.add(this, hold);
     if (give_back) undo(side, owner, answer.operation);
-    return false;
+    return verdict;
 }
 
-RwLockCore::Attempt RwLockCore::attempt(RwSide side, std::string_view mode, const std::string& owner,
-                                        OwnerSlot& slot, GateTicket& ticket,
-                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                                        std::error_code& ec, std::string& operation) {
+AttemptResult RwLockCore::attempt(RwSide side, std::string_view mode, const std::string& owner, OwnerSlot& slot,
+                                  GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
+                                  std::stop_token stop, std::error_code& ec, std::string& operation) {
     auto answer = send_acquire(side, owner, mode, ticket, wait_until, stop);
     operation = answer.operation;
-    if (!answer.known) return {Outcome::walked_away};
+    if (!answer.known) return AttemptResult::walked_away();
     if (answer.ec == errc::wrong_type)
         throw Error(answer.ec, "a key of read-write lock " + write_->keys.lock + " holds data that is not a dlock lock");
-    if ((ec = answer.ec)) {
-        note_server_error(answer.ec, answer.reply);
-        return {Outcome::failed, {}, transient_failure(answer.ec, answer.reply)};
-    }
-    const auto fresh = read_fresh_acquire(answer.reply);
-    switch (fresh.kind) {
-        case FreshAcquire::Kind::malformed: ec = errc::protocol_error; return {Outcome::failed};
-        case FreshAcquire::Kind::busy: return {Outcome::busy, fresh.lease_left};
-        case FreshAcquire::Kind::stale_operation: return {Outcome::busy, std::chrono::milliseconds(1)};
-        case FreshAcquire::Kind::granted: break;
-    }
-    if (!record_grant(side, owner, slot, Grant{fresh.token, fresh.count, answer.sent, answer.sent}, answer.operation))
-        return {Outcome::busy, std::chrono::milliseconds(1)};
-    return {Outcome::acquired};
+    FreshAcquire fresh;
+    return read_attempt(answer, ec, fresh, [&](const Grant& grant) {
+        return record_grant(side, owner, slot, grant, answer.operation);
+    });
 }
+
+// One acquisition of one side, as the engine (hold/acquisition_engine.hpp) drives it.
+class RwAcquisition final : public AcquisitionProtocol {
+public:
+    RwAcquisition(RwLockCore& core, RwSide side) : core_(core), side_(side) {}
+
+    const MetricsTag& metrics() const override { return core_.identity(side_).metrics; }
+    std::error_code usable() const override { return core_.client->usable(); }
+    const ClientOptions& client_options() const override { return core_.client->options(); }
+    std::chrono::milliseconds answer_time() const override { return core_.client->options().command_timeout; }
+    bool prepare(AcquisitionCall& call, std::error_code& ec) override {
+        owner_ = &call.owner;
+        const bool own_write = hold_is_held(core_.hold_of(RwSide::write, call.owner));
+        if (side_ == RwSide::write && !own_write && hold_is_held(core_.hold_of(RwSide::read, call.owner))) {
+            // An upgrade: two readers waiting to upgrade would wait for each
+            // other for ever, so it is one attempt that fails fast (waiting
+            // for its answer never past the caller's deadline).
+            if (!call.deadline) {
+                ec = std::make_error_code(std::errc::resource_deadlock_would_occur);
+                return false;
+            }
+            call.single_attempt = true;
+            call.meter.single_attempt();
+        }
+        // The writer taking the read side (a downgrade) never waits for anyone.
+        downgrade_ = side_ == RwSide::read && own_write;
+        // A writer marks itself waiting only from the head of this process's
+        // queue: marked behind a local reader, it would hold back the very
+        // reader it waits for. A single attempt never marks.
+        marks_ = side_ == RwSide::write && !call.single_attempt;
+        return true;
+    }
+    HoldRegistry* holds() override { return &core_.registry(side_); }
+    const std::string& name() const override { return core_.write_->name; }
+    std::string owner() const override { return core_.current_owner(); }
+    Reentry reenter(AcquisitionCall& call, const std::shared_ptr<Hold>& hold, std::error_code& ec) override {
+        // Re-entry never queues (also not behind a waiting writer: that
+        // writer waits for us).
+        return core_.reenter(side_, hold, call.owner, *call.ticket, call.wait_until(), call.stop, ec);
+    }
+    QueueRegistry* queues() override { return core_.service.get(); }
+    // Readers first: this process's readers queue apart from its writers,
+    // so that a waiting writer of ours does not hold them back either.
+    const std::string& queue_name() const override {
+        return side_ == RwSide::read && core_.prefer_readers_ ? core_.reader_queue_name_ : core_.queue_name_;
+    }
+    bool jump_queue(const AcquisitionCall&) const override { return downgrade_; }
+
+    AttemptResult attempt(AcquisitionCall& call, bool in_line, std::optional<LockClock::time_point> wait_until,
+                          std::error_code& ec) override {
+        const std::string_view mode = side_ == RwSide::read ? "fresh" : in_line ? "wait" : "try";
+        auto result = core_.attempt(side_, mode, call.owner, *call.slot, *call.ticket, wait_until, call.stop, ec,
+                                    last_operation_);
+        // A waiting writer's mark lasts a lease: it tries again (which
+        // refreshes the mark) at least every lease/3.
+        if (result.kind == AttemptResult::Kind::busy && side_ == RwSide::write)
+            result.sleep = std::min<std::chrono::milliseconds>(result.sleep, renew_interval(core_.write_->options.lease));
+        return result;
+    }
+    Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
+        return {signal_->ensure_subscribed({&core_.client, 1}, 1, core_.write_->keys.channel(), until, call.stop),
+                true};
+    }
+    // Not granted: the mark (if any attempt made one) goes, so that the
+    // readers behind it go now, not when it runs out.
+    void give_up() noexcept override {
+        if (!marks_ || last_operation_.empty()) return;
+        try {
+            core_.withdraw(*owner_, last_operation_);
+        } catch (...) {
+            // Unsent (out of memory): the mark runs out within a lease.
+        }
+    }
+
+private:
+    RwLockCore& core_;
+    const RwSide side_;
+    const std::string* owner_ = nullptr;
+    bool downgrade_ = false;
+    bool marks_ = false;
+    std::string last_operation_;
+};
 
 bool RwLockCore::acquire(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                          std::error_code& ec) {
-    AcquisitionMeter meter(identity(side).metrics, deadline && *deadline <= LockClock::now(), stop);
-    return meter.finish(acquire_metered(side, deadline, stop, ec, meter), ec);
-}
-
-bool RwLockCore::acquire_metered(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
-                                 std::error_code& ec, AcquisitionMeter& meter) {
-    ec.clear();
-    clear_server_error();
-    if ((ec = client->usable())) return false;
-    const auto owner = current_owner();
-    OwnerOperation operation(registry(side), write_->name, owner);
-    auto& slot = operation.slot();
-    bool single_attempt = deadline && *deadline <= LockClock::now();
-    const auto own_write = hold_of(RwSide::write, owner);
-    if (side == RwSide::write && !hold_is_held(own_write) && hold_is_held(hold_of(RwSide::read, owner))) {
-        // An upgrade: two readers waiting to upgrade would wait for each
-        // other for ever, so it is one attempt that fails fast.
-        if (!deadline) {
-            ec = std::make_error_code(std::errc::resource_deadlock_would_occur);
-            return false;
-        }
-        single_attempt = true;
-        meter.single_attempt();
-    }
-    // One attempt waits up to a command timeout for its answer, but never
-    // past the caller's deadline when it had one still ahead (an upgrade).
-    const auto wait_until = [&]() -> std::optional<LockClock::time_point> {
-        if (!single_attempt) return deadline;
-        const auto answer_by = LockClock::now() + client->options().command_timeout;
-        return deadline && *deadline > LockClock::now() ? std::min(answer_by, *deadline) : answer_by;
-    };
-    if (!operation.enter(single_attempt ? std::optional(wait_until()) : deadline, stop, ec)) return false;
-    auto& ticket = operation.ticket;
-
-    if (auto hold = slot.current(); hold && hold->trusted(LockClock::now())) {
-        // Re-entry never queues (also not behind a waiting writer: that
-        // writer waits for us).
-        bool lost = false;
-        if (reenter(side, hold, owner, ticket, wait_until(), stop, ec, lost)) return true;
-        if (!lost) return false;
-    }
-
-    // A writer marks itself waiting only from the head of this process's
-    // queue: marked behind a local reader, it would hold back the very
-    // reader it waits for. A single attempt never marks.
-    const std::string_view first_mode = side == RwSide::read ? "fresh" : "try";
-    const std::string_view mode = side == RwSide::read ? "fresh" : "wait";
-    bool granted = false;
-    std::string last_operation;
-    struct Withdraw {
-        RwLockCore& core;
-        const std::string& owner;
-        const std::string& last_operation;
-        const bool& granted;
-        bool marks;
-        // Not granted: the mark (if any attempt made one) goes, so that the
-        // readers behind it go now, not when it runs out.
-        ~Withdraw() {
-            if (!marks || granted || last_operation.empty()) return;
-            try {
-                core.withdraw(owner, last_operation);
-            } catch (...) {
-                // Unsent (out of memory): the mark runs out within a lease.
-            }
-        }
-    } withdraw_mark{*this, owner, last_operation, granted, side == RwSide::write && !single_attempt};
-
-    bool answered = false;
-    // A caller that waits rides through a failover (outage.hpp).
-    Outage outage(deadline, client->options());
-    auto result_of = [&](const Attempt& a) {
-        if (a.outcome == Outcome::walked_away && !answered && !stop.stop_requested()) ec = outage.unanswered_error();
-        granted = a.outcome == Outcome::acquired;
-        return granted;
-    };
-    // After a transient failure: true to try again (after a pause, cut short
-    // by `wake` when given); false to return, ec set when the deadline ended
-    // the outage.
-    auto ride = [&](const Attempt& a, const std::function<void(LockClock::time_point)>& wake) {
-        if (single_attempt || a.outcome != Outcome::failed || !outage.ride(ec, a.transient)) return false;
-        answered = false;
-        if (wake) wake(outage.retry_at());
-        else pause_until(outage.retry_at(), stop);
-        return true;
-    };
-    // The writer taking the read side (a downgrade) never waits for anyone.
-    const bool downgrade = side == RwSide::read && hold_is_held(own_write);
-    // Readers first: this process's readers queue apart from its writers,
-    // so that a waiting writer of ours does not hold them back either.
-    const auto& queue_name = side == RwSide::read && prefer_readers_ ? reader_queue_name_ : queue_name_;
-    if (single_attempt || downgrade || !service->existing_queue(queue_name)) {
-        auto result = attempt(side, first_mode, owner, slot, ticket, wait_until(), stop, ec, last_operation);
-        if (ride(result, {})) {
-            if (outage.gave_up(stop, ec)) return false;
-        } else {
-            if (result.outcome != Outcome::busy || single_attempt) return result_of(result);
-            answered = true;
-        }
-    }
-    meter.waiting();
-    auto queue = service->queue(queue_name);
-    const auto place = queue->enqueue();
-    struct Leave {
-        NameQueue& queue;
-        std::uint64_t place;
-        ~Leave() { queue.leave(place); }
-    } leave{*queue, place};
-    if (!queue->wait_turn(place, deadline, stop)) return false;
-    // A waiting writer's mark lasts a lease: it tries again (which
-    // refreshes the mark) at least every lease/3.
-    const auto refresh = renew_interval(write_->options.lease);
-    bool subscribed = false;
-    for (;;) {
-        const auto seen = queue->generation();
-        auto result = attempt(side, mode, owner, slot, ticket, deadline, stop, ec, last_operation);
-        if (ride(result, [&](LockClock::time_point at) { queue->wait_change(seen, at, stop); })) {
-            if (outage.gave_up(stop, ec)) return false;
-            continue;
-        }
-        if (result.outcome != Outcome::busy) return result_of(result);
-        outage.answered();
-        answered = true;
-        const auto now = LockClock::now();
-        if (stop.stop_requested() || (deadline && now >= *deadline)) return false;
-        if (!subscribed) {
-            // Subscribe, then try again at once: a release published before
-            // the subscription was active would otherwise go unseen.
-            auto until = now + client->options().command_timeout;
-            if (deadline) until = std::min(until, *deadline);
-            subscribed = queue->ensure_subscribed({&client, 1}, 1, write_->keys.channel(), until, stop);
-            continue;
-        }
-        auto wait = result.wait + std::chrono::milliseconds(1);
-        if (side == RwSide::write) wait = std::min<std::chrono::milliseconds>(wait, refresh);
-        auto wake_at = now + wait;
-        if (deadline) wake_at = std::min(wake_at, *deadline);
-        // Wakes on a release message, or on a resubscription (messages may
-        // have been missed: check once at once).
-        queue->wait_change(seen, wake_at, stop);
-        if (stop.stop_requested() || (deadline && LockClock::now() >= *deadline)) return false;
-    }
+    RwAcquisition acquisition(*this, side);
+    return acquire_with(acquisition, deadline, std::move(stop), ec);
 }
 
 void RwLockCore::release_holds(RwSide side, const std::string& owner, OwnerSlot& slot, GateTicket& ticket,

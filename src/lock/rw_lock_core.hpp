@@ -13,14 +13,13 @@
 #include <unordered_set>
 
 #include "dlock/rw_lock.hpp"
+#include "hold/acquisition_engine.hpp"
 #include "hold/hold.hpp"
 #include "hold/retried_call.hpp"
 #include "hold_steps.hpp"
 #include "lock_service.hpp"
 
 namespace dlock::detail {
-
-class AcquisitionMeter;
 
 enum class RwSide { write, read };
 
@@ -47,8 +46,6 @@ public:
     // attempt, and without a deadline fails with resource_deadlock_would_occur.
     bool acquire(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                  std::error_code& ec);
-    bool acquire_metered(RwSide side, std::optional<LockClock::time_point> deadline, std::stop_token stop,
-                         std::error_code& ec, AcquisitionMeter& meter);
     void release(RwSide side, std::error_code& ec);
     // Both sides' holds made through this object and not released.
     void release_outstanding() noexcept;
@@ -60,12 +57,7 @@ public:
     const std::shared_ptr<LockService> service;
 
 private:
-    enum class Outcome { acquired, busy, failed, walked_away };
-    struct Attempt {
-        Outcome outcome;
-        std::chrono::milliseconds wait{0};  // busy: how long what keeps us out may last
-        bool transient = false;             // failed: for a moment only (outage.hpp)
-    };
+    friend class RwAcquisition;  // how one side acquires (rw_lock.cpp), driven by the engine
     using Answer = ScriptAnswer;
 
     HoldRegistry& registry(RwSide side) const {
@@ -87,10 +79,10 @@ private:
     // use (walked away, outcome never learnt) is undone.
     Answer send_acquire(RwSide side, const std::string& owner, std::string_view mode, GateTicket& ticket,
                         std::optional<LockClock::time_point> wait_until, std::stop_token stop);
-    bool reenter(RwSide side, const std::shared_ptr<Hold>& hold, const std::string& owner, GateTicket& ticket,
-                 std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
-                 bool& lost);
-    Attempt attempt(RwSide side, std::string_view mode, const std::string& owner, OwnerSlot& slot,
+    AcquisitionProtocol::Reentry reenter(RwSide side, const std::shared_ptr<Hold>& hold, const std::string& owner,
+                                         GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
+                                         std::stop_token stop, std::error_code& ec);
+    AttemptResult attempt(RwSide side, std::string_view mode, const std::string& owner, OwnerSlot& slot,
                     GateTicket& ticket, std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                     std::error_code& ec, std::string& operation);
     bool record_grant(RwSide side, const std::string& owner, OwnerSlot& slot, const Grant& grant,

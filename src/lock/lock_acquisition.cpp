@@ -1,0 +1,317 @@
+// How a Lock (or FairLock) acquires: its protocol for the acquisition
+// engine (hold/acquisition_engine.hpp): acquire.lua as the attempt, a place
+// in the server's line while it waits, woken by grant notices on the
+// client's inbox, by this process's hand-offs, or when the holder's lease
+// must have ended.
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "hold/acquisition_engine.hpp"
+#include "hold/outage.hpp"
+#include "lock_core.hpp"
+#include "lock_scripts.hpp"
+#include "redis/server_error_text.hpp"
+#include "replica_ack.hpp"
+#include "script_replies.hpp"
+
+namespace dlock::detail {
+
+// A waiter's place in the server's line, while it waits: grant notices and
+// the lease keeper's refreshes reach it through LineWaiters. Leaving
+// without the lock gives the place back, and with it a grant that came
+// too late to be confirmed (line_leave.lua), so that nobody behind waits
+// for a lock that nobody will use.
+class LinePlace {
+public:
+    LinePlace(LockCore& core, const std::string& owner, std::function<void()> wake)
+        : core_(core), owner_(owner), waiter_(core.service->line_waiters().join(core.identity, owner, std::move(wake))) {}
+    ~LinePlace() {
+        core_.service->line_waiters().leave(waiter_);
+        if (!taken_ || kept_) return;
+        try {
+            const auto& id = *core_.identity;
+            // Named by its arrival, the wait it ends and nothing after it.
+            const auto arrival = waiter_->arrival();
+            core_.send_unattended({&line_leave_script(),
+                                   {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places(), id.keys.channel()},
+                                   {owner_, id.waiter_lease_ms, id.retention_ms,
+                                    arrival ? std::to_string(arrival) : std::string()}});
+        } catch (...) {
+            // Best effort: the place ends waiter_lease after its last refresh.
+        }
+    }
+    LinePlace(const LinePlace&) = delete;
+    LinePlace& operator=(const LinePlace&) = delete;
+
+    void taken() { taken_ = true; }  // an acquisition that may take a place was sent
+    void kept() { kept_ = true; }    // granted: the grant took the owner out of the line
+    // A busy answer: where the owner stands, and when the request that said so left.
+    void placed(std::uint64_t arrival, LockClock::time_point sent) { waiter_->placed(arrival, sent); }
+    std::optional<LineWaiters::TakenGrant> direct_grant() { return waiter_->direct_grant(); }
+    std::uint64_t arrival() const { return waiter_->arrival(); }
+    bool taken_grant_revoked() const { return waiter_->taken_grant_revoked(); }
+
+private:
+    LockCore& core_;
+    const std::string& owner_;
+    std::shared_ptr<LineWaiters::Waiter> waiter_;
+    bool taken_ = false, kept_ = false;
+};
+
+bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant,
+                            const std::string& operation) {
+    auto hold = adopt_grant(*service, identity, owner, slot, grant);
+    if (!hold) {
+        undo(owner, operation);  // its lease may be over already: give it back
+        return false;
+    }
+    contributions_.add(this, hold);
+    return true;
+}
+
+LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
+                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                                        bool take_place, bool new_wait) {
+    const auto& keys = identity->keys;
+    const auto tombstone = keys.tombstone(owner);
+    const auto operation = service->next_operation_id();
+    std::string_view k[] = {keys.lock,
+                            keys.fence(),
+                            tombstone,
+                            keys.readers(),
+                            keys.semaphore_permits(),
+                            keys.semaphore_waiters(),
+                            keys.line(),
+                            keys.places()};
+    const auto holder = OwnerIds::holder_label();
+    const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
+    std::string_view a[] = {owner, identity->lease_ms,        operation,  mode, identity->retention_ms, "1", holder,
+                            place, identity->waiter_lease_ms, new_wait ? "new" : ""};
+    // Granted after the caller gave up, or its outcome never learnt: nobody
+    // will use it. The undo also keeps a late copy from applying later. The
+    // handler may run after the Lock is gone, so it keeps this core alive.
+    auto undo_unused = [self = shared_from_this(), owner, operation](std::error_code ec, const Reply& reply) {
+        if (outcome_unknown(ec) || (!ec && is_grant(reply))) self->undo(owner, operation);
+    };
+    const auto& ack = identity->options.replica_ack;
+    if (ack.replicas == 0) {
+        auto answer =
+            run(acquire_script(), k, a, wait_until, stop, ticket, undo_unused, RetriedCall::Migration::while_awaited);
+        answer.operation = operation;
+        if (answer.known && outcome_unknown(answer.ec)) undo(owner, operation);
+        return answer;
+    }
+    // With replica_ack, a re-entry is acknowledged too: a failover must not
+    // bring back a count the client has moved past.
+    Answer answer;
+    answer.operation = operation;
+    answer.sent = LockClock::now();
+    AcknowledgedAnswer acknowledged;
+    auto carried = std::make_shared<GateTicket>();
+    answer.known = eval_acknowledged(*client, acquire_script(), k, a, ack, is_grant, wait_until, stop, acknowledged,
+                                     [carried, undo_unused](AcknowledgedAnswer&& late) {
+                                         undo_unused(late.ec, late.reply);
+                                     });
+    if (!answer.known) {
+        *carried = std::move(ticket);  // no other operation of this owner before that one settles
+        carried->unanswered();
+        return answer;
+    }
+    answer.ec = acknowledged.ec;
+    answer.reply = std::move(acknowledged.reply);
+    if (answer.ec) {
+        // It may have been granted after all: undo exactly that operation,
+        // if it was the last one.
+        if (outcome_unknown(answer.ec)) undo(owner, operation);
+    } else if (is_grant(answer.reply) && acknowledged.replicas < ack.replicas) {
+        // Granted, but too few replicas have it: a failover could lose it.
+        undo(owner, operation);
+        answer.ec = errc::replicas_not_acknowledged;
+    }
+    return answer;
+}
+
+AcquisitionProtocol::Reentry LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& owner,
+                                               GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
+                                               std::stop_token stop, std::error_code& ec) {
+    const auto answer = send_acquire(owner, "reenter", ticket, wait_until, stop);
+    bool give_back = false;
+    const auto verdict = apply_reentry(*service, hold, answer, stop, identity->options.lease, give_back, ec);
+    if (verdict == AcquisitionProtocol::Reentry::reentered) contributions_.add(this, hold);
+    if (give_back) undo(owner, answer.operation);
+    return verdict;
+}
+
+AttemptResult LockCore::attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+                               std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                               std::error_code& ec, LinePlace* place) {
+    if (place) place->taken();
+    // Until the server has named this wait, its attempt starts a new one.
+    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop, place != nullptr,
+                               place && place->arrival() == 0);
+    if (!answer.known) return AttemptResult::walked_away();
+    if (answer.ec == errc::wrong_type) {
+        const auto& keys = identity->keys;
+        throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + ", " + keys.tombstone(owner) + ", " +
+                                   keys.line() + " or " + keys.places() + " holds data that is not a dlock lock");
+    }
+    if (answer.ec == errc::slot_migrating ||
+        (answer.ec && answer.reply.is_error() && answer.reply.text.rfind("ASK ", 0) == 0)) {
+        // A cluster migrating the lock's slot did not run it (TRYAGAIN; or
+        // ASK where the call could not follow it: a replica_ack acquisition's
+        // own connection). Like a busy answer: tried again shortly, within
+        // the caller's deadline.
+        return AttemptResult::busy(std::chrono::milliseconds(26));
+    }
+    FreshAcquire fresh;
+    const auto result = read_attempt(answer, ec, fresh, [&](const Grant& grant) {
+        return record_grant(owner, slot, grant, answer.operation);
+    });
+    if (place && result.kind == AttemptResult::Kind::busy) place->placed(fresh.arrival, answer.sent);
+    if (place && result.kind == AttemptResult::Kind::granted) place->kept();  // the grant took the owner out of the line
+    return result;
+}
+
+bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, OwnerSlot& slot, GateTicket& ticket) {
+    const auto direct = place.direct_grant();
+    if (!direct || direct->place_kept == LockClock::time_point{}) return false;
+    const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease};
+    auto hold = adopt_grant(*service, identity, owner, slot, grant);
+    if (!hold) return false;
+    client->recorder().hand_off(HandOff::direct);
+    contributions_.add(this, hold);
+    place.kept();
+    // Force-released after the notice was taken and before the hold could
+    // be found by the revocation (which the inbox delivers right behind it).
+    if (place.taken_grant_revoked()) {
+        service->keeper().forget(hold);
+        mark_lost(hold, LostReason::revoked, service->io());
+        return true;
+    }
+    // The confirmation (confirm_grant.lua): the full lease from its send
+    // time, and an operation id newer than any of this owner's, which late
+    // copies of its older requests cannot pass. It carries the owner's gate,
+    // so nothing of this owner on this lock reaches the server before it
+    // (release.lua refuses to release a grant that is not confirmed), and
+    // goes as EVAL unless the server is known to have the script: no
+    // NOSCRIPT detour puts it behind the owner's next call.
+    auto carried = std::make_shared<GateTicket>(std::move(ticket));
+    const auto& keys = identity->keys;
+    const auto operation = service->next_operation_id();
+    const auto arrival = std::to_string(direct->arrival);
+    const auto holder = OwnerIds::holder_label();
+    std::string_view k[] = {keys.lock, keys.fence()};
+    std::string_view a[] = {owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
+    const auto sent = LockClock::now();
+    service->unattended().send(
+        client, confirm_grant_script(), k, a, retry_window_end(),
+        [service = service, hold, sent, carried](std::error_code ec, Reply&& reply) {
+            service->confirmed(hold, sent, ec, reply);
+        },
+        RetriedCall::Send::eval_unless_cached);
+    return true;
+}
+
+bool LockCore::wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
+    auto active = [&](LockClock::time_point until) {
+        return name_inbox_ ? name_inbox_.wait_active(until) : service->inbox_active(until);
+    };
+    if (active(LockClock::time_point::min())) return true;
+    auto until = LockClock::now() + client->options().command_timeout;
+    if (deadline) until = std::min(until, *deadline);
+    // In slices, so that a stop request is honoured within one.
+    constexpr std::chrono::milliseconds slice{10};
+    while (!stop.stop_requested()) {
+        const auto now = LockClock::now();
+        if (now >= until || active(std::min(until, now + slice))) return false;
+    }
+    return false;
+}
+
+
+// One acquisition of a Lock (FairLock: fair_), as the engine drives it.
+class LockAcquisition final : public AcquisitionProtocol {
+public:
+    explicit LockAcquisition(LockCore& core) : core_(core) {}
+
+    const MetricsTag& metrics() const override { return core_.identity->metrics; }
+    std::error_code usable() const override { return core_.client->usable(); }
+    const ClientOptions& client_options() const override { return core_.client->options(); }
+    // One attempt waits up to a command timeout for its answer (and the
+    // replicas' acknowledgement, up to its own timeout).
+    std::chrono::milliseconds answer_time() const override {
+        const auto& ack = core_.identity->options.replica_ack;
+        return core_.client->options().command_timeout +
+               (ack.replicas > 0 ? ack.timeout : std::chrono::milliseconds::zero());
+    }
+    HoldRegistry* holds() override { return &core_.service->holds(); }
+    const std::string& name() const override { return core_.identity->name; }
+    std::string owner() const override { return core_.current_owner(); }
+    Reentry reenter(AcquisitionCall& call, const std::shared_ptr<Hold>& hold, std::error_code& ec) override {
+        return core_.reenter(hold, call.owner, *call.ticket, call.wait_until(), call.stop, ec);
+    }
+    // A FairLock has no local queue: every waiting thread stands in the
+    // server's line itself (strict arrival order across threads and
+    // processes), and no local hand-off skips it.
+    QueueRegistry* queues() override { return core_.fair_ ? nullptr : core_.service.get(); }
+
+    AttemptResult attempt(AcquisitionCall& call, bool in_line, std::optional<LockClock::time_point> wait_until,
+                          std::error_code& ec) override {
+        return core_.attempt(call.owner, *call.slot, *call.ticket, wait_until, call.stop, ec,
+                             in_line && place_ ? &*place_ : nullptr);
+    }
+
+    void begin_waiting(AcquisitionCall& call, std::shared_ptr<NameQueue> queue) override {
+        if (call.single_attempt) return;
+        if (!queue) {
+            // A queue of one (a FairLock's): its only waiter is its head,
+            // which is what generation(), bump() and wait_change() work on.
+            queue = std::make_shared<NameQueue>();
+            (void)queue->enqueue();
+        }
+        signal_ = std::move(queue);
+        place_.emplace(core_, call.owner, [weak = std::weak_ptr<NameQueue>(signal_)] {
+            if (auto queue = weak.lock()) queue->bump();
+        });
+    }
+    void end_waiting() noexcept override { place_.reset(); }
+
+    // Grant notices come on the inbox: before the first sleep, make sure it
+    // listens (it does at once, but for a client's first wait). If it
+    // cannot (the subscriber is down), the waiter sleeps anyway: a refresh
+    // of its place finds a grant it was not told of.
+    Listening listen(AcquisitionCall& call, LockClock::time_point) override {
+        // Not listening before: a grant may have come before it listened.
+        return {true, !core_.wait_for_inbox(call.deadline, call.stop)};
+    }
+
+    // Sleeps until the grant notice, or until the holder's lease must have
+    // ended, or until a thread of this process hands the lock over.
+    bool sleep(AcquisitionCall& call, const AttemptResult&, std::uint64_t seen, LockClock::time_point wake_at) override {
+        const bool acknowledged = core_.identity->options.replica_ack.replicas > 0;
+        if (core_.fair_ || acknowledged) {
+            signal_->wait_change(seen, wake_at, call.stop);  // a hand-off would skip the WAIT
+        } else if (auto handed = signal_->sleep_as_head(seen, wake_at, call.deadline, call.stop, call.owner,
+                                                        core_.identity->lease_ms)) {
+            if (core_.record_grant(call.owner, *call.slot, handed->grant, handed->operation)) {
+                place_->kept();
+                core_.client->recorder().hand_off(HandOff::local);
+                return true;
+            }
+        }
+        if (call.past_deadline()) return false;
+        // Woken by the grant notice for this wait: held already, no round
+        // trip (with replica_ack the next attempt confirms it and WAITs).
+        return !acknowledged && core_.take_direct_grant(*place_, call.owner, *call.slot, *call.ticket);
+    }
+
+private:
+    LockCore& core_;
+    std::optional<LinePlace> place_;
+};
+
+bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+    LockAcquisition acquisition(*this);
+    return acquire_with(acquisition, deadline, std::move(stop), ec);
+}
+
+}  // namespace dlock::detail
