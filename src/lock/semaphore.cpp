@@ -9,6 +9,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "hold/acquisition_engine.hpp"
 #include "hold/channel_watch.hpp"
 #include "hold/hold.hpp"
 #include "hold/hold_queries.hpp"
@@ -16,12 +17,9 @@
 #include "hold/retried_call.hpp"
 #include "lock_service.hpp"
 #include "lock_validation.hpp"
-#include "metrics/acquisition_meter.hpp"
 #include "redis/server_error_text.hpp"
 #include "semaphore_keys.hpp"
 #include "semaphore_replies.hpp"
-#include <atomic>
-
 #include "semaphore_scripts.hpp"
 
 namespace dlock {
@@ -104,8 +102,6 @@ public:
     // (ec set). A deadline already past means one attempt, not in line.
     std::shared_ptr<Hold> acquire(unsigned k, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                                   std::error_code& ec);
-    std::shared_ptr<Hold> acquire_metered(unsigned k, std::optional<LockClock::time_point> deadline,
-                                          std::stop_token stop, std::error_code& ec, AcquisitionMeter& meter);
     void release(const std::shared_ptr<Hold>& hold, std::error_code& ec);
     unsigned set_limit(unsigned limit);
 
@@ -114,6 +110,7 @@ public:
     const std::shared_ptr<const SemaphoreIdentity> identity;
 
 private:
+    friend class SemaphoreAcquisition;  // how it acquires, driven by the engine
     // The limit this object's requests ask for: SemaphoreOptions::limit,
     // then what its set_limit set (a request with another limit than the
     // server's is refused, errc::limit_mismatch).
@@ -184,120 +181,111 @@ std::shared_ptr<Hold> SemaphoreCore::take(const std::string& permit, unsigned k,
     return hold;
 }
 
-std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock::time_point> deadline,
-                                             std::stop_token stop, std::error_code& ec) {
-    AcquisitionMeter meter(identity->metrics, deadline && *deadline <= LockClock::now(), stop);
-    auto hold = acquire_metered(k, deadline, stop, ec, meter);
-    meter.finish(hold != nullptr, ec);
-    return hold;
-}
+// One acquisition of k permits, as the engine (hold/acquisition_engine.hpp)
+// drives it: every waiting thread asks the server itself, under a permit id
+// of its own, and a ChannelWatch wakes it.
+class SemaphoreAcquisition final : public AcquisitionProtocol {
+public:
+    SemaphoreAcquisition(SemaphoreCore& core, unsigned k) : core_(core), k_(k), k_text_(std::to_string(k)) {}
 
-std::shared_ptr<Hold> SemaphoreCore::acquire_metered(unsigned k, std::optional<LockClock::time_point> deadline,
-                                                     std::stop_token stop, std::error_code& ec,
-                                                     AcquisitionMeter& meter) {
-    ec.clear();
-    clear_server_error();
-    if (k == 0) throw Error(errc::invalid_argument, "acquire of 0 permits");
-    // Over the limit is the server's to say (its limit wins over this
-    // object's, and set_limit may have raised it); over any limit is ours.
-    if (k > max_semaphore_limit)
-        throw Error(errc::invalid_argument, "acquire of " + std::to_string(k) + " permits, over any limit (" +
-                                                std::to_string(max_semaphore_limit) + ")");
-    if ((ec = client->usable())) return nullptr;
-    const bool single_attempt = deadline && *deadline <= LockClock::now();
-    const std::string_view mode = single_attempt ? "try" : "wait";
-    const auto k_text = std::to_string(k);
-    auto permit = new_permit_id(k);
-    std::shared_ptr<ChannelWatch> watch;
-    bool answered = false;
-    auto past_deadline = [&] { return stop.stop_requested() || (deadline && LockClock::now() >= *deadline); };
-    // Leaving the line (deadline, stop, failure) gives the request up on the server.
-    struct GiveUp {
-        SemaphoreCore& core;
-        const std::string& permit;
-        bool armed = false;
-        ~GiveUp() {
-            if (armed) core.undo(permit);
-        }
-    } give_up{*this, permit};
-    // A caller that waits rides through a failover (outage.hpp).
-    Outage outage(deadline, client->options());
-    for (;;) {
-        const auto seen = watch ? watch->generation() : 0;
-        const auto wait_until = single_attempt ? std::optional(LockClock::now() + client->options().command_timeout)
-                                               : deadline;
-        const auto asked = ask(permit, k_text, mode, wait_until, stop, ec);
-        if (!asked.known) {
-            if (!answered && !stop.stop_requested()) ec = outage.unanswered_error();
-            return nullptr;
-        }
+    const MetricsTag& metrics() const override { return core_.identity->metrics; }
+    std::error_code usable() const override { return core_.client->usable(); }
+    const ClientOptions& client_options() const override { return core_.client->options(); }
+    std::chrono::milliseconds answer_time() const override { return core_.client->options().command_timeout; }
+    const std::string& name() const override { return core_.identity->name; }
+    bool prepare(AcquisitionCall&, std::error_code&) override {
+        if (k_ == 0) throw Error(errc::invalid_argument, "acquire of 0 permits");
+        // Over the limit is the server's to say (its limit wins over this
+        // object's, and set_limit may have raised it); over any limit is ours.
+        if (k_ > max_semaphore_limit)
+            throw Error(errc::invalid_argument, "acquire of " + k_text_ + " permits, over any limit (" +
+                                                    std::to_string(max_semaphore_limit) + ")");
+        permit_ = core_.new_permit_id(k_);
+        return true;
+    }
+
+    AttemptResult attempt(AcquisitionCall& call, bool, std::optional<LockClock::time_point> wait_until,
+                          std::error_code& ec) override {
+        const auto asked = core_.ask(permit_, k_text_, call.single_attempt ? "try" : "wait", wait_until, call.stop, ec);
+        if (!asked.known) return AttemptResult::walked_away();
         if (ec) {
-            if (outcome_unknown(ec)) give_up.armed = true;
-            if (!single_attempt && outage.ride(ec, transient_failure(ec, asked.reply))) {
-                // The server is away (a failover, a restart): the same
-                // request again after a pause (it may be in line already).
-                answered = false;
-                if (watch) watch->wait_change(permit, seen, outage.retry_at(), stop);
-                else pause_until(outage.retry_at(), stop);
-                if (outage.gave_up(stop, ec)) return nullptr;
-                continue;
-            }
+            // It may be in line already: the same request again after an
+            // outage, or given up when the call ends.
+            if (outcome_unknown(ec)) armed_ = true;
             if (ec == errc::wrong_type)
-                throw Error(ec, "a key of semaphore " + identity->name + " (" + identity->semaphore_keys.permits +
-                                    "*) holds data that is not a dlock semaphore");
+                throw Error(ec, "a key of semaphore " + core_.identity->name + " (" +
+                                    core_.identity->semaphore_keys.permits + "*) holds data that is not a dlock semaphore");
             note_server_error(ec, asked.reply);
-            return nullptr;
+            return AttemptResult::failed(transient_failure(ec, asked.reply));
         }
-        answered = true;
-        outage.answered();
         const auto answer = read_semaphore_acquire(asked.reply);
         switch (answer.kind) {
             case SemaphoreAcquire::Kind::malformed:
-                give_up.armed = true;
+                armed_ = true;
                 ec = errc::protocol_error;
-                return nullptr;
+                return AttemptResult::failed();
             case SemaphoreAcquire::Kind::over_limit:
-                throw Error(errc::invalid_argument, "acquire of " + k_text + " permits, over semaphore " +
-                                                        identity->name + "'s limit of " +
+                throw Error(errc::invalid_argument, "acquire of " + k_text_ + " permits, over semaphore " +
+                                                        core_.identity->name + "'s limit of " +
                                                         std::to_string(answer.limit));
             case SemaphoreAcquire::Kind::stale:
                 // This id was given up or expired without our knowing (an
                 // answer lost in transit): ask again under a new one.
-                permit = new_permit_id(k);
-                give_up.armed = false;
-                if (single_attempt || past_deadline()) return nullptr;
-                continue;
+                permit_ = core_.new_permit_id(k_);
+                armed_ = false;
+                return AttemptResult::again();
             case SemaphoreAcquire::Kind::granted:
-                give_up.armed = false;
-                if (auto hold = take(permit, k, asked.sent)) return hold;
-                permit = new_permit_id(k);  // given back: ask again under a new id
-                if (single_attempt || past_deadline()) return nullptr;
-                continue;
+                armed_ = false;
+                if ((hold_ = core_.take(permit_, k_, asked.sent))) return AttemptResult::granted();
+                permit_ = core_.new_permit_id(k_);  // given back: ask again under a new id
+                return AttemptResult::again();
             case SemaphoreAcquire::Kind::not_granted: break;
         }
-        if (single_attempt) return nullptr;
-        give_up.armed = true;  // in line on the server from here
-        meter.waiting();
-        if (past_deadline()) return nullptr;
-        const auto now = LockClock::now();
-        if (!watch) {
-            // Subscribe, then ask again at once: a release published before
-            // the subscription was active would otherwise go unseen.
-            watch = service->watches().watch(identity->semaphore_keys.channel(), service->id() + ":");
-            auto until = now + client->options().command_timeout;
-            if (deadline) until = std::min(until, *deadline);
-            (void)watch->ensure_subscribed(*client, identity->semaphore_keys.channel(), until, stop);
-            continue;
-        }
+        if (!call.single_attempt) armed_ = true;  // in line on the server from here
         // Sleep until called (our permits are free and we are first in line),
         // until the limit changes, until the next lease or place on the
         // server runs out, or until our place is due for its refresh.
-        const auto refresh = std::max(identity->waiter_lease / 3, std::chrono::milliseconds(1));
-        auto wake_at = now + std::min<std::chrono::milliseconds>(answer.wake + std::chrono::milliseconds(1), refresh);
-        if (deadline) wake_at = std::min(wake_at, *deadline);
-        watch->wait_change(permit, seen, wake_at, stop);
-        if (past_deadline()) return nullptr;
+        const auto refresh = std::max(core_.identity->waiter_lease / 3, std::chrono::milliseconds(1));
+        return AttemptResult::busy(std::min<std::chrono::milliseconds>(answer.wake + std::chrono::milliseconds(1), refresh));
     }
+
+    std::uint64_t generation() override { return watch_ ? watch_->generation() : 0; }
+    void wait_change(std::uint64_t seen, LockClock::time_point wake_at, const std::stop_token& stop) override {
+        if (watch_) watch_->wait_change(permit_, seen, wake_at, stop);
+        else pause_until(wake_at, stop);
+    }
+    Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
+        const auto& channel = core_.identity->semaphore_keys.channel();
+        watch_ = core_.service->watches().watch(channel, core_.service->id() + ":");
+        (void)watch_->ensure_subscribed(*core_.client, channel, until, call.stop);
+        return {true, true};
+    }
+    // Leaving the line (deadline, stop, failure) gives the request up on the server.
+    void give_up() noexcept override {
+        if (!armed_) return;
+        try {
+            core_.undo(permit_);
+        } catch (...) {
+            // Unsent (out of memory): the place ends waiter_lease after its last refresh.
+        }
+    }
+
+    const std::shared_ptr<Hold>& hold() const { return hold_; }
+
+private:
+    SemaphoreCore& core_;
+    const unsigned k_;
+    const std::string k_text_;
+    std::string permit_;
+    bool armed_ = false;  // the request may stand on the server: give it up when the call ends without it
+    std::shared_ptr<ChannelWatch> watch_;
+    std::shared_ptr<Hold> hold_;
+};
+
+std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock::time_point> deadline,
+                                             std::stop_token stop, std::error_code& ec) {
+    SemaphoreAcquisition acquisition(*this, k);
+    return acquire_with(acquisition, deadline, std::move(stop), ec) ? acquisition.hold() : nullptr;
 }
 
 void SemaphoreCore::release(const std::shared_ptr<Hold>& hold, std::error_code& ec) {
