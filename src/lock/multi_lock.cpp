@@ -17,7 +17,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "lock_core.hpp"
-#include "metrics/acquisition_meter.hpp"
+#include "hold/acquisition_engine.hpp"
 #include "redis/client_core.hpp"
 #include "redis/server_error_text.hpp"
 
@@ -72,49 +72,8 @@ public:
     };
 
     // The multi-lock's own acquisition, as one (its names' calls are counted
-    // as theirs too, kind lock).
-    bool acquire(const Request& request, Failure& failure) {
-        AcquisitionMeter meter(metrics_, request.single_attempt, request.stop);
-        return meter.finish(acquire_all(request, failure), failure.ec);
-    }
-
-    bool acquire_all(const Request& request, Failure& failure) {
-        for (;;) {
-            failure = {};
-            std::size_t taken = 0;
-            for (; taken < locks_.size(); ++taken) {
-                // The one deadline: once it passed between two names, the call is over.
-                if (taken > 0 && !request.single_attempt && out_of_time(request)) break;
-                failure.index = taken;
-                if (!acquire_one(locks_[taken], request, failure)) break;
-            }
-            if (taken == locks_.size()) {
-                // A name lost while the call waited for a later one is not
-                // held: give everything back and, time permitting, start over.
-                const auto lost = std::find_if(locks_.begin(), locks_.end(), [](const Lock& l) { return !l.is_held(); });
-                if (lost == locks_.end()) {
-                    try {
-                        watch_losses();
-                        return true;
-                    } catch (...) {
-                        // Out of memory: the call fails, so it must not keep the names.
-                        roll_back(taken, request);
-                        throw;
-                    }
-                }
-                failure.index = static_cast<std::size_t>(lost - locks_.begin());
-                roll_back(taken, request);
-                if (request.single_attempt || out_of_time(request)) return false;
-                continue;
-            }
-            // All or nothing: give back what this call took, newest first.
-            // Its releases must not wipe the failing name's server text.
-            const auto server_text = last_server_error();
-            roll_back(taken, request);
-            restore_server_error(server_text);
-            return false;
-        }
-    }
+    // as theirs too, kind lock), driven by the engine (MultiAcquisition).
+    bool acquire(const Request& request, Failure& failure);
 
     void release(std::error_code& ec) noexcept {
         ec.clear();
@@ -184,6 +143,8 @@ public:
     const std::vector<std::string>& names() const noexcept { return names_; }
 
 private:
+    friend class MultiAcquisition;
+
     // Tells the multi-hold's token when any name's own lost token is
     // requested. Made per owner, for the name holds of one acquisition.
     struct Watcher {
@@ -298,6 +259,69 @@ private:
     mutable std::mutex mutex_;
     std::map<std::string, std::unique_ptr<Watcher>> watchers_;  // by owner_key()
 };
+
+// One acquisition of every name, as the engine (hold/acquisition_engine.hpp)
+// drives it: the attempt takes each name's Lock in canonical order (each
+// waits, rides outages and gives up by its own protocol), all or nothing.
+class MultiAcquisition final : public AcquisitionProtocol {
+public:
+    MultiAcquisition(MultiLockCore& core, const Request& request, MultiLockCore::Failure& failure)
+        : core_(core), request_(request), failure_(failure) {}
+
+    const MetricsTag& metrics() const override { return core_.metrics_; }
+    std::error_code usable() const override { return core_.client_->usable(); }
+    const ClientOptions& client_options() const override { return core_.client_->options(); }
+    std::chrono::milliseconds answer_time() const override { return core_.client_->options().command_timeout; }
+    const std::string& name() const override { return core_.names_.front(); }
+
+    AttemptResult attempt(AcquisitionCall&, bool, std::optional<LockClock::time_point>, std::error_code&) override {
+        auto& locks = core_.locks_;
+        failure_ = {};
+        std::size_t taken = 0;
+        for (; taken < locks.size(); ++taken) {
+            // The one deadline: once it passed between two names, the call is over.
+            if (taken > 0 && !request_.single_attempt && MultiLockCore::out_of_time(request_)) break;
+            failure_.index = taken;
+            if (!core_.acquire_one(locks[taken], request_, failure_)) break;
+        }
+        if (taken < locks.size()) {
+            // All or nothing: give back what this call took, newest first.
+            // Its releases must not wipe the failing name's server text.
+            const auto server_text = last_server_error();
+            core_.roll_back(taken, request_);
+            restore_server_error(server_text);
+            return AttemptResult::failed();
+        }
+        // A name lost while the call waited for a later one is not held:
+        // give everything back and, time permitting, start over.
+        const auto lost = std::find_if(locks.begin(), locks.end(), [](const Lock& l) { return !l.is_held(); });
+        if (lost != locks.end()) {
+            failure_.index = static_cast<std::size_t>(lost - locks.begin());
+            core_.roll_back(taken, request_);
+            return AttemptResult::again();
+        }
+        try {
+            core_.watch_losses();
+            return AttemptResult::granted();
+        } catch (...) {
+            // Out of memory: the call fails, so it must not keep the names.
+            core_.roll_back(taken, request_);
+            throw;
+        }
+    }
+
+private:
+    MultiLockCore& core_;
+    const Request& request_;
+    MultiLockCore::Failure& failure_;
+};
+
+bool MultiLockCore::acquire(const Request& request, Failure& failure) {
+    MultiAcquisition acquisition(*this, request, failure);
+    // try_lock() has no deadline: one attempt.
+    const auto deadline = request.single_attempt ? std::optional(LockClock::time_point::min()) : request.deadline;
+    return acquire_with(acquisition, deadline, request.stop, failure.ec);
+}
 
 }  // namespace detail
 
