@@ -7,11 +7,11 @@
 #include "async/condition.hpp"
 #include <random>
 
+#include "hold/acquisition_engine.hpp"
 #include "hold/hold_queries.hpp"
 #include "hold/outage.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
-#include "metrics/acquisition_meter.hpp"
 #include "quorum.hpp"
 #include "redlock_core.hpp"
 #include "script_replies.hpp"
@@ -134,9 +134,9 @@ bool RedlockCore::settle_token(const std::vector<Ballot>& ballots, const std::ve
     return won(n, at_token);
 }
 
-RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
-                                          std::optional<LockClock::time_point> caller_deadline, std::error_code& ec) {
-    if ((ec = masters->usable())) return {Outcome::no_quorum};
+AttemptResult RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
+                                   std::optional<LockClock::time_point> caller_deadline, std::error_code& ec) {
+    if ((ec = masters->usable())) return AttemptResult::failed();
     const auto n = masters->size();
     const auto& keys = identity->keys;
     const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
@@ -186,18 +186,26 @@ RedlockCore::Attempt RedlockCore::attempt(const std::string& owner, OwnerSlot& s
         remaining_validity(sent, LockClock::now(), identity->options.lease).count() > 0) {
         record_acquired(owner, slot, token, sent);
         raise_late_granters(fan, token, ballots);
-        return {Outcome::acquired};
+        return AttemptResult::granted();
     }
     // Not ours: undo every grant, also where no answer came (it may have
     // been granted), unless every master answered that someone else has it.
     if (held_by_another < n) release_everywhere(owner, false);
     if (wrong_type) {
         ec = errc::wrong_type;
-        return {Outcome::no_quorum};
+        return AttemptResult::failed();
     }
-    if (granted + held_by_another < majority(n)) return {Outcome::no_quorum};
-    if (granted == 0) return {Outcome::busy, std::chrono::milliseconds(shortest_pttl)};
-    return {Outcome::split};
+    if (granted + held_by_another < majority(n)) {
+        // Masters that do not answer (a failover, a restart): ridden
+        // through as every kind's waiters do (outage.hpp).
+        ec = errc::no_quorum;
+        return AttemptResult::failed(true);
+    }
+    // Until a release on any master, or until the holder's lease must have ended.
+    if (granted == 0) return AttemptResult::busy(std::chrono::milliseconds(shortest_pttl + 1));
+    // A split vote: back off a random time. Only stop cuts it short: release
+    // messages are our own and the contenders' and must not end the pause.
+    return AttemptResult::busy(random_retry_delay(), false);
 }
 
 void RedlockCore::raise_late_granters(const std::shared_ptr<FanOut>& fan, std::uint64_t token,
@@ -241,89 +249,43 @@ void RedlockCore::record_acquired(const std::string& owner, OwnerSlot& slot, std
     owners_.note(hold);
 }
 
+// One acquisition, as the engine (hold/acquisition_engine.hpp) drives it:
+// the attempt is a vote of every master; threads of this process queue for
+// the name, and only the head asks the masters.
+class RedlockAcquisition final : public AcquisitionProtocol {
+public:
+    explicit RedlockAcquisition(RedlockCore& core) : core_(core) {}
+
+    const MetricsTag& metrics() const override { return core_.identity->metrics; }
+    std::error_code usable() const override { return core_.masters->usable(); }
+    const ClientOptions& client_options() const override { return core_.masters->cores.front()->options(); }
+    std::chrono::milliseconds answer_time() const override { return core_.identity->node_timeout; }
+    HoldRegistry* holds() override { return &core_.masters->holds; }
+    const std::string& name() const override { return core_.identity->name; }
+    std::string owner() const override { return core_.current_owner(); }
+    // Re-entry is counted here: the masters hold one grant per owner.
+    Reentry reenter(AcquisitionCall&, const std::shared_ptr<Hold>& hold, std::error_code&) override {
+        return hold->recount(hold->view().count + 1) ? Reentry::reentered : Reentry::not_held;
+    }
+    QueueRegistry* queues() override { return &core_.masters->queues; }
+    bool jump_queue(const AcquisitionCall&) const override { return true; }
+    AttemptResult attempt(AcquisitionCall& call, bool, std::optional<LockClock::time_point>,
+                          std::error_code& ec) override {
+        return core_.attempt(call.owner, *call.slot, call.deadline, ec);
+    }
+    // Subscribes on every master.
+    Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
+        return {signal_->ensure_subscribed(core_.masters->cores, 1, core_.identity->keys.channel(), until, call.stop),
+                true};
+    }
+
+private:
+    RedlockCore& core_;
+};
+
 bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
-    AcquisitionMeter meter(identity->metrics, deadline && *deadline <= LockClock::now(), stop);
-    return meter.finish(acquire_metered(deadline, stop, ec, meter), ec);
-}
-
-bool RedlockCore::acquire_metered(std::optional<LockClock::time_point> deadline, std::stop_token stop,
-                                  std::error_code& ec, AcquisitionMeter& meter) {
-    ec.clear();
-    if ((ec = masters->usable())) return false;
-    const auto owner = current_owner();
-    OwnerOperation operation(masters->holds, identity->name, owner);
-    auto* slot = &operation.slot();
-    const bool single_attempt = deadline && *deadline <= LockClock::now();
-    auto gate_deadline = single_attempt ? std::optional(LockClock::now() + identity->node_timeout) : deadline;
-    if (!operation.enter(gate_deadline, stop, ec)) return false;
-    if (auto hold = slot->current()) {
-        // Re-entry is counted here: the masters hold one grant per owner.
-        auto view = hold->view();
-        if (hold->trusted(LockClock::now()) && hold->recount(view.count + 1)) return true;
-    }
-    // Masters that do not answer (a failover, a restart): ridden through
-    // as every kind's waiters do (outage.hpp).
-    Outage outage(deadline, masters->cores.front()->options());
-
-    std::shared_ptr<NameQueue> queue;
-    std::optional<std::uint64_t> ticket;
-    struct Leave {
-        std::shared_ptr<NameQueue>& queue;
-        std::optional<std::uint64_t>& ticket;
-        ~Leave() {
-            if (ticket) queue->leave(*ticket);
-        }
-    } leave{queue, ticket};
-    bool subscribed = false;
-    for (;;) {
-        const auto seen = queue ? queue->generation() : 0;
-        auto result = attempt(owner, *slot, deadline, ec);
-        if (result.outcome == Outcome::acquired) return true;
-        if (ec && ec != errc::no_quorum) return false;
-        const auto now = LockClock::now();
-        bool out_of_time = single_attempt || stop.stop_requested();
-        if (result.outcome == Outcome::no_quorum) {
-            std::error_code unavailable = errc::no_quorum;
-            out_of_time = out_of_time || !outage.ride(unavailable, true);
-        } else {
-            outage.answered();
-            out_of_time = out_of_time || (deadline && now >= *deadline);
-        }
-        if (out_of_time) {
-            if (result.outcome == Outcome::no_quorum) ec = errc::no_quorum;
-            return false;
-        }
-        if (!queue) {
-            // Threads of this process queue for the name; only the head asks
-            // the masters.
-            meter.waiting();
-            queue = masters->queues.queue(identity->name);
-            ticket = queue->enqueue();
-            if (!queue->wait_turn(*ticket, deadline, stop)) return false;
-            continue;
-        }
-        if (!subscribed && result.outcome != Outcome::no_quorum) {
-            // Subscribe on every master, then try again at once: a release
-            // published before the subscription was active would go unseen.
-            auto until = now + identity->node_timeout;
-            if (deadline) until = std::min(until, *deadline);
-            subscribed = queue->ensure_subscribed(masters->cores, 1, identity->keys.channel(), until, stop);
-            continue;
-        }
-        if (result.outcome == Outcome::busy) {
-            // Until a release on any master, or until the holder's lease must have ended.
-            auto wake_at = now + result.pttl + std::chrono::milliseconds(1);
-            if (deadline) wake_at = std::min(wake_at, *deadline);
-            queue->wait_change(seen, wake_at, stop);
-        } else {
-            // A split vote or masters not answering: back off a random time.
-            // Only stop cuts it short: after a split vote, release messages
-            // are our own and the contenders' and must not end the pause.
-            auto wake_at = now + random_retry_delay();
-            if (deadline) wake_at = std::min(wake_at, *deadline);
-            pause_until(wake_at, stop);
-        }
-    }
+    RedlockAcquisition acquisition(*this);
+    return acquire_with(acquisition, deadline, std::move(stop), ec);
 }
 
 void RedlockCore::release_final(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std::error_code& ec) {

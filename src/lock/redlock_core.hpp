@@ -14,12 +14,11 @@
 #include "fan_out.hpp"
 #include <unordered_set>
 
+#include "hold/acquisition_engine.hpp"
 #include "hold_steps.hpp"
 #include "masters_core.hpp"
 
 namespace dlock::detail {
-
-class AcquisitionMeter;
 
 class RedlockCore {
 public:
@@ -34,8 +33,6 @@ public:
     // Blocks until held, deadline, stop, or failure (ec set; *failure gets
     // the per-master outcomes of a no_quorum failure).
     bool acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec);
-    bool acquire_metered(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec,
-                         AcquisitionMeter& meter);
     void release(std::error_code& ec);
     // Drops the owner's grant on every master (destructor, lost-hold
     // cleanup, a failed attempt).
@@ -51,13 +48,12 @@ public:
     const std::chrono::milliseconds retry_delay;
 
 private:
-    enum class Outcome { acquired, busy, split, no_quorum };
-    struct Attempt {
-        Outcome outcome;
-        std::chrono::milliseconds pttl{0};  // busy: the shortest lease left among other owners' grants
-    };
+    friend class RedlockAcquisition;  // how it acquires (redlock.cpp), driven by the engine
 
-    Attempt attempt(const std::string& owner, OwnerSlot& slot, std::optional<LockClock::time_point> deadline,
+    // One vote of every master: granted; busy (held by another: the
+    // shortest lease left among its grants; a split vote: a random pause);
+    // failed (no_quorum, transient; or ec).
+    AttemptResult attempt(const std::string& owner, OwnerSlot& slot, std::optional<LockClock::time_point> deadline,
                     std::error_code& ec);
     // Raises every granter's fencing counter that is below token to it, and
     // waits until a majority stands at it. False when too few confirmed in time.
