@@ -56,7 +56,7 @@ private:
             const auto result = kind_.attempt(call_, false, call_.deadline, ec_);
             if (result.kind == Kind::failed && outage_.ride(ec_, result.transient)) {
                 // In line like a busy answer's, after a pause.
-                pause_until(outage_.retry_at(), call_.stop);
+                pause_until(retry_at(result), call_.stop);
                 if (outage_.gave_up(call_.stop, ec_)) return false;
             } else if (result.kind == Kind::busy) {
                 answered_ = true;
@@ -83,7 +83,8 @@ private:
                 // The server is away (a failover, a restart): try again after
                 // a pause, or sooner when the signal moves (a new master).
                 answered_ = false;
-                kind_.wait_change(seen, outage_.retry_at(), call_.stop);
+                if (result.listens) kind_.wait_change(seen, retry_at(result), call_.stop);
+                else pause_until(retry_at(result), call_.stop);
                 if (outage_.gave_up(call_.stop, ec_)) return false;
                 continue;
             }
@@ -113,6 +114,12 @@ private:
             if (kind_.sleep(call_, result, seen, wake_at)) return granted_ = true;
             if (call_.past_deadline()) return false;
         }
+    }
+
+    // After a transient failure: the outage's pause, or the kind's own when shorter.
+    LockClock::time_point retry_at(const AttemptResult& failed) const {
+        if (failed.sleep.count() <= 0) return outage_.retry_at();
+        return std::min(outage_.retry_at(), LockClock::now() + failed.sleep);
     }
 
     // An attempt that ended the call: true when acquired. Walked away

@@ -38,7 +38,7 @@
 namespace dlock::detail {
 
 class AcquisitionMeter;
-class MetricsTag;
+struct MetricsTag;
 
 // What one attempt came to.
 struct AttemptResult {
@@ -50,9 +50,11 @@ struct AttemptResult {
         walked_away,  // no answer before the attempt's wait ended (deadline, stop)
     };
     Kind kind = Kind::failed;
-    std::chrono::milliseconds sleep{0};  // busy: the longest the waiter sleeps before it tries again
-    bool listens = true;                 // busy: a wake signal may end that sleep; false: only stop does
-    bool transient = false;              // failed: for a moment only (outage.hpp): ridden through
+    // busy: the longest the waiter sleeps before it tries again; failed and
+    // ridden through: the kind's own pause, when shorter than the outage's
+    std::chrono::milliseconds sleep{0};
+    bool listens = true;     // a wake signal may end that sleep (or pause); false: only stop does
+    bool transient = false;  // failed: for a moment only (outage.hpp): ridden through
 
     static AttemptResult granted() { return {Kind::granted}; }
     static AttemptResult busy(std::chrono::milliseconds sleep, bool listens = true) {

@@ -197,9 +197,13 @@ AttemptResult RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
     }
     if (granted + held_by_another < majority(n)) {
         // Masters that do not answer (a failover, a restart): ridden
-        // through as every kind's waiters do (outage.hpp).
+        // through as every kind's waiters do (outage.hpp), pausing a random
+        // time up to retry_delay that only stop cuts short.
         ec = errc::no_quorum;
-        return AttemptResult::failed(true);
+        auto unanswered = AttemptResult::failed(true);
+        unanswered.sleep = random_retry_delay();
+        unanswered.listens = false;
+        return unanswered;
     }
     // Until a release on any master, or until the holder's lease must have ended.
     if (granted == 0) return AttemptResult::busy(std::chrono::milliseconds(shortest_pttl + 1));
