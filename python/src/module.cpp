@@ -273,7 +273,7 @@ py::dict info_to_python(const LockInfo& info) {
     out["fencing_token"] = info.fencing_token;
     out["last_fencing_token"] = info.last_fencing_token;
     out["readers"] = info.readers.size();
-    out["waiters"] = info.waiters;
+    out["waiters"] = info.waiters + info.semaphore.waiting;  // a lock's line, or a semaphore's
     out["permits_used"] = info.semaphore.used;
     out["permit_limit"] = info.semaphore.limit;
     return out;

@@ -95,6 +95,12 @@ def eventually(predicate, timeout=10.0):
     return predicate()
 
 
+def dlock_bin():
+    """The dlock command: DLOCK_BIN (CTest sets it), else the build tree's."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.environ.get("DLOCK_BIN") or os.path.join(here, "..", "..", "build", "default", "tools", "dlock", "dlock")
+
+
 def python_child(code, url, *args):
     """A Python process running code (with dlock importable), stdout piped."""
     env = dict(os.environ, DLOCK_URL=url, PYTHONUNBUFFERED="1")
