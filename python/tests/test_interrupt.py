@@ -94,3 +94,32 @@ def test_a_signal_whose_handler_returns_does_not_end_the_wait(server, client, na
     holder.release()
     out, err = child.communicate(timeout=30)
     assert out.split() == ["acquired", "True", "True"], (out, err)
+
+
+ASYNCIO_WAITER = r"""
+import asyncio, os, signal, sys, threading, dlock
+name = sys.argv[1]
+client = dlock.Client()
+
+async def main():
+    loop = asyncio.get_running_loop()
+    seen = []
+    loop.add_signal_handler(signal.SIGUSR1, lambda: seen.append("usr1"))
+    threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGUSR1)).start()
+    # A synchronous wait on the loop's thread: dlock's wakeup fd stands in
+    # for asyncio's meanwhile, and hands it the signal afterwards.
+    got = client.lock(name).acquire(timeout=0.6)
+    await asyncio.sleep(0.1)
+    print(got, seen, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_asyncio_signal_handlers_still_run_after_a_wait(server, client, name):
+    holder = client.lock(name)
+    holder.acquire()
+    child = python_child(ASYNCIO_WAITER, server.url, name)
+    out, err = child.communicate(timeout=30)
+    assert out.strip() == "False ['usr1']", (out, err)
+    holder.release()
