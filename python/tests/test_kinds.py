@@ -39,6 +39,7 @@ def test_threads_are_separate_owners(client, name):
     assert lock.acquire()
     assert other_thread(lambda: client.lock(name).acquire(blocking=False)) is False
     assert other_thread(lambda: lock.acquire(timeout=0.1)) is False
+    assert other_thread(lambda: lock.acquire(timeout=datetime.timedelta(milliseconds=50))) is False
     with pytest.raises(dlock.NotOwner):
         other_thread_error(lock.release)
     lock.release()

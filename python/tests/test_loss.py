@@ -1,12 +1,14 @@
 """The loss notice: lost (an event), on_lost(reason) and release() raising a
 LeaseLost subclass, after a force-release, an expiry and a key removed."""
+import os
+import signal
 import subprocess
 import threading
 
 import pytest
 
 import dlock
-from conftest import dlock_bin, eventually
+from conftest import RedisServer, dlock_bin, eventually
 
 
 def test_force_release_is_told_as_revoked(client, name):
@@ -90,3 +92,23 @@ def test_rw_and_semaphore_loss(client, name):
     assert sem.lost.wait(5) and sem.lost_reason == "revoked"
     with pytest.raises(dlock.LeaseLost):
         sem.release()
+
+
+def test_unconfirmed_renewals_expire_the_hold(name):
+    server = RedisServer()
+    try:
+        with dlock.Client(server.url, command_timeout=0.2) as c:
+            reasons = []
+            lock = c.lock(name, lease=0.5, on_lost=reasons.append)
+            lock.acquire()
+            os.kill(server.process.pid, signal.SIGSTOP)  # renewals go unanswered
+            try:
+                assert lock.lost.wait(5) and lock.lost_reason == "expired"
+                assert eventually(lambda: reasons == ["expired"])
+                assert not lock.held
+            finally:
+                os.kill(server.process.pid, signal.SIGCONT)
+            with pytest.raises(dlock.LeaseExpired):
+                lock.release()
+    finally:
+        server.close()
