@@ -219,6 +219,8 @@ std::function<void(std::string_view, std::error_code)> on_lost_of(const py::obje
 }
 
 bool LostEvent::wait(std::optional<double> timeout) const {
+    // As threading.Event.wait: None waits for ever, zero or less not at all.
+    if (timeout && !(*timeout > 0)) return is_set();
     const Deadline deadline = deadline_in(timeout);
     std::stop_token lost = token;
     return wait_interruptibly(

@@ -76,6 +76,7 @@ def test_with_block_reports_the_loss_at_its_end(client, name):
 def test_lost_wait_times_out_while_held(client, name):
     with client.lock(name) as lock:
         assert lock.lost.wait(0.05) is False
+        assert lock.lost.wait(0) is False and lock.lost.wait(-1) is False  # no wait, as threading.Event
     assert client.lock(name).lost.wait(0.01) is False  # nothing held: never set
 
 
