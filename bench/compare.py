@@ -19,6 +19,7 @@ the many-names scenario next to redis-benchmark on the same script paths.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -142,6 +143,9 @@ KIND_SCENARIOS = ["uncontended", "contended", "contended_cs100", "many", "watchd
 LOCK_ONLY_SCENARIOS = ["redlock", "multi", "multi_contended", "semaphore", "rwlock_read_mostly", "rwlock_exclusive"]
 
 
+DLOCK_PYTHON_LABEL = "dlock Python"
+
+
 def libraries(build, quick):
     """(label, runner command prefix, scenarios it supports)."""
     dlock = [os.path.join(build, "bench", "dlock_runner")]
@@ -149,6 +153,10 @@ def libraries(build, quick):
     py = [PYTHON, os.path.join(PEERS, "redis_py_runner.py")]
     out = [(label, dlock + ["--kind", kind], KIND_SCENARIOS + (LOCK_ONLY_SCENARIOS if i == 0 else []))
            for i, (label, kind) in enumerate(DLOCK_KINDS)]
+    # dlock's Python module (python/), on the same harness as redis-py's Lock.
+    if glob.glob(os.path.join(build, "python", "dlock", "_dlock*.so")):
+        out.append((DLOCK_PYTHON_LABEL, ["env", "PYTHONPATH=" + os.path.join(os.path.abspath(build), "python")] + py
+                    + ["--lib", "dlock", "--mode", "default"], ["uncontended", "contended", "contended_cs100", "many"]))
     modes = ["tuned"] if quick else ["default", "tuned"]
     for mode in modes:
         out.append(("redis-py Lock (%s)" % mode, py + ["--mode", mode], ["uncontended", "contended", "contended_cs100", "many"]))
@@ -512,6 +520,7 @@ def markdown(report):
             label, cost_cells(u), cost_cells(c, 0), cost_cells(m), fmt(m.get("server_cpu_us_per_op")),
             ("%s → %s" % (fmt(rl["single_client_cpu_us_per_op"]), fmt(rl["five_client_cpu_us_per_op"])))
             if "five_client_cpu_us_per_op" in rl else "—", fmt(rl.get("five_context_switches_per_op"), 2)))
+    lines.extend(python_table(results, ok))
     semaphores = [(label, r["semaphore"]) for label, r in results.items()
                   if "acq_per_s" in r.get("semaphore", {})]
     if semaphores:
@@ -584,6 +593,23 @@ def markdown(report):
         met = value <= target if op == "<=" else value >= target
         lines.append("| %s | %s | %s | %s |" % (goal_text(text, goals_now), fmt(value, 2), wanted, "✔" if met else "✘"))
     return "\n".join(lines) + "\n"
+
+
+def python_table(results, ok):
+    """The Python locks side by side: dlock's module and redis-py's Lock."""
+    rows = [(label, r) for label, r in results.items() if label == DLOCK_PYTHON_LABEL or label.startswith("redis-py")]
+    if not any(label == DLOCK_PYTHON_LABEL for label, _ in rows):
+        return []
+    lines = ["", "Python: dlock's module beside redis-py's Lock (one harness, bench/peers/redis_py_runner.py).", "",
+             "| Python lock | uncontended lock+unlock/s | client CPU µs per lock+unlock | contended acq/s | Jain "
+             "| worst wait ms | counter exact |", "|---|---|---|---|---|---|---|"]
+    for label, r in rows:
+        u, c = ok(r, "uncontended"), ok(r, "contended")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            label, fmt(u.get("ops_per_s")), fmt(u.get("client_cpu_us_per_op")), fmt(c.get("acq_per_s")),
+            fmt(c.get("jain"), 2), fmt(c.get("wait_max_us", 0) / 1000 if c else None),
+            fmt(c.get("counter_exact")) if c else "—"))
+    return lines
 
 
 def percent(fraction):

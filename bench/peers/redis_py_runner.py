@@ -3,6 +3,12 @@ the result as one JSON object on stdout (the same fields as
 bench/dlock_runner.cpp).
 
     /usr/bin/python3 redis_py_runner.py --mode default|tuned --scenario S [flags]
+    PYTHONPATH=BUILD/python /usr/bin/python3 redis_py_runner.py --lib dlock --scenario S [flags]
+
+--lib dlock runs the same Python scenarios on dlock's Python module (one
+dlock.Client per process, made in that process; each thread its own owner),
+so the two Python locks are measured by one harness; the counter of the
+contended scenario stays on redis-py in both.
 
 default: Lock as its users get it (sleep=0.1 s between attempts);
 tuned: sleep=0.001 s (its best case). Every lease is 30 s, like dlock's.
@@ -13,6 +19,7 @@ worker process in the contended one), as dlock's runner does.
 """
 import json
 import multiprocessing
+import os
 import random
 import resource
 import sys
@@ -59,8 +66,17 @@ def cost_fields(cost, ops):
     return {"client_cpu_us_per_op": cost[0] * 1e6 / ops, "context_switches_per_op": cost[1] / ops}
 
 
-def make_lock(client, name, mode):
-    sleep = 0.001 if mode == "tuned" else 0.1  # 0.1 s is redis-py's default
+_dlock_clients = {}  # pid -> this process's dlock.Client
+
+
+def make_lock(client, name, f):
+    if f.get("lib") == "dlock":
+        import dlock
+        own = _dlock_clients.get(os.getpid())
+        if own is None:
+            own = _dlock_clients[os.getpid()] = dlock.Client(f["url"])
+        return own.lock(name, lease=LEASE_S)
+    sleep = 0.001 if f["mode"] == "tuned" else 0.1  # 0.1 s is redis-py's default
     return client.lock(name, timeout=LEASE_S, sleep=sleep)
 
 
@@ -73,7 +89,7 @@ def busy_wait(us):
 def uncontended(f):
     n = int(f.get("n", 10000))
     client = redis.Redis.from_url(f["url"])
-    lock = make_lock(client, "bench:uncontended", f["mode"])
+    lock = make_lock(client, "bench:uncontended", f)
     for _ in range(n // 10 + 10):
         lock.acquire()
         lock.release()
@@ -98,7 +114,7 @@ def contended_process(f, start_at, results):
     per_worker = [None] * tasks
 
     def worker(index):
-        lock = make_lock(client, "bench:contended", f["mode"])
+        lock = make_lock(client, "bench:contended", f)
         count, waits = 0, []
         while time.time() < start_at:
             time.sleep(0.001)
@@ -167,7 +183,7 @@ def many(f):
     def worker(index):
         rng = random.Random(index)
         while time.time() < stop_at:
-            lock = make_lock(client, "bench:many:%d" % rng.randrange(names), f["mode"])
+            lock = make_lock(client, "bench:many:%d" % rng.randrange(names), f)
             lock.acquire()
             lock.release()
             counts[index] += 1
