@@ -6,9 +6,15 @@
 //
 // libstdc++'s array and nothrow forms call these, so replacing the plain and
 // the aligned forms (and their deletes) covers every operator new.
+//
+// C's malloc family is replaced too (glibc lets a program define malloc,
+// calloc, realloc and free, and serves them from __libc_malloc and its
+// kin): every heap allocation counts there, hiredis's included. Not in
+// sanitizer builds, whose runtime owns malloc.
 #include "allocation_count.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <new>
 
@@ -16,6 +22,7 @@ namespace {
 
 std::atomic<std::uint64_t> allocations{0};
 std::atomic<std::uint64_t> frees{0};
+std::atomic<std::uint64_t> heap_allocations{0};
 
 void* counted_malloc(std::size_t size) {
     allocations.fetch_add(1, std::memory_order_relaxed);
@@ -48,10 +55,59 @@ void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { counted_free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLOCK_BENCH_COUNT_MALLOC 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define DLOCK_BENCH_COUNT_MALLOC 0
+#endif
+#endif
+#ifndef DLOCK_BENCH_COUNT_MALLOC
+#define DLOCK_BENCH_COUNT_MALLOC 1
+#endif
+
+#if DLOCK_BENCH_COUNT_MALLOC
+extern "C" {
+void* __libc_malloc(std::size_t size);
+void* __libc_calloc(std::size_t count, std::size_t size);
+void* __libc_realloc(void* p, std::size_t size);
+void* __libc_memalign(std::size_t alignment, std::size_t size);
+void __libc_free(void* p);
+
+void* malloc(std::size_t size) noexcept {
+    heap_allocations.fetch_add(1, std::memory_order_relaxed);
+    return __libc_malloc(size);
+}
+void* calloc(std::size_t count, std::size_t size) noexcept {
+    heap_allocations.fetch_add(1, std::memory_order_relaxed);
+    return __libc_calloc(count, size);
+}
+void* realloc(void* p, std::size_t size) noexcept {
+    heap_allocations.fetch_add(1, std::memory_order_relaxed);
+    return __libc_realloc(p, size);
+}
+void* aligned_alloc(std::size_t alignment, std::size_t size) noexcept {
+    heap_allocations.fetch_add(1, std::memory_order_relaxed);
+    return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, std::size_t alignment, std::size_t size) noexcept {
+    heap_allocations.fetch_add(1, std::memory_order_relaxed);
+    void* p = __libc_memalign(alignment, size);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+void free(void* p) noexcept { __libc_free(p); }
+}
+#endif
+
 namespace dlock::bench {
 
 AllocationCount allocation_count() noexcept {
-    return {allocations.load(std::memory_order_relaxed), frees.load(std::memory_order_relaxed)};
+    return {allocations.load(std::memory_order_relaxed), frees.load(std::memory_order_relaxed),
+            heap_allocations.load(std::memory_order_relaxed)};
 }
+
+bool heap_allocations_counted() noexcept { return DLOCK_BENCH_COUNT_MALLOC != 0; }
 
 }  // namespace dlock::bench

@@ -13,6 +13,14 @@
 
 namespace dlock::bench {
 
+std::vector<std::string> split(const std::string& list) {
+    std::vector<std::string> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
 double Samples::percentile(double q) {
     if (us.empty()) return 0;
     std::sort(us.begin(), us.end());

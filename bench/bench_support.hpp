@@ -49,6 +49,9 @@ std::string flag_value(int argc, char** argv, const std::string& name, const std
 
 std::string machine_description();
 
+// The items of a comma-separated list (--urls A,B,C), empty ones left out.
+std::vector<std::string> split(const std::string& list);
+
 // CPU time and context switches so far, of this process or of its waited-for children.
 struct Usage {
     double cpu_seconds = 0;

@@ -317,6 +317,165 @@ def server_capacity(server, quick):
             "release_calls_per_op": release_cost["calls_per_op"]}
 
 
+# The floor: a bare hiredis lock (bench/floor_runner.cpp: SET NX PX, then an
+# EVALSHA compare-and-delete, one blocking connection per thread) beside
+# dlock, on the same servers in the same run. Each pair runs `repeats` times
+# in turns, dlock then the floor; each figure keeps its least value over
+# the repeats (a busy machine only ever adds to a cost).
+FLOOR_SCENARIOS = [
+    ("one_name", "one thread, one name, a reused Lock", ["--scenario", "cycles"]),
+    ("lock_per_name", "one thread, a Lock made per name (10,000 names in turn)",
+     ["--scenario", "cycles", "--fresh", "1", "--names", "10000"]),
+    ("many16", "16 threads over 10,000 names", ["--scenario", "many", "--tasks", "16", "--names", "10000"]),
+    ("redlock5", "Redlock over 5 masters", ["--scenario", "cycles"]),
+]
+# (field, what; the floor's figure is the divisor).
+FLOOR_FIGURES = [
+    ("client_cpu_us_per_op", "client CPU µs"),
+    ("context_switches_per_op", "context switches"),
+    ("heap_allocations_per_op", "heap allocations (all)"),
+    ("allocations_per_op", "operator new"),
+    ("server.cpu_us_per_op", "server CPU µs (INFO cpu)"),
+    ("server.command_us_per_op", "server µs inside commands (INFO commandstats)"),
+]
+
+
+def figure(result, field):
+    value = result
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def floor_flags(key, server, masters, quick, floor_only):
+    flags = next(fl for k, _, fl in FLOOR_SCENARIOS if k == key)[:]
+    if key == "many16":
+        return flags + ["--url", server.url, "--duration-ms", "400" if quick else ("3000" if floor_only else "5000")]
+    n = "300" if quick else ("3000" if key == "redlock5" else "20000")
+    flags += ["--url", server.url, "--n", n]
+    if key == "redlock5":
+        flags += ["--urls", ",".join(m.url for m in masters)]
+    return flags
+
+
+def floor(build, server, masters, quick, floor_only, limit):
+    """dlock and the floor, per lock+unlock, and dlock's figures ÷ the floor's."""
+    runners = {"dlock": [os.path.join(build, "bench", "dlock_runner"), "--kind", "lock"],
+               "floor": [os.path.join(build, "bench", "dlock_floor_runner")]}
+    repeats = 1 if quick else 3
+    out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "repeats": repeats, "scenarios": {}}
+    for key, what, _ in FLOOR_SCENARIOS:
+        runs = {"dlock": [], "floor": []}
+        for _ in range(repeats):
+            for who, command in runners.items():
+                for s in [server] + masters:
+                    s.cli("FLUSHALL")
+                print("%-32s %s" % ("floor: " + who, key), flush=True)
+                try:
+                    runs[who].append(run_json(command + floor_flags(key, server, masters, quick, floor_only), limit))
+                except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                    print("  error: %s" % str(e)[-500:], flush=True)
+                    runs[who].append({"error": str(e)[-500:]})
+        entry = {"what": what}
+        for who, results in runs.items():
+            good = [r for r in results if "error" not in r]
+            if not good:
+                entry[who] = results[-1]
+                continue
+            best = dict(good[0])
+            best["server"] = dict(good[0].get("server", {}))
+            for field, _ in FLOOR_FIGURES:
+                values = [figure(r, field) for r in good if figure(r, field) is not None]
+                if values:
+                    target, name = (best["server"], field[7:]) if field.startswith("server.") else (best, field)
+                    target[name] = min(values)
+            best["runs"] = len(good)
+            entry[who] = best
+        entry["ratios"] = {}
+        for field, _ in FLOOR_FIGURES:
+            mine, base = figure(entry["dlock"], field), figure(entry["floor"], field)
+            if isinstance(mine, (int, float)) and isinstance(base, (int, float)) and base > 0:
+                entry["ratios"][field] = mine / base
+        out["scenarios"][key] = entry
+    print("server capacity: the floor's and dlock's (redis-benchmark)", flush=True)
+    out["capacity"] = {"floor": floor_capacity(server, quick), "dlock": server_capacity(server, quick)}
+    return out
+
+
+def floor_capacity(server, quick):
+    """The floor's lock+unlock pairs/s on one server, as server_capacity()
+    measures dlock's: redis-benchmark (64 clients, pipeline 16) on SET NX PX
+    of free names, then on the compare-and-delete of held ones."""
+    with open(os.path.join(HERE, "floor_unlock.lua")) as f:
+        sha = server.cli("SCRIPT", "LOAD", f.read()).strip()
+    with open(os.path.join(HERE, "floor_state.lua")) as f:
+        state = f.read()
+    n = 3000 if quick else 20000
+    server.cli("FLUSHALL")
+    acquire = redis_benchmark(server.port, n, 10 * n, ["SET", "floor:{__rand_int__}", "t", "NX", "PX", "30000"])
+    server.cli("FLUSHALL")
+    for first in range(0, 10 * n, 100000):
+        server.cli("EVAL", state, "0", str(first), str(min(first + 100000, 10 * n) - 1))
+    before = server_usage(server)
+    release = redis_benchmark(server.port, n, 10 * n, ["EVALSHA", sha, "1", "floor:{__rand_int__}", "t"])
+    deleted = server_cost(before, server_usage(server), n, prefix="")["calls_per_op"].get("del", 0.0)
+    server.cli("FLUSHALL")
+    return {"acquire_per_s": acquire, "release_per_s": release,
+            "lock_unlock_pairs_per_s": 1.0 / (1.0 / acquire + 1.0 / release), "release_deleted": deleted}
+
+
+def floor_markdown(report):
+    f = report.get("floor")
+    if not f:
+        return []
+    lines = ["", "The floor: a bare hiredis lock (SET NX PX, then an EVALSHA compare-and-delete, one blocking "
+             "connection per thread), beside dlock on the same servers (%s; least of %d runs each). Per "
+             "lock+unlock, dlock / floor (dlock ÷ floor):" % (f.get("date", "?"), f.get("repeats", 1)), ""]
+    lines.append("| scenario | " + " | ".join(text for _, text in FLOOR_FIGURES) + " |")
+    lines.append("|---" * (len(FLOOR_FIGURES) + 1) + "|")
+    for key, what, _ in FLOOR_SCENARIOS:
+        e = f["scenarios"].get(key)
+        if not e:
+            continue
+        cells = []
+        for field, _ in FLOOR_FIGURES:
+            mine, base = figure(e.get("dlock", {}), field), figure(e.get("floor", {}), field)
+            ratio = e.get("ratios", {}).get(field)
+            cells.append("%s / %s%s" % (fmt(mine, 2), fmt(base, 2), " (%s×)" % fmt(ratio, 2) if ratio else ""))
+        lines.append("| %s | %s |" % (what, " | ".join(cells)))
+    capacity = f.get("capacity", {})
+    if "floor" in capacity and "dlock" in capacity:
+        lines += ["", "Lock+unlock pairs/s one server sustains (redis-benchmark, 64 clients, pipeline 16): dlock's "
+                  "scripts %s, the floor's commands %s (%s of its unlocks deleted): %s ×." % (
+                      fmt(capacity["dlock"]["lock_unlock_pairs_per_s"]),
+                      fmt(capacity["floor"]["lock_unlock_pairs_per_s"]),
+                      percent(capacity["floor"].get("release_deleted")),
+                      fmt(capacity["dlock"]["lock_unlock_pairs_per_s"] /
+                          capacity["floor"]["lock_unlock_pairs_per_s"], 2))]
+    return lines
+
+
+def floor_goals(f):
+    """The floor's figures the targets are about, keyed for TARGETS:
+    ratio_<scenario>_<figure> (dlock ÷ floor), and each side's own figure as
+    dlock_<scenario>_<figure> and floor_<scenario>_<figure>."""
+    out = {}
+    capacity = (f or {}).get("capacity", {})
+    if capacity.get("floor", {}).get("lock_unlock_pairs_per_s") and "dlock" in capacity:
+        out["ratio_capacity_pairs"] = (capacity["dlock"]["lock_unlock_pairs_per_s"] /
+                                       capacity["floor"]["lock_unlock_pairs_per_s"])
+    for key, entry in (f or {}).get("scenarios", {}).items():
+        for field, value in entry.get("ratios", {}).items():
+            out["ratio_%s_%s" % (key, field.replace("server.", "server_"))] = value
+        for who in ("dlock", "floor"):
+            for field, _ in FLOOR_FIGURES:
+                value = figure(entry.get(who, {}), field)
+                if value is not None:
+                    out["%s_%s_%s" % (who, key, field.replace("server.", "server_"))] = value
+    return out
+
+
 def versions():
     def out(command):
         try:
@@ -453,6 +612,22 @@ TARGETS = [
     ("watchdog_client_cpu_percent", "<=", 2.0, "watchdog client CPU (% of a core)", None),
     ("rwlock_read_mostly_over_exclusive", ">=", 2.0, "read-write lock, 90 % reads: acq/s / all exclusive", None),
     ("rwlock_writer_wait_p99_ms", "<=", 50.0, "read-write lock, 90 % reads: writer wait p99 (ms)", None),
+    # Against the floor (a bare hiredis lock, same servers, same run).
+    ("ratio_one_name_client_cpu_us_per_op", "<=", 2.0, "one name, reused Lock: client CPU ÷ the floor's", None),
+    ("ratio_many16_client_cpu_us_per_op", "<=", 2.0, "16 threads over 10,000 names: client CPU ÷ the floor's", None),
+    ("dlock_one_name_allocations_per_op", "<=", 8.0, "one name, reused Lock: allocations (operator new)", None),
+    ("dlock_lock_per_name_allocations_per_op", "<=", 12.0, "a Lock made per name: allocations (operator new)", None),
+    ("dlock_one_name_context_switches_per_op", "<=", 2.5,
+     "one name, reused Lock: context switches (floor: {floor_one_name_context_switches_per_op:.2f})", None),
+    ("dlock_many16_context_switches_per_op", "<=", 3.0, "16 threads over 10,000 names: context switches", None),
+    ("dlock_redlock5_context_switches_per_op", "<=", 6.0,
+     "Redlock over 5 masters: context switches (floor: {floor_redlock5_context_switches_per_op:.2f})", None),
+    ("ratio_one_name_server_command_us_per_op", "<=", 2.5,
+     "one name: server time inside commands ÷ the floor's", None),
+    ("ratio_many16_server_command_us_per_op", "<=", 2.5,
+     "16 threads over 10,000 names: server time inside commands ÷ the floor's", None),
+    ("ratio_capacity_pairs", ">=", 0.4,
+     "lock+unlock pairs/s one server sustains ÷ the floor's (redis-benchmark, pipelined)", None),
 ]
 
 
@@ -487,6 +662,8 @@ def cost_cells(r, digits=1):
 
 
 def markdown(report):
+    if not report.get("results"):  # ./run bench --floor with no full report yet: the floor alone
+        return "\n".join(floor_markdown(report)[1:] + [""] + target_lines(report)) + "\n"
     results, lines = report["results"], []
     lines.append("| library | uncontended p50 / p99 µs | uncontended ops/s | contended acq/s | wait p50 / p99 / max ms"
                  " | Jain | counter exact | 100 µs CS acq/s | many names ops/s | Redlock 1 → 5 masters p50 µs |")
@@ -579,9 +756,14 @@ def markdown(report):
                          fmt(rw["write_wait_p50_us"] / 1000, 2), fmt(rw["write_wait_p99_us"] / 1000, 2),
                          fmt(rw["write_wait_max_us"] / 1000, 2), fmt(rw["read_wait_p99_us"] / 1000, 2),
                          fmt(rw["counter_exact"])))
+    lines += floor_markdown(report)
     lines.append("")
-    lines.append("| goal | dlock | target | met |")
-    lines.append("|---|---|---|---|")
+    lines += target_lines(report)
+    return "\n".join(lines) + "\n"
+
+
+def target_lines(report):
+    lines = ["| goal | dlock | target | met |", "|---|---|---|---|"]
     goals_now = dict(report["goals"], contended_workers=report.get("meta", {}).get("contended_workers", "?"))
     for key, op, target, text, missing in TARGETS:
         value = report["goals"].get(key)
@@ -592,7 +774,7 @@ def markdown(report):
             continue
         met = value <= target if op == "<=" else value >= target
         lines.append("| %s | %s | %s | %s |" % (goal_text(text, goals_now), fmt(value, 2), wanted, "✔" if met else "✘"))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def python_table(results, ok):
@@ -785,6 +967,9 @@ def main():
     parser.add_argument("--build")
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--floor", action="store_true",
+                        help="only dlock beside the floor (a bare hiredis lock): updates the floor's part of "
+                             "DIR/compare.json and compare.md, keeping the rest of an earlier report")
     parser.add_argument("--charts-from", metavar="COMPARE_JSON",
                         help="only write compare.md and draw the charts again from an earlier report (its "
                              "machine, date and run), measuring nothing")
@@ -799,6 +984,8 @@ def main():
         return 0
     if not args.build:
         parser.error("--build is required (unless --charts-from)")
+    if args.floor:
+        return floor_only(args)
     servers = []
     try:
         server = Server()
@@ -832,15 +1019,13 @@ def main():
                     value.update(server_cost(before, server_usage(server), value["ops"]))
                 report["results"][label][scenario] = value
         report["results"][CLUSTER_LABEL] = {"many": many_on_cluster(args.build, args.quick, limit)}
+        report["floor"] = floor(args.build, server, masters, args.quick, False, limit)
         report["goals"] = goals(report["results"], report["server_capacity"], processes * tasks)
+        report["goals"].update(floor_goals(report["floor"]))
     finally:
         for s in servers:
             s.stop()
-    with open(os.path.join(args.out, "compare.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    table = markdown(report)
-    with open(os.path.join(args.out, "compare.md"), "w") as f:
-        f.write(table)
+    table = write_report(report, args.out)
     charts(report, args.out)
     print(table)
     failed = [label for label, r in report["results"].items() for s, v in r.items() if "error" in v]
@@ -852,6 +1037,67 @@ def main():
         print("counters missing or out of range: %s" % "; ".join(missing), file=sys.stderr)
         return 1
     return 0
+
+
+def write_report(report, out):
+    """DIR/compare.json and compare.md; the markdown, returned."""
+    with open(os.path.join(out, "compare.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    table = markdown(report)
+    with open(os.path.join(out, "compare.md"), "w") as f:
+        f.write(table)
+    return table
+
+
+def floor_only(args):
+    """./run bench --floor: dlock beside the floor, written into the report
+    already in args.out (or a report of its own)."""
+    path = os.path.join(args.out, "compare.json")
+    report = {"meta": {}, "results": {}, "goals": {}}
+    if os.path.exists(path):
+        with open(path) as f:
+            report = json.load(f)
+    servers = []
+    try:
+        server = Server()
+        masters = [Server() for _ in range(5)]
+        servers = [server] + masters
+        report["floor"] = floor(args.build, server, masters, args.quick, True, 120 if args.quick else 300)
+    finally:
+        for s in servers:
+            s.stop()
+    report["goals"] = {k: v for k, v in report.get("goals", {}).items()
+                       if not k.startswith(("floor_", "dlock_", "ratio_"))}
+    report["goals"].update(floor_goals(report["floor"]))
+    write_report(report, args.out)
+    print("\n".join(floor_markdown(report)))
+    problems = floor_problems(report)
+    if problems:
+        print("floor: %s" % "; ".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+def floor_problems(report):
+    """What the floor's comparison needs from any run, never a timing."""
+    problems = []
+    for key, _, _ in FLOOR_SCENARIOS:
+        entry = report.get("floor", {}).get("scenarios", {}).get(key, {})
+        for who in ("dlock", "floor"):
+            r = entry.get(who, {})
+            if "error" in r or not r:
+                problems.append("%s %s failed" % (who, key))
+                continue
+            for field in ("client_cpu_us_per_op", "context_switches_per_op", "server.cpu_us_per_op",
+                          "server.command_us_per_op"):
+                value = figure(r, field)
+                if not isinstance(value, (int, float)) or value < 0:
+                    problems.append("%s %s %s = %r" % (who, key, field, value))
+            if figure(r, "client_cpu_us_per_op") == 0:
+                problems.append("%s %s spent no CPU" % (who, key))
+        if "client_cpu_us_per_op" not in entry.get("ratios", {}):
+            problems.append("no ratio to the floor for %s" % key)
+    return problems
 
 
 def missing_counters(report):
@@ -887,7 +1133,7 @@ def missing_counters(report):
         problems.append("dlock's allocation counter counted nothing")
     cap = report["server_capacity"]
     check("redis-benchmark", cap, "server_cpu_us_per_pair", positive=True)
-    return problems
+    return problems + floor_problems(report)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,11 @@
 //   --scenario redlock      --url U --urls A,B,C,D,E --n N
 //       lock+unlock over five masters next to one master (latencies in turns,
 //       then N of each alone for their cost)
+//   --scenario cycles       --url U --n N [--fresh 1 [--names K]] [--urls A,B,C,D,E]
+//       N lock+unlock alone on one thread (the floor's scenario, beside
+//       bench/floor_runner.cpp): client cost, and the server's CPU and time
+//       inside commands (INFO before and after). --fresh 1: a Lock made per
+//       name; --urls: a Redlock over those masters
 //   --scenario multi        --url U --n N
 //       a 3-name MultiLock's lock+unlock next to one Lock's
 //   --scenario multi_contended --url U --processes P --tasks T --duration-ms D
@@ -46,14 +51,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <cstdio>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 
-#include "allocation_count.hpp"
 #include "bench_support.hpp"
+#include "cost.hpp"
 #include "dlock/client.hpp"
 #include "dlock/fair_lock.hpp"
 #include "dlock/multi_lock.hpp"
@@ -87,48 +93,6 @@ std::string quantiles_json(Samples& samples) {
     return out + "]";
 }
 
-// What the process spent, all threads: CPU (user + system), context
-// switches (voluntary + involuntary) and heap allocations. Differences of two
-// snapshots are a phase's cost; trivially copyable, so forked workers hand
-// theirs back through shared memory.
-struct Cost {
-    double cpu_seconds = 0;
-    long context_switches = 0;
-    std::uint64_t allocations = 0;
-    std::uint64_t frees = 0;
-
-    static Cost now() {
-        const auto usage = usage_of(false);
-        const auto heap = allocation_count();
-        return {usage.cpu_seconds, usage.context_switches, heap.allocations, heap.frees};
-    }
-    Cost operator-(const Cost& before) const {
-        return {cpu_seconds - before.cpu_seconds, context_switches - before.context_switches,
-                allocations - before.allocations, frees - before.frees};
-    }
-    Cost& operator+=(const Cost& other) {
-        cpu_seconds += other.cpu_seconds;
-        context_switches += other.context_switches;
-        allocations += other.allocations;
-        frees += other.frees;
-        return *this;
-    }
-};
-
-// A phase's cost per operation as JSON fields, each name after prefix.
-// frees_per_op below allocations_per_op means memory kept per operation.
-std::string cost_json(const Cost& spent, long ops, const std::string& prefix = "") {
-    const double n = static_cast<double>(std::max(ops, 1L));
-    const char* p = prefix.c_str();
-    char out[384];
-    std::snprintf(out, sizeof out,
-                  "\"%sclient_cpu_us_per_op\": %.2f, \"%scontext_switches_per_op\": %.3f, "
-                  "\"%sallocations_per_op\": %.2f, \"%sfrees_per_op\": %.2f",
-                  p, spent.cpu_seconds * 1e6 / n, p, static_cast<double>(spent.context_switches) / n, p,
-                  static_cast<double>(spent.allocations) / n, p, static_cast<double>(spent.frees) / n);
-    return out;
-}
-
 // The cost of n lock+unlock in a row, with nothing else in the loop.
 template <typename L>
 Cost cost_of_cycles(long n, L& lock) {
@@ -144,6 +108,11 @@ void busy_wait(std::chrono::microseconds d) {
     auto until = Clock::now() + d;
     while (Clock::now() < until) {
     }
+}
+
+// The server's CPU and commands so far (a call outside any measured phase).
+ServerUsage server_usage(dlock::Client& client) {
+    return ServerUsage::parse(client.command({"INFO", "cpu", "commandstats"}).text);
 }
 
 // Renewal-like commands the server ran so far (EVALSHA and EVAL).
@@ -454,29 +423,15 @@ int many(const Flags& f) {
     std::vector<L> locks;
     locks.reserve(static_cast<std::size_t>(names));
     for (long i = 0; i < names; ++i) locks.emplace_back(client, "bench:many:" + std::to_string(i));
-    std::atomic<long> done{0};
-    const auto start_at = Clock::now() + 100ms, stop_at = start_at + duration;
-    std::this_thread::sleep_until(start_at);
-    const auto before = Cost::now();
-    std::vector<std::thread> workers;
-    for (int t = 0; t < tasks; ++t)
-        workers.emplace_back([&, t] {
-            std::minstd_rand random(static_cast<unsigned>(t + 1));
-            std::uniform_int_distribution<long> pick(0, names - 1);
-            long mine = 0;
-            std::this_thread::sleep_until(start_at);
-            while (Clock::now() < stop_at) {
-                auto& lock = locks[static_cast<std::size_t>(pick(random))];
-                lock.lock();
-                lock.unlock();
-                ++mine;
-            }
-            done += mine;
-        });
-    for (auto& w : workers) w.join();
-    const auto cost = cost_json(Cost::now() - before, done.load());
-    std::printf("{\"ops\": %ld, \"ops_per_s\": %.1f, %s}\n", done.load(),
-                static_cast<double>(done.load()) / std::chrono::duration<double>(duration).count(), cost.c_str());
+    const auto server_before = server_usage(client);
+    const auto [done, spent] = over_many_names(tasks, names, duration, [&](int, std::size_t name) {
+        locks[name].lock();
+        locks[name].unlock();
+    });
+    const auto server = server_cost_json(server_before, server_usage(client), done);
+    std::printf("{\"ops\": %ld, \"ops_per_s\": %.1f, %s, %s}\n", done,
+                static_cast<double>(done) / std::chrono::duration<double>(duration).count(),
+                cost_json(spent, done).c_str(), server.c_str());
     return 0;
 }
 
@@ -511,14 +466,6 @@ int watchdog(const Flags& f) {
                 n, held, per_second, minimal, per_second / minimal, 100.0 * cpu / elapsed,
                 static_cast<double>(heap_after - heap_before) / static_cast<double>(n));
     return 0;
-}
-
-std::vector<std::string> split(const std::string& list) {
-    std::vector<std::string> out;
-    std::stringstream in(list);
-    for (std::string item; std::getline(in, item, ',');)
-        if (!item.empty()) out.push_back(item);
-    return out;
 }
 
 // lock+unlock latencies of two locks, measured in turns so that both see
@@ -573,6 +520,45 @@ int multi(const Flags& f) {
     return 0;
 }
 
+// The INFO of every server, summed.
+ServerUsage servers_usage(std::vector<std::unique_ptr<dlock::Client>>& servers) {
+    ServerUsage sum;
+    for (auto& server : servers) sum += server_usage(*server);
+    return sum;
+}
+
+// The floor's scenario (bench/floor_runner.cpp takes the same flags): n
+// lock+unlock on one thread, with nothing else in the loop.
+//   --fresh 1: a Lock made for each cycle, its name one of --names in turn
+//   --urls A,B,...: a Redlock over those masters instead of one server
+int cycles(const Flags& f) {
+    const long n = f.number("n", 20'000), names = f.number("names", 10'000);
+    const auto urls = split(f.text("urls"));
+    std::vector<std::unique_ptr<dlock::Client>> servers;  // INFO alone goes through these
+    for (const auto& url : urls.empty() ? std::vector<std::string>{f.text("url")} : urls)
+        servers.push_back(std::make_unique<dlock::Client>(url));
+    if (!urls.empty()) {
+        dlock::Masters masters(urls);
+        dlock::Redlock lock(masters, "bench:cycles");
+        return print_cycles(n, [&] { return servers_usage(servers); }, [&](long) {
+            lock.lock();
+            lock.unlock();
+        });
+    }
+    dlock::Client client(f.text("url"));
+    if (f.number("fresh", 0) != 0)
+        return print_cycles(n, [&] { return servers_usage(servers); }, [&](long i) {
+            dlock::Lock lock(client, "bench:cycles:" + std::to_string(i % names));
+            lock.lock();
+            lock.unlock();
+        });
+    dlock::Lock lock(client, "bench:cycles");
+    return print_cycles(n, [&] { return servers_usage(servers); }, [&](long) {
+        lock.lock();
+        lock.unlock();
+    });
+}
+
 // The scenarios over one exclusive lock, written once for any type L with
 // Lock's API: made as L(client, name) or L(client, name, {.lease = ...}),
 // moved into a vector, driven by lock() and unlock() alone. nullopt: the
@@ -603,6 +589,7 @@ int main(int argc, char** argv) {
         }
         if (result) return *result;
         if (scenario == "redlock") return redlock(f);
+        if (scenario == "cycles") return cycles(f);
         if (scenario == "multi") return multi(f);
         if (scenario == "multi_contended") return multi_contended(f);
         if (scenario == "rwlock") return rwlock(f);

@@ -15,7 +15,7 @@
 
 #include "dlock/error.hpp"
 #include "fuzz_check.hpp"
-#include "lock/lock_keys.hpp"
+#include "hold/lock_keys.hpp"
 #include "lock/script_replies.hpp"
 #include "lock/semaphore_replies.hpp"
 #include "redis/reply_reader.hpp"

@@ -1,5 +1,6 @@
-// A private, throwaway redis-server, for the tests, the benchmarks and
-// `dlock demo`: started on a free loopback port (and
+// A private, throwaway redis-server, for the tests and the benchmarks
+// (the shipped tool has its own, tools/dlock/demo_server.hpp): started on
+// a free loopback port (and
 // optionally a unix socket, TLS, a password, ACL users), no persistence,
 // killed by pid when the object goes away — also if the test process dies
 // (the child gets SIGKILL through PR_SET_PDEATHSIG).

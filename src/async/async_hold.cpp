@@ -1,10 +1,10 @@
-#include "async_hold_state.hpp"
+#include "hold/async_hold_state.hpp"
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
 
 #include "dlock/error.hpp"
-#include "fiber.hpp"
+#include "runtime/fiber.hpp"
 #include "redis/client_core.hpp"
 
 namespace dlock {

@@ -16,7 +16,7 @@
 #include <semaphore>
 #include <stop_token>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "redis/client_core.hpp"
 
 namespace dlock::detail {

@@ -17,7 +17,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "dlock/subscription.hpp"
 #include "hold.hpp"
 

@@ -55,7 +55,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/script.hpp"
-#include "lock/lock_keys.hpp"
+#include "lock_keys.hpp"
 #include "metrics/metrics_tag.hpp"
 #include "redis/asio.hpp"
 #include "validity.hpp"

@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "dlock/error.hpp"
 #include "hold.hpp"
 

@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "dlock/subscription.hpp"
 #include "hold.hpp"
 

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <string_view>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock::detail {

@@ -3,14 +3,14 @@
 #include <array>
 #include <condition_variable>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include <mutex>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/semaphore.hpp"
-#include "lock_keys.hpp"
+#include "hold/lock_keys.hpp"
 #include "semaphore_keys.hpp"
 #include "redis/client_core.hpp"
 #include "redis/cluster_slots.hpp"

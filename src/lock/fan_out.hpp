@@ -15,7 +15,7 @@
 #include <system_error>
 #include <vector>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
 #include "redis/client_core.hpp"

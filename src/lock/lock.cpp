@@ -6,7 +6,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/fair_lock.hpp"
-#include "async/async_hold_state.hpp"
+#include "hold/async_hold_state.hpp"
 #include "hold/hold_queries.hpp"
 #include "lock_core.hpp"
 #include "lock_scripts.hpp"

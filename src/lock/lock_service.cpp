@@ -6,7 +6,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
-#include "lock_keys.hpp"
+#include "hold/lock_keys.hpp"
 #include "lock_scripts.hpp"
 #include "redis/command_format.hpp"
 #include "replica_ack.hpp"
@@ -46,7 +46,7 @@ LockService::LockService(ClientCore& core)
 }
 
 std::shared_ptr<LockService> LockService::of(ClientCore& core) {
-    return std::static_pointer_cast<LockService>(core.attachment([&] { return std::make_shared<LockService>(core); }));
+    return core.extension<LockService>([&] { return std::make_shared<LockService>(core); });
 }
 
 Subscription LockService::name_inbox(const std::string& lock_key) {

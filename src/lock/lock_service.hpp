@@ -20,12 +20,12 @@
 #include "hold/lease_keeper.hpp"
 #include "hold/line_waiters.hpp"
 #include "hold/name_queue.hpp"
-#include "hold/owner_ids.hpp"
+#include "runtime/owner_ids.hpp"
 #include "hold/unattended_calls.hpp"
 
 namespace dlock::detail {
 
-class LockService : public OwnerIds, public QueueRegistry {
+class LockService : public ClientExtension, public OwnerIds, public QueueRegistry {
 public:
     explicit LockService(ClientCore& core);
     static std::shared_ptr<LockService> of(ClientCore& core);

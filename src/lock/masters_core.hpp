@@ -14,7 +14,7 @@
 #include "hold/hold_registry.hpp"
 #include "hold/lease_keeper.hpp"
 #include "hold/name_queue.hpp"
-#include "hold/owner_ids.hpp"
+#include "runtime/owner_ids.hpp"
 
 namespace dlock::detail {
 

@@ -4,7 +4,7 @@
 // and combines.
 #include "dlock/multi_lock.hpp"
 
-#include "async/async_hold_state.hpp"
+#include "hold/async_hold_state.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <condition_variable>
 
-#include "async/async_hold_state.hpp"
-#include "async/condition.hpp"
+#include "hold/async_hold_state.hpp"
+#include "runtime/condition.hpp"
 #include <random>
 
 #include "hold/acquisition_engine.hpp"

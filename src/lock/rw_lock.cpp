@@ -1,6 +1,6 @@
 #include "dlock/rw_lock.hpp"
 
-#include "async/async_hold_state.hpp"
+#include "hold/async_hold_state.hpp"
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"

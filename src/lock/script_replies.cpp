@@ -1,6 +1,6 @@
 #include "script_replies.hpp"
 
-#include "lock_keys.hpp"
+#include "hold/lock_keys.hpp"
 
 #include <algorithm>
 #include <array>

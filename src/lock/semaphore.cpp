@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "async/async_hold_state.hpp"
+#include "hold/async_hold_state.hpp"
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "lock_keys.hpp"
+#include "hold/lock_keys.hpp"
 
 namespace dlock::detail {
 

@@ -1,6 +1,6 @@
 #include "client_core.hpp"
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 
 #include <semaphore>
 #include <set>
@@ -488,11 +488,6 @@ void ClientCore::submit_many(std::span<const std::string_view> formatted, std::v
     if (!ec) return;
     for (auto& done : dones)
         if (done) fail_soon(done, ec);
-}
-
-std::shared_ptr<void> ClientCore::attachment(const std::function<std::shared_ptr<void>()>& make) {
-    std::call_once(attachment_once_, [&] { attachment_ = make(); });
-    return attachment_;
 }
 
 void ClientCore::on_io_shutdown(std::function<void()> hook) {

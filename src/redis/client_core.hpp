@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "asio.hpp"
-#include "async/fiber_runner.hpp"
+#include "client_extension.hpp"
+#include "runtime/fiber_runner.hpp"
 #include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dedicated_connections.hpp"
@@ -78,9 +79,12 @@ public:
     void submit_dedicated(std::string first, DedicatedConnections::Next next, DedicatedConnections::Done done,
                           Clock::time_point deadline);
 
-    // A slot for a layer above the transport (the lock service): made once,
-    // on first use, and kept as long as the core.
-    std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make);
+    // The client's T, a layer above the transport's state (the lock
+    // service): made once, on first use, and kept as long as the core.
+    template <std::derived_from<ClientExtension> T, std::invocable Make>
+    std::shared_ptr<T> extension(Make&& make) {
+        return extensions_.get<T>(std::forward<Make>(make));
+    }
     // Runs, on the stopping thread, before the connections close: the lock
     // service releases what this client still holds.
     void before_stop(std::function<void()> hook);
@@ -206,8 +210,7 @@ private:
     std::shared_ptr<FiberRunner> fibers_;
     bool fibers_closed_ = false;
     bool io_ended_ = false;  // run_io's run() is over: fail_soon fails inline  // a pool of a node gone from the map was busy
-    std::once_flag attachment_once_;
-    std::shared_ptr<void> attachment_;
+    ClientExtensions extensions_;
     std::mutex hooks_mutex_;
     std::vector<std::function<void()>> before_stop_;
     std::vector<std::function<void()>> on_io_shutdown_;

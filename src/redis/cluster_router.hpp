@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "cluster_slots.hpp"
 #include "connection.hpp"
 

@@ -40,7 +40,7 @@
 #include <system_error>
 #include <vector>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "asio.hpp"
 #include "dlock/client_options.hpp"
 #include "dlock/reply.hpp"

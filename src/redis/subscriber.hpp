@@ -22,7 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "async/condition.hpp"
+#include "runtime/condition.hpp"
 #include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dlock/subscription.hpp"

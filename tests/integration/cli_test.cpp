@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -312,6 +313,18 @@ TEST(Cli, DemoStartsItsOwnServerAndAwardsExactlyTheBonuses) {
     f = dlock_cli({"demo", "--processes", "2", "--threads", "3", "--bonuses", "10", "--json"});
     EXPECT_EQ(f.code, 0) << f.err;
     EXPECT_NE(f.out.find("\"awarded\": 6, \"overdrawn\": 0"), std::string::npos) << f.out;
+}
+
+// The server the demo started goes with it: killed by pid, its directory
+// removed (the tool starts it itself, tools/dlock/demo_server.cpp).
+TEST(Cli, DemoStopsTheServerItStarted) {
+    auto f = dlock_cli({"demo", "--processes", "1", "--threads", "2", "--bonuses", "1"});
+    ASSERT_EQ(f.code, 0) << f.err;
+    const auto at = f.out.find("(pid ");
+    ASSERT_NE(at, std::string::npos) << f.out;
+    const pid_t pid = std::stoi(f.out.substr(at + 5));
+    EXPECT_NE(::kill(pid, 0), 0) << "redis-server " << pid << " outlived the demo";
+    EXPECT_EQ(errno, ESRCH);
 }
 
 // The demo's own --url takes the password from the environment like every

@@ -25,7 +25,7 @@
 #include "scripted_server.hpp"
 #include "tcp_proxy.hpp"
 #include "eventually.hpp"
-#include "lock/lock_keys.hpp"
+#include "hold/lock_keys.hpp"
 #include "redis/client_core.hpp"
 #include "redis/cluster_slots.hpp"
 

@@ -1,7 +1,7 @@
 // How the lock kinds read their scripts' replies (src/lock/script_replies.hpp),
 // on the answers the scripts give and on answers no script gives.
 #include "lock/script_replies.hpp"
-#include "lock/lock_keys.hpp"
+#include "hold/lock_keys.hpp"
 #include "lock/semaphore_keys.hpp"
 #include "redis/cluster_slots.hpp"
 #include "redis/command_format.hpp"

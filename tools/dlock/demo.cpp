@@ -22,8 +22,8 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "demo.hpp"
+#include "demo_server.hpp"
 #include "exposition.hpp"
-#include "redis_server.hpp"
 
 namespace {
 
@@ -155,10 +155,10 @@ namespace dlock::cli {
 // Errors propagate to main(), which maps them to exit codes like every command's.
 int run_demo(DemoOptions s) {
     {
-        std::unique_ptr<dlock::support::RedisServer> own_server;
+        std::unique_ptr<DemoServer> own_server;
         if (s.url.empty()) {
-            own_server = std::make_unique<dlock::support::RedisServer>();
-            s.url = own_server->uri();
+            own_server = std::make_unique<DemoServer>();
+            s.url = own_server->url();
             if (!s.json) std::printf("started redis-server on %s (pid %d)\n", s.url.c_str(), own_server->pid());
         }
         const int clients = s.processes * s.threads;

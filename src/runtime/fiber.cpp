@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "fiber_runner.hpp"
-#include "hold/owner_ids.hpp"
+#include "owner_ids.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DLOCK_ASAN_FIBERS 1

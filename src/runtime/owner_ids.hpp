@@ -40,7 +40,7 @@ private:
 // While alive, the calling thread acts as the owner `number`
 // (OwnerIds::new_owner_number) wherever it would act as itself, and as that
 // owner also for locks whose ownership is by handle: an asynchronous
-// operation (async/fiber.hpp) owns the holds it makes, whichever thread runs
+// operation (fiber.hpp) owns the holds it makes, whichever thread runs
 // it. Nests; restores the previous owner when destroyed.
 class OwnerScope {
 public:

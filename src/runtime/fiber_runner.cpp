@@ -3,7 +3,7 @@
 #include <asio/post.hpp>
 
 #include "fiber.hpp"
-#include "hold/owner_ids.hpp"
+#include "owner_ids.hpp"
 
 namespace dlock::detail {
 

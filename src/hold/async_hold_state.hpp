@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "dlock/async.hpp"
-#include "fiber_runner.hpp"
-#include "hold/hold_queries.hpp"
-#include "hold/owner_ids.hpp"
+#include "runtime/fiber_runner.hpp"
+#include "hold_queries.hpp"
+#include "runtime/owner_ids.hpp"
 
 namespace dlock::detail {
 
