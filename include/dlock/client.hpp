@@ -35,6 +35,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "dlock/error.hpp"  // every throwing call throws dlock::Error
 #include "dlock/client_options.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/metrics.hpp"

@@ -7,6 +7,12 @@
 // that never throws.
 #pragma once
 
+// The headers use C++20 (concepts, std::stop_token) and take any later
+// standard as it is: nothing pins -std, so say what is missing here.
+#if __cplusplus < 202002L
+#error "dlock needs C++20 or later: compile with -std=c++20 (or a later standard such as -std=c++23)"
+#endif
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,7 +30,7 @@ enum class errc {
     connection_refused,     // nothing listens there (ECONNREFUSED, no socket file)
     resolve_failed,         // the host name does not resolve
     tls_error,              // TLS handshake or certificate verification failed
-    auth_failed,            // wrong password or unknown user (WRONGPASS, NOAUTH)
+    auth_failed,            // wrong password or unknown user (WRONGPASS), or none given (NOAUTH)
     not_connected,          // the last connect attempt failed; reconnecting in the background
 
     // A command on an established connection.

@@ -29,6 +29,7 @@
 // process's first waiter ahead).
 #pragma once
 
+#include "dlock/error.hpp"  // every throwing call throws dlock::Error
 #include "dlock/lock.hpp"
 
 namespace dlock {

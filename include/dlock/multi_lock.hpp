@@ -62,6 +62,7 @@
 // valid: pass each name's fencing token to its resource.
 #pragma once
 
+#include "dlock/error.hpp"  // every throwing call throws dlock::Error
 #include "dlock/deadline.hpp"
 
 #include <chrono>

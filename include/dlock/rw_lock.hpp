@@ -71,6 +71,7 @@
 // Thread-safety: an RwLock may be shared by many threads. Requires Redis 7.0.
 #pragma once
 
+#include "dlock/error.hpp"  // every throwing call throws dlock::Error
 #include "dlock/deadline.hpp"
 
 #include <chrono>

@@ -67,6 +67,7 @@
 // Requires Redis 7.0 or later.
 #pragma once
 
+#include "dlock/error.hpp"  // every throwing call throws dlock::Error
 #include "dlock/deadline.hpp"
 
 #include <chrono>

@@ -21,6 +21,8 @@
 // message naming the offending part; parsing never touches the network.
 #pragma once
 
+#include "dlock/error.hpp"  // every throwing call throws dlock::Error
+
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -156,13 +156,16 @@ void LeaseKeeper::on_timer() {
 }
 
 namespace {
-void count_renewal(const Hold& hold, RenewalResult result) {
-    if (auto* recorder = hold.lock->metrics.recorder()) recorder->renewal(result);
+void count_renewal(const Hold& hold, RenewalResult result, LeaseKeeper::Answer answer = LeaseKeeper::Answer::renewal) {
+    auto* recorder = hold.lock->metrics.recorder();
+    if (!recorder) return;
+    if (answer == LeaseKeeper::Answer::grant_confirmation) recorder->grant_confirmation(result);
+    else recorder->renewal(result);
 }
 }  // namespace
 
-void LeaseKeeper::renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
-    count_renewal(*hold, RenewalResult::renewed);
+void LeaseKeeper::renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, Answer answer) {
+    count_renewal(*hold, RenewalResult::renewed, answer);
     {
         std::lock_guard lock(mutex_);
         hold->keeper.renewal_in_flight = false;
@@ -172,8 +175,8 @@ void LeaseKeeper::renewed(const std::shared_ptr<Hold>& hold, LockClock::time_poi
     schedule(hold, sent + renew_interval(hold->lock->options.lease));
 }
 
-void LeaseKeeper::refused(const std::shared_ptr<Hold>& hold, LostReason reason) {
-    count_renewal(*hold, RenewalResult::refused);
+void LeaseKeeper::refused(const std::shared_ptr<Hold>& hold, LostReason reason, Answer answer) {
+    count_renewal(*hold, RenewalResult::refused, answer);
     forget(hold);
     mark_lost(hold, reason, home_.io());
 }

@@ -47,10 +47,15 @@ public:
     void renew_all_now();
     void renew_now(const std::shared_ptr<Hold>& hold);
 
+    // What an answer settles: a renewal, or the confirmation of a grant
+    // taken from the server's line (counted apart in the metrics).
+    enum class Answer { renewal, grant_confirmation };
     // A renewal's outcome. Any thread.
-    void renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent);  // extended
+    void renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent,
+                 Answer answer = Answer::renewal);  // extended
     // Not ours any more (the answer says why, taken_over by default): lost.
-    void refused(const std::shared_ptr<Hold>& hold, LostReason reason = LostReason::taken_over);
+    void refused(const std::shared_ptr<Hold>& hold, LostReason reason = LostReason::taken_over,
+                 Answer answer = Answer::renewal);
     // Retried until validity ends; an error no retry mends (permission_denied,
     // wrong_type) ends it at once, as refused does.
     void failed(const std::shared_ptr<Hold>& hold, std::error_code ec);

@@ -206,13 +206,14 @@ void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, L
 void LockService::confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
                             const Reply& reply) {
     if (ec == errc::client_closed) return keeper_.failed(hold, ec);
-    if (!ec && is_grant(reply)) return keeper_.renewed(hold, sent);
+    using Answer = LeaseKeeper::Answer;
+    if (!ec && is_grant(reply)) return keeper_.renewed(hold, sent, Answer::grant_confirmation);
     // Refused, or not confirmed within the whole retry window: lost now.
     // Renewals could keep it, but unconfirmed it could never be released
     // (release.lua takes an unconfirmed grant's release for a late copy);
     // left alone, its short lease ends it. Unconfirmed, it is told as a
     // lease whose renewal was not confirmed; refused, as taken over.
-    keeper_.refused(hold, ec ? LostReason::expired : LostReason::taken_over);
+    keeper_.refused(hold, ec ? LostReason::expired : LostReason::taken_over, Answer::grant_confirmation);
 }
 
 void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,

@@ -11,6 +11,7 @@ constexpr std::string_view kind_names[lock_kinds] = {"lock",      "fair_lock", "
 constexpr std::string_view outcome_names[acquire_outcomes] = {"acquired", "busy", "timed_out", "cancelled", "error"};
 constexpr std::string_view loss_names[loss_reasons] = {"expired", "refused", "revoked"};
 constexpr std::string_view renewal_names[renewal_results] = {"renewed", "refused", "failed"};
+constexpr std::string_view confirmation_names[renewal_results] = {"confirmed", "refused", "failed"};
 constexpr std::string_view hand_off_names[hand_offs] = {"local", "direct"};
 
 struct EventFamily {
@@ -174,6 +175,14 @@ void MetricsRecorder::renewal(RenewalResult result) noexcept {
         emit("dlock_renewals_total", Metrics::Type::counter, {{"result", name_of(result)}}, 1);
 }
 
+void MetricsRecorder::grant_confirmation(RenewalResult result) noexcept {
+    if (!enabled()) return;
+    grant_confirmations_[static_cast<std::size_t>(result)].fetch_add(1, relaxed);
+    if (has_sink_.load(relaxed))
+        emit("dlock_grant_confirmations_total", Metrics::Type::counter,
+             {{"result", confirmation_names[static_cast<std::size_t>(result)]}}, 1);
+}
+
 void MetricsRecorder::hand_off(HandOff how) noexcept {
     if (!enabled()) return;
     hand_offs_[static_cast<std::size_t>(how)].fetch_add(1, relaxed);
@@ -297,6 +306,9 @@ void MetricsRecorder::collect(const std::function<void(const Metrics::Family&)>&
         visitor(f);
     };
     counters("dlock_renewals_total", "Lease renewals by result.", "result", renewals_, renewal_names);
+    counters("dlock_grant_confirmations_total",
+             "Confirmations of grants taken from the server's line (direct hand-offs), by result.", "result",
+             grant_confirmations_, confirmation_names);
     counters("dlock_handoffs_total", "Grants passed on without a free lock: local (a thread of this process) or "
                                      "direct (the server's line).",
              "how", hand_offs_, hand_off_names);

@@ -102,6 +102,9 @@ public:
     void holds_changed(LockKind kind, Label label, int delta) noexcept;
     void waiting_changed(LockKind kind, Label label, int delta) noexcept;
     void renewal(RenewalResult result) noexcept;
+    // A grant taken from the server's line, confirmed (renewed), refused or
+    // unanswered (failed): not a renewal.
+    void grant_confirmation(RenewalResult result) noexcept;
     void hand_off(HandOff how) noexcept;
     void event(ClientEvent what) noexcept;
 
@@ -125,6 +128,7 @@ private:
     std::unordered_map<std::string, Label> labels_;
 
     std::array<std::atomic<std::uint64_t>, renewal_results> renewals_{};
+    std::array<std::atomic<std::uint64_t>, renewal_results> grant_confirmations_{};
     std::array<std::atomic<std::uint64_t>, hand_offs> hand_offs_{};
     std::array<std::atomic<std::uint64_t>, client_events> events_{};
 

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <random>
 
@@ -368,7 +369,15 @@ void Connection::connect(std::uint64_t attempt) {
     stream_->async_connect([self = shared_from_this(), attempt](std::error_code ec, std::string detail) {
         if (attempt != self->attempt_) return;
         self->guarded([&] {
-            if (ec) return self->fail_attempt(ec, self->address_.to_string() + ": " + detail);
+            if (ec) {
+                // The error's own words follow the detail in what(): "Connection
+                // refused" is said once, after the address.
+                const auto mapped = map_connect_error(ec);
+                const bool same = detail.size() == mapped.message().size() &&
+                                  std::equal(detail.begin(), detail.end(), mapped.message().begin(),
+                                             [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+                return self->fail_attempt(ec, self->address_.to_string() + (same ? "" : ": " + detail));
+            }
             self->start_handshake(attempt);
         });
     });
@@ -417,7 +426,8 @@ void Connection::handle_handshake_reply(Reply& reply) {
         switch (step) {
             case HandshakeStep::Kind::auth:
                 return fail_attempt(ec == errc::permission_denied ? ec : make_error_code(errc::auth_failed),
-                                    "AUTH: " + reply.text);
+                                    address_.to_string() + ": wrong password or unknown user (AUTH: " + reply.text +
+                                        ")");
             case HandshakeStep::Kind::select: return fail_attempt(errc::server_error, "SELECT: " + reply.text);
             case HandshakeStep::Kind::set_name: break;  // an ACL user may lack CLIENT; the name is only a courtesy
             case HandshakeStep::Kind::ping:
@@ -426,6 +436,10 @@ void Connection::handle_handshake_reply(Reply& reply) {
                 // proves the server answers. Without ROLE, a demoted master
                 // is found by its READONLY answers instead.
                 if (ec == errc::permission_denied) break;
+                // NOAUTH here: no AUTH was sent, so no password was wrong.
+                if (ec == errc::auth_failed && address_.password.empty())
+                    return fail_attempt(ec, address_.to_string() + ": the server requires a password and none was "
+                                                                   "given (" + reply.text + ")");
                 return fail_attempt(ec == errc::auth_failed ? ec : make_error_code(errc::server_error), reply.text);
         }
     } else if (step == HandshakeStep::Kind::role && !check_role(reply)) {

@@ -18,7 +18,7 @@ public:
             case errc::connection_refused: return "connection refused";
             case errc::resolve_failed: return "host name does not resolve";
             case errc::tls_error: return "TLS handshake or certificate verification failed";
-            case errc::auth_failed: return "authentication failed (wrong password or unknown user)";
+            case errc::auth_failed: return "authentication failed";
             case errc::not_connected: return "not connected; reconnecting";
             case errc::command_timeout: return "command timed out";
             case errc::connection_lost: return "connection lost with the command in flight (not resent)";

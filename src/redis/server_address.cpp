@@ -61,10 +61,15 @@ Int parse_number(std::string_view text, Int min, Int max, std::string_view what)
     Int value{};
     if (text.empty()) throw ParseError{"empty " + std::string(what)};
     auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    const auto range = std::string(what) + " " + std::string(text) + " is out of range (" + std::to_string(min) +
+                       " to " + std::to_string(max) + ")";
+    // All digits but too large for the type: a number, out of range.
+    if (error == std::errc::result_out_of_range && end == text.data() + text.size() && text[0] != '+' &&
+        text[0] != '-')
+        throw ParseError{range};
     if (error != std::errc{} || end != text.data() + text.size() || text[0] == '+' || text[0] == '-')
         throw ParseError{std::string(what) + " '" + std::string(text) + "' is not a number"};
-    if (value < min || value > max)
-        throw ParseError{std::string(what) + " " + std::string(text) + " is out of range"};
+    if (value < min || value > max) throw ParseError{range};
     return value;
 }
 

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Builds and runs consumers of an installed dlock as a user would (no C++
-# standard set by the consumer; the CMake package carries no -Werror): CMake's find_package with the shared and the
-# static library, pkg-config with `dlock` and `dlock-static`. Checks the shared
+# standard set by the CMake consumer, dlock::dlock brings C++20; the CMake
+# package carries no -Werror): CMake's find_package with the shared and the
+# static library, pkg-config with `dlock` and `dlock-static` under -std=c++20
+# and -std=c++23 (the .pc pins no standard and adds no -I of hiredis), and a
+# consumer without -std on an older default is refused with dlock's message. Checks the shared
 # library's soname and that it exports dlock's API only (nothing of Asio or
 # dlock::detail), and runs each consumer against a private redis-server on a
 # unix socket (stopped by its pid).
 #
-#   tests/install/check-consumers.sh PREFIX     (PREFIX/lib holds the libraries)
+#   tests/install/check-consumers.sh PREFIX [SYSROOT]
+# PREFIX/lib or PREFIX/lib/<multiarch> holds the libraries. SYSROOT: the
+# tree is unpacked there and its .pc files name the prefix it will have once
+# installed (PKG_CONFIG_SYSROOT_DIR).
 set -euo pipefail
 prefix=$(cd "$1" && pwd)
+sysroot=${2:-}
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 lib=$prefix/lib
+[ -f "$lib/libdlock.so" ] || lib=$prefix/lib/$(gcc -print-multiarch)
 work=$(mktemp -d)
 server_pid=""
 cleanup() {
@@ -60,9 +68,27 @@ if [ -n "$(readelf -d "$work/cmake-static/consumer" | grep 'libdlock')" ]; then
 fi
 readelf -d "$work/cmake-shared/consumer" | grep -q 'libdlock.so.0' || fail "the shared consumer does not load libdlock.so.0"
 
-export PKG_CONFIG_PATH="$lib/pkgconfig"
+export PKG_CONFIG_LIBDIR="$lib/pkgconfig"
+[ -n "$sysroot" ] && export PKG_CONFIG_SYSROOT_DIR=$sysroot
 for pc in dlock dlock-static; do
-    # shellcheck disable=SC2046 # the flags are words
-    g++ "$source_dir/examples/consumer/main.cpp" -o "$work/pc-$pc" $(pkg-config --cflags --libs $pc)
-    run_consumer "pkg-config $pc" "$work/pc-$pc"
+    cflags=$(pkg-config --cflags $pc)
+    case " $cflags " in
+        *" -std="*) fail "pkg-config --cflags $pc pins a standard: $cflags" ;;
+        *hiredis*) fail "pkg-config --cflags $pc leaks hiredis's include path: $cflags" ;;
+        *"/../"*) fail "pkg-config --cflags $pc is not normalised: $cflags" ;;
+    esac
+    for std in c++20 c++23; do
+        # shellcheck disable=SC2046 # the flags are words
+        g++ -std=$std "$source_dir/examples/consumer/main.cpp" -o "$work/pc-$pc-$std" $(pkg-config --cflags --libs $pc)
+        run_consumer "pkg-config $pc -std=$std" "$work/pc-$pc-$std"
+    done
 done
+# An older standard is refused by the headers with what to do, not with
+# an error deep inside them.
+# shellcheck disable=SC2046
+if g++ -std=c++17 -fsyntax-only "$source_dir/examples/consumer/main.cpp" $(pkg-config --cflags dlock) \
+        2>"$work/cxx17.log"; then
+    fail "a -std=c++17 consumer compiled"
+fi
+grep -q "dlock needs C++20 or later" "$work/cxx17.log" || fail "-std=c++17: no word of the standard needed: $(head -3 "$work/cxx17.log")"
+echo "check-consumers: -std=c++17 refused with dlock's message"

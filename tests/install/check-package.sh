@@ -1,45 +1,86 @@
 #!/usr/bin/env bash
-# Checks the Debian package: its control fields, that it holds every file a
-# user needs and nothing else, and that it works unpacked into an empty
-# directory (dpkg -x): the dlock command runs, its man page and completions
-# are in place, and consumers build against the unpacked tree.
+# Checks the Debian packages (libdlock0, libdlock-dev, dlock): lintian finds
+# no error in any of them; their control fields and the split (the command
+# alone pulls in no -dev package); each holds every file a user needs and
+# nothing else; and they install into an empty root (dpkg --root), where the
+# dlock command runs, its man page and completions are in place and
+# consumers build against the installed tree, and remove from it leaving
+# nothing of theirs behind.
 #
-#   tests/install/check-package.sh build/default/dlock_VERSION_ARCH.deb
+#   tests/install/check-package.sh DIR    (DIR holds the three .deb files)
 set -euo pipefail
-deb=$1
+dir=$1
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 fail() { echo "check-package: $*" >&2; exit 1; }
+arch=$(dpkg --print-architecture)
+multiarch=$(gcc -print-multiarch)
+version=$(sed -n 's/^project(dlock VERSION \([0-9.]*\).*/\1/p' "$here/../../CMakeLists.txt")
+deb() { echo "$dir/${1}_${version}_$arch.deb"; }
+for p in libdlock0 libdlock-dev dlock; do [ -f "$(deb $p)" ] || fail "no $(deb $p)"; done
 
-[ "$(dpkg-deb -f "$deb" Package)" = dlock ] || fail "package name"
-dpkg-deb -f "$deb" Depends | grep -q libhiredis || fail "no dependency on hiredis"
+# lintian: no errors; warnings are shown.
+lintian_out=$(lintian --tag-display-limit 0 "$(deb libdlock0)" "$(deb libdlock-dev)" "$(deb dlock)" 2>&1 || true)
+[ -z "$lintian_out" ] || echo "$lintian_out"
+if grep -q '^E: ' <<<"$lintian_out"; then fail "lintian reports errors"; fi
+echo "check-package: lintian: no errors, $(grep -c '^W: ' <<<"$lintian_out" || true) warnings"
 
-files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' | grep -v '/$')
-required=(
-    /usr/bin/dlock
-    /usr/include/dlock/client.hpp /usr/include/dlock/lock.hpp /usr/include/dlock/error.hpp
-    /usr/include/dlock/multi_lock.hpp /usr/include/dlock/deadline.hpp
-    /usr/lib/libdlock.so /usr/lib/libdlock.so.0 /usr/lib/libdlock.a
-    /usr/lib/cmake/dlock/dlockConfig.cmake /usr/lib/cmake/dlock/dlockConfigVersion.cmake
-    /usr/lib/cmake/dlock/dlockTargets.cmake
-    /usr/lib/pkgconfig/dlock.pc /usr/lib/pkgconfig/dlock-static.pc
-    /usr/share/man/man1/dlock.1
-    /usr/share/bash-completion/completions/dlock /usr/share/zsh/vendor-completions/_dlock
-    /usr/share/doc/dlock/LICENSE /usr/share/doc/dlock/CHANGELOG.md
-)
-for f in "${required[@]}"; do
-    grep -qxF "$f" <<<"$files" || fail "missing $f"
+field() { dpkg-deb -f "$(deb "$1")" "$2"; }
+field libdlock0 Depends | grep -q libhiredis || fail "libdlock0 does not depend on hiredis"
+field libdlock0 Depends | grep -q -- '-dev' && fail "libdlock0 depends on a -dev package: $(field libdlock0 Depends)"
+field dlock Depends | grep -q -- '-dev' && fail "dlock depends on a -dev package: $(field dlock Depends)"
+field dlock Recommends | grep -q bash-completion || fail "dlock does not recommend bash-completion"
+dev_depends=$(field libdlock-dev Depends)
+for d in "libdlock0 (= $version)" libhiredis-dev libssl-dev libasio-dev; do
+    grep -qF "$d" <<<"$dev_depends" || fail "libdlock-dev does not depend on $d: $dev_depends"
 done
-# Nothing else: no test programs, no internal libraries, no build paths.
-allowed='^/usr/(bin/dlock|include/dlock/[a-z_]+\.hpp|lib/libdlock\.(so(\.[0-9.]+)?|a)|lib/cmake/dlock/dlock[A-Za-z-]+\.cmake|lib/pkgconfig/dlock(-static)?\.pc|share/man/man1/dlock\.1|share/bash-completion/completions/dlock|share/zsh/vendor-completions/_dlock|share/doc/dlock/(LICENSE|README\.md|CHANGELOG\.md))$'
-unexpected=$(grep -vE "$allowed" <<<"$files" || true)
-[ -z "$unexpected" ] || fail "unexpected files: $unexpected"
-echo "check-package: $(wc -l <<<"$files") files, every one expected"
 
-dpkg -x "$deb" "$root"
-"$root/usr/bin/dlock" --version | grep -q '^dlock ' || fail "the unpacked dlock does not run"
-grep -q '^\.TH DLOCK 1' "$root/usr/share/man/man1/dlock.1" || fail "man page"
+files_of() { dpkg-deb -c "$(deb "$1")" | awk '{print $6}' | sed 's|^\./|/|' | grep -v '/$'; }
+# check_files PACKAGE ALLOWED-REGEX REQUIRED...
+check_files() {
+    local package=$1 allowed=$2 files unexpected
+    shift 2
+    files=$(files_of "$package")
+    for f in "$@" "/usr/share/doc/$package/copyright" "/usr/share/doc/$package/changelog.gz"; do
+        grep -qxF "$f" <<<"$files" || fail "$package: missing $f"
+    done
+    unexpected=$(grep -vE "^(/usr/share/doc/$package/(copyright|changelog\.gz)|$allowed)$" <<<"$files" || true)
+    [ -z "$unexpected" ] || fail "$package: unexpected files: $unexpected"
+    echo "check-package: $package: $(wc -l <<<"$files") files, every one expected"
+}
+lib=/usr/lib/$multiarch
+check_files libdlock0 "$lib/libdlock\.so\.[0-9.]+" "$lib/libdlock.so.0"
+check_files libdlock-dev \
+    "/usr/include/dlock/[a-z_]+\.hpp|$lib/libdlock\.(so|a)|$lib/cmake/dlock/dlock[A-Za-z-]+\.cmake|$lib/pkgconfig/dlock(-static)?\.pc|/usr/share/doc/libdlock-dev/(README|CHANGELOG)\.md" \
+    /usr/include/dlock/client.hpp /usr/include/dlock/lock.hpp /usr/include/dlock/error.hpp \
+    /usr/include/dlock/async.hpp /usr/include/dlock/boost_async.hpp \
+    "$lib/libdlock.so" "$lib/libdlock.a" "$lib/cmake/dlock/dlockConfig.cmake" \
+    "$lib/cmake/dlock/dlockConfigVersion.cmake" "$lib/cmake/dlock/dlockTargets.cmake" \
+    "$lib/pkgconfig/dlock.pc" "$lib/pkgconfig/dlock-static.pc"
+check_files dlock \
+    "/usr/bin/dlock|/usr/share/man/man1/dlock\.1\.gz|/usr/share/bash-completion/completions/dlock|/usr/share/zsh/vendor-completions/_dlock" \
+    /usr/bin/dlock /usr/share/man/man1/dlock.1.gz /usr/share/bash-completion/completions/dlock \
+    /usr/share/zsh/vendor-completions/_dlock
+
+# Install into an empty root: a dpkg database and nothing else (their
+# dependencies are the host's, hence --force-depends).
+mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
+touch "$root/var/lib/dpkg/status" "$root/var/lib/dpkg/available"
+dpkg --root="$root" --force-depends --force-script-chrootless -i \
+    "$(deb libdlock0)" "$(deb libdlock-dev)" "$(deb dlock)" >"$root/dpkg.log" 2>&1 ||
+    fail "dpkg --root -i failed: $(cat "$root/dpkg.log")"
+for p in libdlock0 libdlock-dev dlock; do
+    [ "$(dpkg-query --root="$root" -W -f='${Status}' $p)" = "install ok installed" ] || fail "$p is not installed"
+done
+"$root/usr/bin/dlock" --version | grep -q '^dlock ' || fail "the installed dlock does not run"
+gzip -dc "$root/usr/share/man/man1/dlock.1.gz" | grep -q '^\.TH DLOCK 1' || fail "man page"
 bash -n "$root/usr/share/bash-completion/completions/dlock" || fail "bash completion"
-"$here/check-consumers.sh" "$root/usr"
-echo "check-package: $(basename "$deb") unpacked, its dlock ran and consumers built against it"
+grep -qx "prefix=/usr" "$root$lib/pkgconfig/dlock.pc" || fail "dlock.pc does not say prefix=/usr"
+"$here/check-consumers.sh" "$root/usr" "$root"
+
+dpkg --root="$root" --force-depends --force-script-chrootless -r dlock libdlock-dev libdlock0 >"$root/dpkg.log" 2>&1 ||
+    fail "dpkg --root -r failed: $(cat "$root/dpkg.log")"
+left=$(find "$root/usr" -mindepth 1 2>/dev/null | head -5 || true)  # no usr/ left at all: clean
+[ -z "$left" ] || fail "left behind after removal: $left"
+echo "check-package: the three packages installed into an empty root, its dlock ran, consumers built against it, and removed cleanly"

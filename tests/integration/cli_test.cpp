@@ -277,7 +277,8 @@ TEST(Cli, StatusJsonBeforeDuringAndAfterARun) {
     auto status = [&] { return dlock_cli({"--url", server.uri(), "status", "--json", "report"}); };
     auto before = status();
     EXPECT_EQ(before.code, 0);
-    EXPECT_EQ(before.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, \"hold_count\": null, "
+    EXPECT_EQ(before.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, "
+                          "\"holder_host\": null, \"holder_pid\": null, \"holder_thread\": null, \"hold_count\": null, "
                           "\"ttl_ms\": null, \"fencing_token\": null, \"kind\": \"free\", \"readers\": 0, "
                           "\"waiting\": 0, \"holders\": []}\n");
     auto run = start({"--url", server.uri(), "run", "report", "--", "sleep", "1"});
@@ -296,7 +297,8 @@ TEST(Cli, StatusJsonBeforeDuringAndAfterARun) {
     EXPECT_NE(during.out.find("\"side\": \"exclusive\"}]"), std::string::npos) << during.out;
     EXPECT_EQ(finish(run).code, 0);
     auto after = status();
-    EXPECT_EQ(after.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, \"hold_count\": null, "
+    EXPECT_EQ(after.out, "{\"key\": \"report\", \"held\": false, \"owner\": null, \"holder\": null, "
+                         "\"holder_host\": null, \"holder_pid\": null, \"holder_thread\": null, \"hold_count\": null, "
                          "\"ttl_ms\": null, \"fencing_token\": " + std::to_string(token) +
                          ", \"kind\": \"free\", \"readers\": 0, \"waiting\": 0, \"holders\": []}\n");
 }

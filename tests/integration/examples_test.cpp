@@ -72,3 +72,19 @@ TEST(Examples, AsyncServersSerialiseWorkPerKeyAcrossProcesses) {
     EXPECT_EQ(total, 180u);
     rmdir(dir.c_str());
 }
+
+// dlock from a Boost.Asio program (dlock/boost_async.hpp): four coroutines'
+// locked increments all kept, a busy lock's one attempt an empty hold, and
+// a force-released hold's async_wait_lost completing without an exception,
+// with the reason on the hold.
+TEST(Examples, BoostAsioCoroutinesLockAndHearOfALoss) {
+#ifndef DLOCK_BOOST_ASYNC
+    GTEST_SKIP() << "Boost.Asio's headers were not found (libboost-dev)";
+#else
+    dlock::support::RedisServer server;
+    auto [code, out] = run(std::string(DLOCK_BOOST_ASYNC) + " " + server.uri() + " 2>&1");
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("counter 4 after 4 locked increments"), std::string::npos) << out;
+    EXPECT_NE(out.find("the hold was lost (revoked)"), std::string::npos) << out;
+#endif
+}

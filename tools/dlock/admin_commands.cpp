@@ -28,6 +28,30 @@ std::string plural(std::size_t n, const char* word) {
     return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
+// The holder label's parts ("host=NAME pid=N thread=N", as the library
+// writes it) as JSON fields: holder_host, holder_pid, holder_thread (null
+// when absent or not a number), beside the label itself in "holder".
+std::string holder_fields(bool exclusive, const std::string& label) {
+    std::map<std::string, std::string> parts;
+    for (std::size_t at = 0; exclusive && at < label.size();) {
+        auto end = label.find(' ', at);
+        if (end == std::string::npos) end = label.size();
+        const auto word = label.substr(at, end - at);
+        if (const auto eq = word.find('='); eq != std::string::npos) parts[word.substr(0, eq)] = word.substr(eq + 1);
+        at = end + 1;
+    }
+    auto number = [&](const std::string& name) {
+        const auto found = parts.find(name);
+        if (found == parts.end() || found->second.empty() ||
+            found->second.find_first_not_of("0123456789") != std::string::npos || found->second.size() > 19)
+            return std::string("null");
+        return found->second;
+    };
+    const auto host = parts.find("host");
+    return ", \"holder_host\": " + (host != parts.end() ? json_string(host->second) : std::string("null")) +
+           ", \"holder_pid\": " + number("pid") + ", \"holder_thread\": " + number("thread");
+}
+
 // The fields of one server's view of the name, for a JSON object: the
 // exclusive hold's fields first (as before there were other kinds), then
 // the kind and every holder.
@@ -47,6 +71,7 @@ std::string json_fields(const LockInfo& info) {
     std::string fields = "\"held\": " + std::string(info.held ? "true" : "false") +
                          ", \"owner\": " + (exclusive ? json_string(info.owner) : "null") +
                          ", \"holder\": " + (exclusive ? json_string(describe_owner(info)) : "null") +
+                         holder_fields(exclusive, info.holder) +
                          ", \"hold_count\": " + or_null(exclusive, info.hold_count) +
                          ", \"ttl_ms\": " + or_null(exclusive, info.ttl.count()) +
                          ", \"fencing_token\": " + or_null(info.last_fencing_token > 0, info.last_fencing_token) +

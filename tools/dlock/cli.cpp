@@ -50,6 +50,31 @@ int exit_code_for(const std::error_code& ec) {
     return exit_unavailable;
 }
 
+std::string explain(const Error& e, const GlobalOptions& global) {
+    std::string text = e.what();
+    const auto ec = e.code();
+    const bool reaching = ec == errc::connection_refused || ec == errc::connect_timeout ||
+                          ec == errc::resolve_failed || ec == errc::not_connected || ec == errc::auth_failed ||
+                          ec == errc::tls_error;
+    if (!reaching) return text;
+    if (global.urls.size() == 1) {
+        std::error_code parse_error;
+        const auto address = ServerAddress::parse(global.urls.front(), parse_error);
+        if (!parse_error && text.find(address.to_string()) == std::string::npos)
+            text = address.to_string() + ": " + text;
+    }
+    if (ec == errc::connection_refused)
+        return text + "; is redis-server running there? Name the server with --url or $DLOCK_URL";
+    if (ec == errc::connect_timeout || ec == errc::not_connected)
+        return text + "; check that the host and port are right and reachable, or allow longer with "
+                      "--connect-timeout";
+    if (ec == errc::resolve_failed) return text + "; check the host name in --url or $DLOCK_URL";
+    if (ec == errc::tls_error) return text + "; check the URL's scheme (rediss:// for TLS) and --tls-ca";
+    if (text.find("none was given") != std::string::npos)
+        return text + "; give it with --password-file FILE or $DLOCK_PASSWORD (and --user NAME for an ACL user)";
+    return text + "; check --password-file or $DLOCK_PASSWORD (and --user)";
+}
+
 void complain(const std::string& message) {
     if (const auto* log = messages_log()) log->emit("error", "\"error\": " + json_string(message));
     else std::fprintf(stderr, "dlock: %s\n", message.c_str());

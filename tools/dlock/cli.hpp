@@ -60,6 +60,11 @@ struct Servers {
 // The exit code for a dlock error: usage for bad input, unavailable otherwise.
 int exit_code_for(const std::error_code& ec);
 
+// A library error as the command line says it: naming the server when it
+// is one server and the text does not, and the fix where there is one
+// (start the server or give --url, the password options, --connect-timeout).
+std::string explain(const Error& e, const GlobalOptions& global);
+
 // One line on stderr: "dlock: <message>"; with --json-events an "error"
 // event instead (event_log.hpp).
 void complain(const std::string& message);

@@ -15,14 +15,76 @@
 
 namespace dlock::cli {
 
-bool write_metrics_file(const std::string& path, const Metrics& metrics) {
-    const auto text = metrics.prometheus_text();
+namespace {
+
+// A label value as the text format writes it: backslash, quote and newline escaped.
+std::string label_value(const std::string& value) {
+    std::string out;
+    for (char c : value) {
+        if (c == '\\' || c == '"') out.push_back('\\');
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out.push_back(c);
+    }
+    return out;
+}
+
+std::string number(double value) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3f", value);
+    return text;
+}
+
+double unix_seconds(std::chrono::system_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string run_exposition(const RunRecord& run) {
+    const std::string labels = "{job=\"" + label_value(run.job) + "\",key=\"" + label_value(run.key) + "\"}";
+    std::string out;
+    auto gauge = [&](const char* name, const char* help, const std::string& value) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + labels + " " +
+               value + "\n";
+    };
+    gauge("dlock_run_last_start_timestamp_seconds", "When the job's last dlock run started (Unix time).",
+          number(unix_seconds(run.start)));
+    gauge("dlock_run_last_end_timestamp_seconds", "When the job's last dlock run ended (Unix time).",
+          number(unix_seconds(run.end)));
+    gauge("dlock_run_last_duration_seconds", "How long the job's last dlock run took, waiting included.",
+          number(std::chrono::duration<double>(run.end - run.start).count()));
+    gauge("dlock_run_last_exit_code", "The exit status of the job's last dlock run.", std::to_string(run.exit_code));
+    gauge("dlock_run_last_wait_seconds", "How long the job's last dlock run waited for its lock.",
+          number(std::chrono::duration<double>(run.waited).count()));
+    gauge("dlock_run_last_acquired", "1 if the job's last dlock run took its lock, 0 if not.",
+          run.acquired ? "1" : "0");
+    return out;
+}
+
+void check_metrics_path(const std::string& path) {
+    const auto slash = path.rfind('/');
+    const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    struct stat info {};
+    if (::stat(directory.c_str(), &info) != 0)
+        throw UsageError("--metrics-file " + path + ": its directory " + directory + " cannot be used (" +
+                         std::strerror(errno) + "); create it, or name a file in one that exists");
+    if (!S_ISDIR(info.st_mode))
+        throw UsageError("--metrics-file " + path + ": " + directory + " is not a directory");
+    if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+        throw UsageError("--metrics-file " + path + " is a directory; name a file in it, one per job "
+                         "(e.g. " + path + (path.ends_with("/") ? "" : "/") + "JOB.prom)");
+}
+
+bool write_metrics_file(const std::string& path, const std::string& text) {
     // A fresh name made with O_EXCL (mkstemp): a file or symlink planted
     // under a predictable name is never opened or followed.
-    std::string temporary = path + ".XXXXXX";
+    std::string temporary = path + ".tmp.XXXXXX";
     bool made = false;
     auto failed = [&](const char* step) {
-        warn("cannot write the metrics to " + path + " (" + step + "): " + std::strerror(errno));
+        complain("cannot write the metrics to " + path + " (" + step + "): " + std::strerror(errno));
         if (made) ::unlink(temporary.c_str());
         return false;
     };

@@ -1,8 +1,9 @@
-// The CLI's side of the metrics' text exposition: writing it for
-// node_exporter's textfile collector, and adding up those of several
-// processes (the demo's).
+// The CLI's side of the metrics' text exposition: a `dlock run`'s gauges
+// for node_exporter's textfile collector, and adding up the expositions of
+// several processes (the demo's).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -10,11 +11,34 @@
 
 namespace dlock::cli {
 
-// False (after a warning on stderr naming the path and the reason) when the
+// What one `dlock run` did, for its metrics file. As node_exporter's
+// textfile conventions ask of a batch job: gauges of the last run (no
+// counters, which would restart at every run), labelled by job and key.
+struct RunRecord {
+    std::string job;                              // --metrics-job, else the keys
+    std::string key;                              // the keys, comma-separated
+    std::chrono::system_clock::time_point start;  // dlock started
+    std::chrono::system_clock::time_point end;    // the lock released (or given up)
+    std::chrono::steady_clock::duration waited{}; // until acquired, or until it gave up
+    bool acquired = false;
+    int exit_code = 0;                            // dlock's exit status
+};
+
+// The exposition of one run: dlock_run_last_{start,end}_timestamp_seconds,
+// _duration_seconds, _exit_code, _wait_seconds, _acquired.
+std::string run_exposition(const RunRecord& run);
+
+// Throws UsageError when the file cannot be made where `path` says: its
+// directory is missing or not a directory, or `path` is a directory.
+// Checked before the lock is taken, so the mistake is known before the job runs.
+void check_metrics_path(const std::string& path);
+
+// False (after an error on stderr naming the path and the reason) when the
 // file could not be written; the command's exit status does not change.
-// Written into a temporary file beside it, then renamed over it, so that a
-// scrape never reads half a file.
-bool write_metrics_file(const std::string& path, const Metrics& metrics);
+// Written into a temporary file beside it (not ending in .prom, which the
+// collector would read), then renamed over it, so that a scrape never reads
+// half a file.
+bool write_metrics_file(const std::string& path, const std::string& text);
 
 // One exposition whose every sample is the sum of that sample in each of
 // `texts` (counters, histogram buckets, sums and counts, and gauges of

@@ -1,25 +1,30 @@
 // dlock — distributed locks on Redis, from the command line.
 //
 //   dlock [global options] COMMAND [options] ...   (global options may also follow COMMAND)
-//   dlock run [--ttl D] [--wait D | --no-wait] [--on-lost term|kill|ignore] [--grace D]
-//             [--conflict-exit-code N] [--json-events] KEY... (-- COMMAND [ARG...] | -c 'SHELL COMMAND')
-//   dlock hold [--ttl D] [--wait D | --no-wait] [--json] KEY
+//   dlock run [--ttl D] [--wait D | -w SECONDS | -n|--no-wait] [-s|--shared] [--on-lost term|kill|ignore]
+//             [--grace D] [-E|--conflict-exit-code N] [--json-events] [--metrics-file F [--metrics-job NAME]]
+//             KEY... (-- COMMAND [ARG...] | -c 'SHELL COMMAND')
+//   dlock hold [--ttl D] [--wait D | -w SECONDS | -n|--no-wait] [--json] KEY
 //   dlock status [--json] [--exit-status] KEY
 //   dlock wait-free [--timeout D] KEY
 //   dlock list [--json] [PATTERN]
 //   dlock release --force KEY
-//   dlock demo [--processes N] [--threads N] [--bonuses N] [--json] [--url URL]
+//   dlock demo [--processes N] [--threads N] [--bonuses N] [--json] [--metrics] [--url URL]
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
+#include "command_line.hpp"
 #include "demo.hpp"
 #include "dlock/error.hpp"
 #include "dlock/semaphore.hpp"
@@ -108,18 +113,24 @@ void refuse_help_among_other_words(CLI::App& app, const std::vector<std::string>
 
 // The options `dlock run` and `dlock hold` share.
 struct AcquireFlags {
-    std::string ttl = "30s", wait;
+    std::string ttl = "30s", wait, wait_seconds;
     CLI::Option* wait_option = nullptr;
+    CLI::Option* wait_seconds_option = nullptr;
     std::vector<std::string> positional_keys, key_options;
     bool several_keys = false;  // run: KEY... and --key repeated hold all of them
     void add_to(CLI::App& command, RunOptions& run, bool several) {
         several_keys = several;
         command.add_option("--ttl", ttl, "lease, renewed while held, between " + lease_range() + " (default 30s)");
         wait_option = command.add_option("--wait", wait, "wait at most this long for the lock (default: as long as it takes)");
-        command.add_flag("--no-wait", run.no_wait, "one attempt; give up (silently: exit 75) if the lock is held")->excludes(wait_option);
+        // flock(1)'s short forms, with its meanings: -w SECONDS, -n, -E CODE (and run's -s).
+        wait_seconds_option = command.add_option("-w", wait_seconds, "as --wait, in seconds (flock's -w: 10, 0.5)")
+                                  ->excludes(wait_option);
+        command.add_flag("-n,--no-wait", run.no_wait, "one attempt; give up (silently: exit 75) if the lock is held")
+            ->excludes(wait_option)
+            ->excludes(wait_seconds_option);
         command.add_flag("--fair", run.fair,
                          "a fair lock: waiters of every host are served strictly in arrival order");
-        command.add_option("--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
+        command.add_option("-E,--conflict-exit-code", run.conflict_exit_code, "exit status when not acquired (default 75)")
             ->check(CLI::Range(0, 255));
         // One --key for every command (add_key's words); run's takes it repeated.
         if (several) {
@@ -161,6 +172,25 @@ struct AcquireFlags {
             throw CLI::ValidationError("--ttl", "must be between " + lease_range());
         // Given but empty ("--wait $UNSET") is a usage error, not "forever".
         if (wait_option->count() > 0) run.wait = duration_option(wait, "--wait");
+        if (wait_seconds_option->count() > 0) run.wait = seconds_option(wait_seconds);
+    }
+    // -w SECONDS as flock takes it (a number, maybe with a fraction), or a
+    // duration with its unit.
+    static std::chrono::milliseconds seconds_option(const std::string& text) {
+        std::size_t used = 0;
+        double seconds = -1;
+        try {
+            seconds = std::stod(text, &used);
+        } catch (const std::exception&) {
+        }
+        if (used == text.size() && seconds >= 0 && seconds < 1e9 && !text.empty() && std::isdigit(text.front()))
+            return std::chrono::milliseconds(static_cast<long long>(seconds * 1000 + 0.5));
+        try {
+            return parse_duration(text);
+        } catch (const std::invalid_argument&) {
+            throw UsageError("-w takes SECONDS (as flock's -w: 10, 0.5) or a duration (10s); got '" + text +
+                             "'. A lock name that begins with '-' goes in --key=NAME");
+        }
     }
 };
 
@@ -190,6 +220,17 @@ int main(int argc, char** argv) {
     if (std::find(args.begin(), args.end(), "--json-events") != args.end()) send_messages_to(&messages);
 
     CLI::App app{"dlock: distributed locks on Redis", "dlock"};
+    // What each command takes, as the man page's synopsis says it.
+    app.formatter(std::make_shared<UsageFormatter>(std::map<std::string, std::string>{
+        {"", "dlock [OPTIONS] COMMAND [COMMAND OPTIONS] ..."},
+        {"run", "dlock run [OPTIONS] KEY... (-- COMMAND [ARG...] | -c 'SHELL COMMAND')"},
+        {"hold", "dlock hold [OPTIONS] KEY"},
+        {"status", "dlock status [OPTIONS] KEY"},
+        {"wait-free", "dlock wait-free [OPTIONS] KEY"},
+        {"list", "dlock list [OPTIONS] [PATTERN]"},
+        {"release", "dlock release --force [OPTIONS] KEY"},
+        {"demo", "dlock demo [OPTIONS]"},
+    }));
     app.footer(help::global);
     app.set_version_flag("--version", "dlock " DLOCK_VERSION);
     app.require_subcommand(1);
@@ -235,11 +276,13 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--permits", run.permits,
                         "hold one of N permits of semaphore KEY instead of a lock (N: the limit, set if new)");
     run_cmd->add_option("--metrics-file", run.metrics_file,
-                        "when it ends, write the locks' metrics there (Prometheus text, for node_exporter's "
-                        "textfile collector)");
+                        "when it ends, write this run's gauges there (start, end, duration, exit code, wait, "
+                        "acquired: node_exporter's textfile collector; one file per job; its directory must exist)");
+    run_cmd->add_option("--metrics-job", run.metrics_job,
+                        "the job label of --metrics-file's gauges (default: the keys, joined by commas)");
     run_cmd->add_flag("--set-limit", run.set_limit,
                       "with --permits N: when the semaphore exists with another limit, set it to N (else exit 65)");
-    run_cmd->add_flag("--shared", run.shared,
+    run_cmd->add_flag("-s,--shared", run.shared,
                       "take KEY's read side: runs beside other --shared runs, never beside one without it");
 
     RunOptions hold;
@@ -321,6 +364,7 @@ int main(int argc, char** argv) {
                              (next.find(':') != next.rfind(':') ? "[" + next + "]" : next));
         }
         refuse_help_among_other_words(app, args, has_separator);
+        check_words(app, args);
         std::vector<const char*> pointers{argv[0]};
         for (const auto& a : args) pointers.push_back(a.c_str());
         app.parse(static_cast<int>(pointers.size()), pointers.data());
@@ -369,7 +413,9 @@ int main(int argc, char** argv) {
         // CLI11's own message lists them last first.
         std::string extras;
         for (const auto& a : app.remaining(true)) extras += " " + a;
-        complain("unexpected arguments:" + extras);
+        const auto* given = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
+        complain("unexpected arguments:" + extras + ". See 'dlock " + (given ? given->get_name() + " " : "") +
+                 "--help'");
         return exit_usage;
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -401,8 +447,11 @@ int main(int argc, char** argv) {
             demo.url = !demo_url.empty() ? demo_url : global.url_given ? global.urls.front() : std::string();
             return run_demo(demo);
         }
-    } catch (const dlock::Error& e) {
+    } catch (const UsageError& e) {  // found once the command runs (--metrics-file's directory)
         complain(e.what());
+        return exit_usage;
+    } catch (const dlock::Error& e) {
+        complain(explain(e, global));
         return exit_code_for(e.code());
     } catch (const std::exception& e) {
         complain(e.what());

@@ -110,11 +110,13 @@ bool dies_with_dlock(pid_t dlock_pid, OnLost on_lost) {
 // Acquire, run the command, release: the same for a Lock on one server and
 // a Redlock over several masters.
 template <typename AnyLock>
-int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, Session& session) {
+int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock& lock, Session& session,
+                 std::optional<Clock::time_point>* acquired_at) {
     auto& watch = session.watch;
     auto& lost_signal = session.lost;
     const EventLog events(options.json_events, options.keys);
     if (auto failed = acquire_watching_signals(global, options, lock, session, events)) return *failed;
+    if (acquired_at) *acquired_at = Clock::now();
     const auto tokens = tokens_of(lock);
     // The "acquired" event already said so.
     if (global.verbose && !events.enabled()) {
@@ -208,20 +210,36 @@ int hold_and_run(const GlobalOptions& global, const RunOptions& options, AnyLock
 }
 
 int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
-    auto run = [&](const GlobalOptions& g) {
-        return with_lock<true>(g, options, [&](auto& lock, Session& session) { return hold_and_run(g, options, lock, session); });
-    };
-    if (options.metrics_file.empty()) return run(global);
+    if (options.metrics_file.empty())
+        return with_lock<true>(global, options, [&](auto& lock, Session& session) {
+            return hold_and_run(global, options, lock, session, nullptr);
+        });
     // Whatever the ending (the command's status, a lost lease, an error),
-    // the file says what the locks did.
-    auto metered = global;
-    metered.metrics = std::make_shared<Metrics>();
-    try {
-        const int status = run(metered);
-        write_metrics_file(options.metrics_file, *metered.metrics);
+    // the file says how this run went.
+    check_metrics_path(options.metrics_file);
+    RunRecord record;
+    for (const auto& key : options.keys) record.key += (record.key.empty() ? "" : ",") + key;
+    record.job = options.metrics_job.empty() ? record.key : options.metrics_job;
+    record.start = std::chrono::system_clock::now();
+    const auto started = Clock::now();
+    std::optional<Clock::time_point> acquired_at;
+    auto finish = [&](int status) {
+        record.end = std::chrono::system_clock::now();
+        record.acquired = acquired_at.has_value();
+        record.waited = (acquired_at ? *acquired_at : Clock::now()) - started;
+        record.exit_code = status;
+        write_metrics_file(options.metrics_file, run_exposition(record));
         return status;
+    };
+    try {
+        return finish(with_lock<true>(global, options, [&](auto& lock, Session& session) {
+            return hold_and_run(global, options, lock, session, &acquired_at);
+        }));
+    } catch (const dlock::Error& e) {
+        finish(exit_code_for(e.code()));
+        throw;
     } catch (...) {
-        write_metrics_file(options.metrics_file, *metered.metrics);
+        finish(exit_internal);
         throw;
     }
 }

@@ -31,7 +31,8 @@ struct RunOptions {
     bool json = false;         // hold: the token, lease and owner as one JSON object
     unsigned permits = 0;      // run --permits N: one of N permits of semaphore KEY; 0: a lock
     bool set_limit = false;    // run --set-limit: a semaphore with another limit gets N (SemaphoreOptions::set_limit)
-    std::string metrics_file;  // run: the metrics' exposition written here when it ends
+    std::string metrics_file;  // run: this run's gauges written here when it ends (exposition.hpp)
+    std::string metrics_job;   // run: their job label; empty: the keys, comma-separated
 
     // The keys for messages: "a", or "a, b, c".
     std::string label() const;
