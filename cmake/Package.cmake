@@ -3,6 +3,7 @@
 #   libdlock0     the shared library, in the multiarch directory
 #   libdlock-dev  headers, static library, CMake and pkg-config files
 #   dlock         the command, its man page (gzipped) and shell completions
+#   python3-dlock the Python module (when it is built: python/)
 # Each has its copyright file and changelog in /usr/share/doc/PACKAGE.
 # Built by `./run package`, checked by `./run package-check` (lintian, and an
 # install into an empty root). A new package is one more dlock_deb_package().
@@ -26,6 +27,10 @@ set(CPACK_DEBIAN_PACKAGE_LICENSE MIT)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Dependencies on shared libraries come from dpkg-shlibdeps (dpkg-dev).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# The Python module links libdlock.so.0, which is in another package of this
+# build: dpkg-shlibdeps finds it in the build tree (its dependency on
+# libdlock0 is stated with the exact version, see python3-dlock below).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
 # A shlibs file for each package that ships a shared library (CPack knows
 # this switch only for all packages: only libdlock0 has one).
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
@@ -88,5 +93,16 @@ dlock_deb_package(dev libdlock-dev libdevel "distributed locks on Redis - develo
 dlock_deb_package(cli dlock utils "distributed locks on Redis - command-line tool"
   "${dlock_about}This package holds the dlock command (run a command under a lock, hold,\ninspect and release locks), its manual page and shell completions."
   RECOMMENDS bash-completion)
+if(TARGET dlock_python)
+  # Built for one interpreter (its extension is cpython-3XY): that version only.
+  string(REPLACE "." ";" dlock_python_parts "${DLOCK_PYTHON_VERSION}")
+  list(GET dlock_python_parts 0 dlock_python_major)
+  list(GET dlock_python_parts 1 dlock_python_minor)
+  math(EXPR dlock_python_next "${dlock_python_minor} + 1")
+  dlock_deb_package(python3-dlock python3-dlock python "distributed locks on Redis - Python 3 module"
+    "${dlock_about}This package holds the dlock module for Python 3: the same locks, with
+`with`, threading.Lock's methods and asyncio."
+    DEPENDS "libdlock0 (= ${PROJECT_VERSION}), python3 (>= ${DLOCK_PYTHON_VERSION}), python3 (<< ${dlock_python_major}.${dlock_python_next})")
+endif()
 install(FILES README.md CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/libdlock-dev COMPONENT dev)
 include(CPack)

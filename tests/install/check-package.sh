@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Checks the Debian packages (libdlock0, libdlock-dev, dlock): lintian finds
+# Checks the Debian packages (libdlock0, libdlock-dev, dlock, and
+# python3-dlock when the Python module was built): lintian finds
 # no error in any of them; their control fields and the split (the command
 # alone pulls in no -dev package); each holds every file a user needs and
 # nothing else; and they install into an empty root (dpkg --root), where the
 # dlock command runs, its man page and completions are in place and
-# consumers build against the installed tree, and remove from it leaving
+# consumers build against the installed tree, the Python module imports
+# there, and remove from it leaving
 # nothing of theirs behind.
 #
-#   tests/install/check-package.sh DIR    (DIR holds the three .deb files)
+#   tests/install/check-package.sh DIR    (DIR holds the .deb files)
 set -euo pipefail
 dir=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,10 +20,14 @@ arch=$(dpkg --print-architecture)
 multiarch=$(gcc -print-multiarch)
 version=$(sed -n 's/^project(dlock VERSION \([0-9.]*\).*/\1/p' "$here/../../CMakeLists.txt")
 deb() { echo "$dir/${1}_${version}_$arch.deb"; }
-for p in libdlock0 libdlock-dev dlock; do [ -f "$(deb $p)" ] || fail "no $(deb $p)"; done
+packages=(libdlock0 libdlock-dev dlock)
+[ -f "$(deb python3-dlock)" ] && packages+=(python3-dlock)
+for p in "${packages[@]}"; do [ -f "$(deb $p)" ] || fail "no $(deb $p)"; done
+debs=()
+for p in "${packages[@]}"; do debs+=("$(deb $p)"); done
 
 # lintian: no errors; warnings are shown.
-lintian_out=$(lintian --tag-display-limit 0 "$(deb libdlock0)" "$(deb libdlock-dev)" "$(deb dlock)" 2>&1 || true)
+lintian_out=$(lintian --tag-display-limit 0 "${debs[@]}" 2>&1 || true)
 [ -z "$lintian_out" ] || echo "$lintian_out"
 if grep -q '^E: ' <<<"$lintian_out"; then fail "lintian reports errors"; fi
 echo "check-package: lintian: no errors, $(grep -c '^W: ' <<<"$lintian_out" || true) warnings"
@@ -62,15 +68,20 @@ check_files dlock \
     "/usr/bin/dlock|/usr/share/man/man1/dlock\.1\.gz|/usr/share/bash-completion/completions/dlock|/usr/share/zsh/vendor-completions/_dlock" \
     /usr/bin/dlock /usr/share/man/man1/dlock.1.gz /usr/share/bash-completion/completions/dlock \
     /usr/share/zsh/vendor-completions/_dlock
+if [ -f "$(deb python3-dlock)" ]; then
+    field python3-dlock Depends | grep -qF "libdlock0 (= $version)" ||
+        fail "python3-dlock does not depend on libdlock0 (= $version): $(field python3-dlock Depends)"
+    check_files python3-dlock "/usr/lib/python3/dist-packages/dlock/([a-z_]+\.pyi?|py\.typed|_dlock\.cpython-[0-9]+-[a-z0-9_-]+\.so)" \
+        /usr/lib/python3/dist-packages/dlock/__init__.py /usr/lib/python3/dist-packages/dlock/__init__.pyi
+fi
 
 # Install into an empty root: a dpkg database and nothing else (their
 # dependencies are the host's, hence --force-depends).
 mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 touch "$root/var/lib/dpkg/status" "$root/var/lib/dpkg/available"
-dpkg --root="$root" --force-depends --force-script-chrootless -i \
-    "$(deb libdlock0)" "$(deb libdlock-dev)" "$(deb dlock)" >"$root/dpkg.log" 2>&1 ||
+dpkg --root="$root" --force-depends --force-script-chrootless -i "${debs[@]}" >"$root/dpkg.log" 2>&1 ||
     fail "dpkg --root -i failed: $(cat "$root/dpkg.log")"
-for p in libdlock0 libdlock-dev dlock; do
+for p in "${packages[@]}"; do
     [ "$(dpkg-query --root="$root" -W -f='${Status}' $p)" = "install ok installed" ] || fail "$p is not installed"
 done
 "$root/usr/bin/dlock" --version | grep -q '^dlock ' || fail "the installed dlock does not run"
@@ -78,9 +89,20 @@ gzip -dc "$root/usr/share/man/man1/dlock.1.gz" | grep -q '^\.TH DLOCK 1' || fail
 bash -n "$root/usr/share/bash-completion/completions/dlock" || fail "bash completion"
 grep -qx "prefix=/usr" "$root$lib/pkgconfig/dlock.pc" || fail "dlock.pc does not say prefix=/usr"
 "$here/check-consumers.sh" "$root/usr" "$root"
+if [ -f "$(deb python3-dlock)" ]; then
+    # The installed module, over the installed libdlock.so.0 (the host's
+    # loader does not look in the empty root: LD_LIBRARY_PATH does).
+    LD_LIBRARY_PATH="$root$lib" PYTHONPATH="$root/usr/lib/python3/dist-packages" python3 -I -B -c '
+import sys; sys.path.insert(0, sys.argv[1])
+import dlock
+assert dlock.__file__.startswith(sys.argv[1]), dlock.__file__
+assert issubclass(dlock.LeaseLost, dlock.Error)
+print("check-package: the installed python3-dlock imports:", dlock.__file__)
+' "$root/usr/lib/python3/dist-packages" || fail "the installed Python module does not import"
+fi
 
-dpkg --root="$root" --force-depends --force-script-chrootless -r dlock libdlock-dev libdlock0 >"$root/dpkg.log" 2>&1 ||
+dpkg --root="$root" --force-depends --force-script-chrootless -r "${packages[@]}" >"$root/dpkg.log" 2>&1 ||
     fail "dpkg --root -r failed: $(cat "$root/dpkg.log")"
 left=$(find "$root/usr" -mindepth 1 2>/dev/null | head -5 || true)  # no usr/ left at all: clean
 [ -z "$left" ] || fail "left behind after removal: $left"
-echo "check-package: the three packages installed into an empty root, its dlock ran, consumers built against it, and removed cleanly"
+echo "check-package: the ${#packages[@]} packages installed into an empty root, its dlock ran, consumers built against it, and removed cleanly"
