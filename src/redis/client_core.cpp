@@ -41,6 +41,8 @@ void validate(const ClientOptions& options) {
         throw Error(errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max");
     if (options.max_string_bytes == 0 || options.max_array_elements == 0)
         throw Error(errc::invalid_argument, "reply limits must be positive");
+    if (options.max_reply_overhead < (std::size_t{64} << 10))
+        throw Error(errc::invalid_argument, "max_reply_overhead must be at least 64 KiB (65536 bytes); default 16 MiB");
     if (options.sentinel_poll_interval <= milliseconds::zero() || options.cluster_refresh_interval <= milliseconds::zero())
         throw Error(errc::invalid_argument, "sentinel_poll_interval and cluster_refresh_interval must be positive");
 }

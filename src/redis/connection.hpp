@@ -141,9 +141,10 @@ private:
     void deliver(std::vector<Reply>& replies);
     // The limit of the reply with this index since the reader was made.
     ReplyLimit limit_of_reply(std::size_t index);
-    // A reply went past its own limit: its command fails with ec and the
-    // reader's detail, those behind it as a lost connection.
-    void drop_over_limit(std::error_code ec, std::string detail);
+    // The reader failed with ec. A reply past its own limit or its memory
+    // budget fails its command with the reader's detail, those behind it as
+    // a lost connection; anything else fails them all with ec.
+    void drop_over_limit(std::error_code ec);
     void flush(std::unique_lock<std::mutex>& lock);
     void write_from_io_thread();
     void on_write_error(std::uint64_t generation);
