@@ -248,9 +248,12 @@ void Connection::flush(std::unique_lock<std::mutex>& lock) {
         lock.unlock();
         auto [written, error] = write_direct(sending, generation);
         lock.lock();
+        if (error == std::errc::operation_would_block && generation_ == generation)
+            out_.insert(0, sending, written, std::string::npos);
+        sending.clear();
+        release_if_large(sending);
         if (generation_ != generation) return;  // dropped meanwhile; the drop owns the state now
         if (error == std::errc::operation_would_block) {
-            out_.insert(0, sending, written, std::string::npos);
             lock.unlock();
             asio::post(io_, [self = shared_from_this()] { self->guarded([&] { self->write_from_io_thread(); }); });
             return;
@@ -569,6 +572,7 @@ void Connection::drop(std::error_code reason) {
         state_ = State::connecting;
         writer_active_ = false;
         out_.clear();
+        release_if_large(out_);
         failed.swap(pending_);
     }
     ++attempt_;

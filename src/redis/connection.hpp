@@ -55,6 +55,15 @@ namespace dlock::detail {
 using Clock = std::chrono::steady_clock;
 using Completion = std::function<void(std::error_code, Reply&&)>;
 
+// What an output buffer keeps once drained: a burst (a reconnect's
+// renewals, a user's huge value) is freed once written, not kept for the
+// life of the connection or the thread. Steady-state commands stay far
+// below it, so they never allocate for it.
+inline constexpr std::size_t kept_buffer_capacity = std::size_t{64} << 10;
+inline void release_if_large(std::string& buffer) noexcept {
+    if (buffer.capacity() > kept_buffer_capacity) std::string().swap(buffer);
+}
+
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
     enum class Mode {

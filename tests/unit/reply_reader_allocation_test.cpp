@@ -18,6 +18,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "redis/reply_reader.hpp"
+#include "redis_server.hpp"
 #include "scripted_server.hpp"
 
 namespace {
@@ -287,4 +288,24 @@ TEST(ReplyReaderAllocation, AHugeReplyToAnyCommandFailsNamingTheCommandAndTheSer
 // Too small an overhead would refuse the smallest replies.
 TEST(ReplyReaderAllocation, AnOverheadBelow64KiBIsRefused) {
     EXPECT_THROW(dlock::Client("redis://127.0.0.1:1", {.max_reply_overhead = 1000}), dlock::Error);
+}
+
+// A burst of output (here one 8 MiB command; after a restart, a thousand
+// renewals at once) is freed once written: neither the connection's buffer
+// nor the writing thread's keeps it. Both used to keep its capacity for
+// good, and buffers swapped between connections and threads, so each burst
+// could leave another one allocated (the soak's heap stepping up after
+// restarts).
+TEST(ConnectionAllocation, ABurstOfOutputIsFreedOnceWritten) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    client.wait_connected();
+    static_cast<void>(client.command({"PING"}));
+    const std::string value(std::size_t{8} << 20, 'v');
+    const std::size_t before = live_bytes;
+    EXPECT_TRUE(client.command({"SET", "big", value}).is_text());
+    static_cast<void>(client.command({"PING"}));
+    const std::size_t kept = live_bytes > before ? live_bytes - before : 0;
+    EXPECT_LT(kept, std::size_t{1} << 20) << "bytes kept after writing " << value.size();
+    std::printf("after writing an 8 MiB command: %zu bytes kept\n", kept);
 }
