@@ -101,6 +101,8 @@ void HeldPool::audit() {
         const auto lost = slot.lock.lost_token();
         const auto held = slot.lock.is_held();
         const auto now = Clock::now();
+        // Taken back by a taker meanwhile: these figures mix two holds.
+        if (slot.lock.fencing_token() != token) continue;
         if (token != 0 && !held && now > valid_until) {
             // Past its validity and not reported lost (yet).
             late = std::max(late, ms(now - valid_until));
@@ -140,6 +142,7 @@ void HeldPool::remove_behind_back() {
         const auto token = slot.lock.fencing_token();
         const auto valid_until = slot.lock.valid_until();
         const auto lost = slot.lock.lost_token();
+        if (slot.lock.fencing_token() != token) continue;  // taken back meanwhile
         // The lock's key, as the README's data model names it.
         const std::string key = "dlock:{" + slot.name + "}";
         const std::string_view args[] = {"DEL", key};
@@ -176,14 +179,44 @@ void HeldPool::settle_suspects() {
     });
 }
 
-void HeldPool::run(std::stop_token stop) {
-    auto next_audit = Clock::now() + audit_period;
+void HeldPool::take_back(std::stop_token stop, std::size_t first) {
     // Bounded by stop; each pass by the client's timeouts.
     while (!stop.stop_requested()) {
-        for (auto& slot : slots_) {
-            if (stop.stop_requested()) break;
-            keep(*slot);
+        for (auto i = first; i < slots_.size() && !stop.stop_requested(); i += takers) keep(*slots_[i]);
+        taker_heartbeats_[first] = Clock::now().time_since_epoch().count();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
+void HeldPool::run(std::stop_token stop) {
+    auto next_audit = Clock::now() + audit_period;
+    {
+        // Each taker keeps every takers-th hold; they stop with this thread.
+        std::vector<std::jthread> threads;
+        for (std::size_t i = 0; i < takers; ++i) {
+            taker_heartbeats_[i] = Clock::now().time_since_epoch().count();
+            threads.emplace_back([this, stop, i] { take_back(stop, i); });
         }
+        watch(stop, next_audit);
+    }
+    // Holds found missing near the end still owe their loss notice.
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (!suspects_.empty() && Clock::now() < until) {
+        settle_suspects();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    settle_suspects();
+}
+
+Clock::time_point HeldPool::heartbeat() const {
+    auto oldest = heartbeat_.load();
+    for (const auto& beat : taker_heartbeats_) oldest = std::min(oldest, beat.load());
+    return Clock::time_point(Clock::duration(oldest));
+}
+
+void HeldPool::watch(std::stop_token stop, Clock::time_point next_audit) {
+    // Bounded by stop.
+    while (!stop.stop_requested()) {
         for (; remove_requests_ > 0; --remove_requests_) remove_behind_back();
         if (Clock::now() >= next_audit) {
             audit();
@@ -199,13 +232,6 @@ void HeldPool::run(std::stop_token stop) {
         heartbeat_ = Clock::now().time_since_epoch().count();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    // Holds found missing near the end still owe their loss notice.
-    const auto until = Clock::now() + std::chrono::seconds(5);
-    while (!suspects_.empty() && Clock::now() < until) {
-        settle_suspects();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    settle_suspects();
 }
 
 int HeldPool::release_all() {

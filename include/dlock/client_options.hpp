@@ -55,20 +55,34 @@ struct ClientOptions {
     // Nesting is limited to 7 levels. Defaults 512 MiB and 16 Mi elements.
     //
     // What they bound: memory is only ever allocated for bytes received (an
-    // announced array count reserves nothing), so a hostile or broken server
-    // can make one connection hold at most about max_string_bytes of
-    // buffered string plus a small multiple of the bytes it actually sent
-    // (each element of an array costs about 72 bytes, for 3 to 5 on the
-    // wire). The replies to the lock scripts a hold runs are a few numbers:
+    // announced array count reserves nothing), and each reply is charged
+    // what building it takes (every element is a whole Reply, 72 bytes,
+    // for as little as 3 bytes on the wire; array storage; strings) before
+    // it is allocated: a reply that would cost more than 8 times the bytes
+    // it took on the wire plus max_reply_overhead fails with
+    // errc::reply_too_large naming the command and the server (the
+    // connection is reset). So a hostile or broken server can make one
+    // connection hold at most about max_string_bytes of buffered string, or
+    // 8 times what it sent plus max_reply_overhead (an array's storage is
+    // charged twice while it moves to a larger block, as both are held
+    // then). An array of bulk strings of 13 bytes or more (20 on the wire)
+    // always fits; an array of nils, small integers or empty strings fits
+    // up to about 130 000 elements with the default overhead (raise it for
+    // an MGET of more keys). A 2 Mi-element array of nils (10 MB) used to
+    // cost 226 MB at its peak; it is refused at 22.5 MB.
+    // The replies to the lock scripts a hold runs are a few numbers:
     // they are held to 16 elements and 64 KiB each whatever these limits
     // say, and one that announces more fails its call with reply_too_large
     // naming the script (the connection is reset).
-    // SIZE_MAX means no limit of dlock's own; lengths hiredis cannot add to
+    // SIZE_MAX means no limit of dlock's own (for max_reply_overhead: no
+    // charge at all); lengths hiredis cannot add to
     // without overflow (past 2^63 - 3) and counts past INT_MAX are refused
     // whatever the limits. Running out of memory while reading a reply
     // fails it with std::errc::not_enough_memory and resets the connection.
+    // max_reply_overhead must be at least 64 KiB; default 16 MiB.
     std::size_t max_string_bytes = std::size_t{512} << 20;
     std::size_t max_array_elements = std::size_t{16} << 20;
+    std::size_t max_reply_overhead = std::size_t{16} << 20;
     // Told once per Client about a server setting that weakens locks: today,
     // a maxmemory-policy other than noeviction, under which Redis may evict
     // lock keys (a held lock vanishes; a fence counter restarts). Checked

@@ -32,7 +32,7 @@
 //   dlock_holds{kind}                   gauge: holds live now
 //   dlock_resubscriptions_total         the lock inbox subscribed again
 //                                       (notices may have been missed)
-//   dlock_script_reloads_total          NOSCRIPT answered: sent again as EVAL
+//   dlock_script_reloads_total          NOSCRIPT answered: the call sent again
 //   dlock_replica_ack_shortfalls_total  WAIT confirmed fewer replicas than asked
 //   dlock_failovers_total               a master change seen (Sentinel, Cluster)
 //

@@ -28,6 +28,7 @@ std::shared_ptr<RetriedCall> RetriedCall::start(const std::shared_ptr<ClientCore
     call->first_sent_ = Clock::now();
     if (how == Send::eval_unless_cached && !client->script_cached(script)) {
         call->sent_as_eval_ = true;
+        client->note_eval_sent(script);
         call->send(rewrite_evalsha_as_eval(call->evalsha_, script.sha1(), script.text()));
     } else {
         call->send(call->evalsha_);
@@ -44,13 +45,15 @@ void RetriedCall::send(std::string_view bytes) {
 }
 
 void RetriedCall::on_reply(std::error_code ec, Reply&& reply) {
+    if (sent_as_eval_) client_->note_eval_answered(script_);  // every copy since the first EVAL went as EVAL
     if (ec == errc::no_script && !sent_as_eval_) {
         // The server forgot the script (SCRIPT FLUSH, restart, failover):
-        // the same call as EVAL, which also caches it for the next EVALSHA.
-        // Once: a server that keeps saying NOSCRIPT gets an error, not a loop.
-        sent_as_eval_ = true;
-        client_->recorder().event(ClientEvent::script_reload);
-        return send(rewrite_evalsha_as_eval(evalsha_, script_.sha1(), script_.text()));
+        // the same call again, as EVAL or behind an EVAL already sent
+        // (ClientCore::resend_after_no_script). Once as EVAL: a server that
+        // keeps saying NOSCRIPT gets an error, not a loop.
+        auto bytes = client_->resend_after_no_script(script_, evalsha_, resend_);
+        sent_as_eval_ = resend_.eval;
+        return send(bytes);
     }
     // An answer means the server ran the script, so has it now. Not an
     // error: BUSY or LOADING come without the script being looked up.
@@ -83,8 +86,10 @@ void RetriedCall::resend_after_pause() {
         if (timer_ec) return self->finish(errc::client_closed, Reply{});
         // The form last sent: once it went as EVAL, a copy after a reconnect
         // (maybe to a restarted server) goes as EVAL too.
-        if (self->sent_as_eval_)
+        if (self->sent_as_eval_) {
+            self->client_->note_eval_sent(self->script_);
             return self->send(rewrite_evalsha_as_eval(self->evalsha_, self->script_.sha1(), self->script_.text()));
+        }
         self->send(self->evalsha_);
     });
 }

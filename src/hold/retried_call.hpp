@@ -98,7 +98,8 @@ private:
     Clock::time_point first_sent_{};
     std::string evalsha_;
     bool was_sent_ = false;  // I/O thread after the first send: some copy may have run
-    bool sent_as_eval_ = false;  // the NOSCRIPT fallback was used
+    bool sent_as_eval_ = false;  // went as EVAL (the script's text)
+    ClientCore::ScriptResend resend_;  // the NOSCRIPT detours taken
     Migration migration_ = Migration::within_window;
     std::error_code unknown_;    // the first failure after which some copy may have run
     std::optional<asio::steady_timer> retry_timer_;

@@ -178,10 +178,15 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
             // after a restart): the same refresh as EVAL, which also loads it
             // for the next EVALSHA. Waking the waiter instead would make it
             // ask for the lock every tick.
-            const auto& script = line_refresh_script();
+            // Or behind an EVAL already sent, as EVALSHA (resend_after_no_script).
+            ClientCore::ScriptResend resend;
+            auto bytes = core_.resend_after_no_script(line_refresh_script(), waiter->refresh_command, resend);
             core_.submit_formatted(
-                rewrite_evalsha_as_eval(waiter->refresh_command, script.sha1(), script.text()),
-                [waiter, sent](std::error_code e, Reply&& r) { LineWaiters::refreshed(*waiter, e, r, sent); },
+                bytes,
+                [this, waiter, sent, eval = resend.eval](std::error_code e, Reply&& r) {
+                    if (eval) core_.note_eval_answered(line_refresh_script());
+                    LineWaiters::refreshed(*waiter, e, r, sent);
+                },
                 LockClock::now() + core_.options().command_timeout);
         });
     }

@@ -19,7 +19,7 @@ struct EventFamily {
 };
 constexpr EventFamily event_families[client_events] = {
     {"dlock_resubscriptions_total", "The lock inbox was subscribed again; notices may have been missed."},
-    {"dlock_script_reloads_total", "NOSCRIPT answers: the script was sent again as EVAL."},
+    {"dlock_script_reloads_total", "NOSCRIPT answers: the call was sent again (as EVAL, or as EVALSHA behind an EVAL just sent)."},
     {"dlock_replica_ack_shortfalls_total", "WAIT confirmed fewer replicas than the lock asked for."},
     {"dlock_failovers_total", "Master changes seen (Sentinel, Cluster)."},
 };

@@ -18,8 +18,32 @@ namespace {
 std::string& format_buffer() {
     thread_local std::string buffer;
     buffer.clear();
+    // A huge command (a user's large value) is not kept for the thread's life.
+    if (buffer.capacity() > kept_buffer_capacity) std::string().swap(buffer);
     return buffer;
 }
+
+// The completion of a call sent as EVALSHA: on NOSCRIPT (SCRIPT FLUSH,
+// restart, failover) the same call goes again, as
+// ClientCore::resend_after_no_script says, with this as its completion.
+struct NoScriptDetour {
+    std::weak_ptr<ClientCore> core;
+    Script script;
+    std::string evalsha;
+    Completion done;
+    Clock::time_point deadline;
+    ClientCore::ScriptResend resend{};
+
+    void operator()(std::error_code ec, Reply&& reply) {
+        auto client = core.lock();
+        if (client && resend.eval) client->note_eval_answered(script);
+        if (ec != errc::no_script || !client) return done(ec, std::move(reply));
+        auto bytes = client->resend_after_no_script(script, evalsha, resend);
+        if (bytes.empty()) return done(ec, std::move(reply));
+        const auto until = deadline;
+        client->submit_formatted(bytes, std::move(*this), until);  // nothing of this is used after
+    }
+};
 
 struct SyncCall {
     std::binary_semaphore done{0};
@@ -41,6 +65,8 @@ void validate(const ClientOptions& options) {
         throw Error(errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max");
     if (options.max_string_bytes == 0 || options.max_array_elements == 0)
         throw Error(errc::invalid_argument, "reply limits must be positive");
+    if (options.max_reply_overhead < (std::size_t{64} << 10))
+        throw Error(errc::invalid_argument, "max_reply_overhead must be at least 64 KiB (65536 bytes); default 16 MiB");
     if (options.sentinel_poll_interval <= milliseconds::zero() || options.cluster_refresh_interval <= milliseconds::zero())
         throw Error(errc::invalid_argument, "sentinel_poll_interval and cluster_refresh_interval must be positive");
 }
@@ -265,19 +291,20 @@ void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completi
 void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completion done, Clock::time_point deadline) {
     auto& bytes = format_buffer();
     append_eval(bytes, "EVALSHA", script.sha1(), keys, argv);
-    // On NOSCRIPT (SCRIPT FLUSH, restart, failover) the same call goes again
-    // as EVAL, once; EVAL also caches the script for the next EVALSHA.
-    auto self = weak_from_this();
-    submit_formatted(
-        bytes,
-        [self, script, evalsha = std::string(bytes), done = std::move(done), deadline](std::error_code ec,
-                                                                                      Reply&& reply) mutable {
-            auto core = self.lock();
-            if (ec != errc::no_script || !core) return done(ec, std::move(reply));
-            core->recorder().event(ClientEvent::script_reload);
-            core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done), deadline);
-        },
-        deadline);
+    submit_formatted(bytes, NoScriptDetour{weak_from_this(), script, std::string(bytes), std::move(done), deadline},
+                     deadline);
+}
+
+std::string ClientCore::resend_after_no_script(const Script& script, std::string_view evalsha, ScriptResend& resend) {
+    if (resend.eval) return {};
+    recorder().event(ClientEvent::script_reload);
+    if (!resend.evalsha_again && commands_ && known_scripts_.eval_sent(script.sha1(), commands_->sessions())) {
+        resend.evalsha_again = true;
+        return std::string(evalsha);
+    }
+    resend.eval = true;
+    note_eval_sent(script);
+    return rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text());
 }
 
 template <typename Start>
@@ -462,14 +489,7 @@ void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
         std::vector<std::string_view> keys(calls[i].keys.begin(), calls[i].keys.end());
         std::vector<std::string_view> argv(calls[i].argv.begin(), calls[i].argv.end());
         append_eval(formatted[i], "EVALSHA", script.sha1(), keys, argv);
-        dones.push_back([self, script, evalsha = formatted[i], done = std::move(calls[i].done), until](
-                            std::error_code ec, Reply&& reply) mutable {
-            auto core = self.lock();
-            if (ec != errc::no_script || !core) return done(ec, std::move(reply));
-            core->recorder().event(ClientEvent::script_reload);
-            core->submit_formatted(rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text()), std::move(done),
-                                   until);
-        });
+        dones.push_back(NoScriptDetour{self, script, formatted[i], std::move(calls[i].done), until});
     }
     std::vector<std::string_view> views(formatted.begin(), formatted.end());
     submit_many(views, dones);

@@ -107,6 +107,33 @@ public:
     void note_script_cached(const Script& script) {
         if (commands_) known_scripts_.note(script.sha1(), commands_->sessions());
     }
+    // How a call to a script goes again after a NOSCRIPT answer. As EVAL
+    // (the script's text, which also caches it), unless an EVAL of it is
+    // unanswered on this session of the command connection: then the
+    // server ran this call before that EVAL and reads the call again after
+    // it, so it goes as EVALSHA. So
+    // a burst of calls answered NOSCRIPT together (every renewal after a
+    // restart that lost the data) sends the text once, not once per call
+    // (15 MB for a thousand renewals). A call that meets NOSCRIPT again goes
+    // as EVAL; one that went as EVAL is not sent again. In a cluster every
+    // call goes as EVAL (each master has its own cache).
+    struct ScriptResend {
+        bool evalsha_again = false;
+        bool eval = false;
+    };
+    // The bytes to send again (evalsha: the call as EVALSHA), or empty when
+    // the call already went as EVAL and fails with NOSCRIPT. Counts a
+    // script reload. I/O thread, right before submitting what it returns.
+    std::string resend_after_no_script(const Script& script, std::string_view evalsha, ScriptResend& resend);
+    // Notes an EVAL of script submitted now, and its answer (any, error
+    // included): while one is unanswered, a call answered NOSCRIPT ran
+    // before it, so goes again as EVALSHA (see resend_after_no_script).
+    void note_eval_sent(const Script& script) {
+        if (commands_) known_scripts_.note_eval(script.sha1(), commands_->sessions());
+    }
+    void note_eval_answered(const Script& script) {
+        if (commands_) known_scripts_.note_eval_answered(script.sha1(), commands_->sessions());
+    }
     std::string last_connect_error() const {
         return cluster_ ? cluster_->last_error_detail() : commands_->last_error_detail();
     }

@@ -249,9 +249,12 @@ void Connection::flush(std::unique_lock<std::mutex>& lock) {
         lock.unlock();
         auto [written, error] = write_direct(sending, generation);
         lock.lock();
+        if (error == std::errc::operation_would_block && generation_ == generation)
+            out_.insert(0, sending, written, std::string::npos);
+        sending.clear();
+        release_if_large(sending);
         if (generation_ != generation) return;  // dropped meanwhile; the drop owns the state now
         if (error == std::errc::operation_would_block) {
-            out_.insert(0, sending, written, std::string::npos);
             lock.unlock();
             asio::post(io_, [self = shared_from_this()] { self->guarded([&] { self->write_from_io_thread(); }); });
             return;
@@ -348,7 +351,8 @@ void Connection::begin_attempt() {
 }
 
 void Connection::connect(std::uint64_t attempt) {
-    reader_ = std::make_unique<ReplyReader>(options_.max_string_bytes, options_.max_array_elements);
+    reader_ = std::make_unique<ReplyReader>(options_.max_string_bytes, options_.max_array_elements,
+                                            options_.max_reply_overhead);
     delivered_ = 0;
     if (mode_ == Mode::request_reply)
         reader_->limit_replies([this](std::size_t index) { return limit_of_reply(index); });
@@ -582,6 +586,7 @@ void Connection::drop(std::error_code reason) {
         state_ = State::connecting;
         writer_active_ = false;
         out_.clear();
+        release_if_large(out_);
         failed.swap(pending_);
     }
     ++attempt_;
@@ -652,8 +657,7 @@ void Connection::process_replies() {
     while (reader_->next(reply, ec)) replies_.push_back(std::move(reply));
     if (!replies_.empty()) deliver(replies_);
     if (!ec || attempt != attempt_) return;
-    if (auto detail = reader_->limit_detail(); !detail.empty()) drop_over_limit(ec, std::move(detail));
-    else drop(ec);
+    drop_over_limit(ec);
 }
 
 ReplyLimit Connection::limit_of_reply(std::size_t index) {
@@ -666,14 +670,32 @@ ReplyLimit Connection::limit_of_reply(std::size_t index) {
     return pending_[at - delivered_].limit;
 }
 
-void Connection::drop_over_limit(std::error_code ec, std::string detail) {
+// The reply at the front failed: over a limit of its own (frame_check.hpp)
+// or over its memory budget (reply_reader.hpp), its caller is told which,
+// the others in flight that the connection was lost. Anything else the
+// reader reported fails them all with it.
+void Connection::drop_over_limit(std::error_code ec) {
+    auto detail = reader_->limit_detail();
+    const auto memory = reader_->memory_detail();
     Completion offender;
     {
         std::lock_guard lock(mutex_);
-        if (state_ != State::ready || pending_.empty()) return;
-        offender = std::move(pending_.front().done);
-        pending_.pop_front();
+        if (detail.empty() && memory.empty()) {
+        } else if (mode_ == Mode::subscriber || state_ != State::ready || pending_.empty()) {
+            detail.clear();  // a push, or nobody waits for it
+        } else {
+            if (!memory.empty()) {
+                const auto& limit = pending_.front().limit;
+                const auto what = limit.what.empty() ? "'" + std::string(limit.command.data()) + "'" : std::string(limit.what);
+                detail = "the reply to " + what + " from " + address_.to_string() + " " + memory +
+                         ": the server is hostile or broken, or the reply needs a larger max_reply_overhead; the "
+                         "connection was reset";
+            }
+            offender = std::move(pending_.front().done);
+            pending_.pop_front();
+        }
     }
+    if (!offender) return drop(ec);
     ran_cleanly([&] { offender(ec, Reply::make_error(std::move(detail))); });
     drop(errc::connection_lost);
 }

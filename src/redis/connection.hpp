@@ -55,6 +55,15 @@ namespace dlock::detail {
 using Clock = std::chrono::steady_clock;
 using Completion = std::function<void(std::error_code, Reply&&)>;
 
+// What an output buffer keeps once drained: a burst (a reconnect's
+// renewals, a user's huge value) is freed once written, not kept for the
+// life of the connection or the thread. Steady-state commands stay far
+// below it, so they never allocate for it.
+inline constexpr std::size_t kept_buffer_capacity = std::size_t{64} << 10;
+inline void release_if_large(std::string& buffer) noexcept {
+    if (buffer.capacity() > kept_buffer_capacity) std::string().swap(buffer);
+}
+
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
     enum class Mode {
@@ -141,9 +150,10 @@ private:
     void deliver(std::vector<Reply>& replies);
     // The limit of the reply with this index since the reader was made.
     ReplyLimit limit_of_reply(std::size_t index);
-    // A reply went past its own limit: its command fails with ec and the
-    // reader's detail, those behind it as a lost connection.
-    void drop_over_limit(std::error_code ec, std::string detail);
+    // The reader failed with ec. A reply past its own limit or its memory
+    // budget fails its command with the reader's detail, those behind it as
+    // a lost connection; anything else fails them all with ec.
+    void drop_over_limit(std::error_code ec);
     void flush(std::unique_lock<std::mutex>& lock);
     void write_from_io_thread();
     void on_write_error(std::uint64_t generation);

@@ -11,6 +11,7 @@
 // hiredis keeps enforcing its depth of 7.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -27,6 +28,7 @@ struct ReplyLimit {
     std::size_t max_elements = SIZE_MAX;  // array elements in the whole reply, at any depth
     std::size_t max_bytes = SIZE_MAX;     // the whole reply on the wire
     std::string_view what;                // what the reply answers, for the error ("lock script 'acquire'")
+    std::array<char, 16> command{};       // the command's name (at most 15 bytes), for errors about its reply
     bool limited() const noexcept { return max_elements != SIZE_MAX || max_bytes != SIZE_MAX; }
 };
 

@@ -29,27 +29,57 @@ class KnownScripts {
 public:
     void note(std::string_view sha1, std::uint64_t session) {
         std::lock_guard lock(mutex_);
-        for (auto& entry : entries_) {
-            if (entry.sha1 != sha1) continue;
-            entry.session = session;
-            return;
-        }
-        // Bounded by the scripts the program uses (each an object it made).
-        entries_.push_back({std::string(sha1), session});
+        entry(sha1).session = session;
     }
 
     bool known(std::string_view sha1, std::uint64_t session) const {
         std::lock_guard lock(mutex_);
-        for (const auto& entry : entries_)
-            if (entry.sha1 == sha1) return entry.session == session;
+        for (const auto& e : entries_)
+            if (e.sha1 == sha1) return e.session == session;
+        return false;
+    }
+
+    // EVALs of the script (its text) submitted on `session` and not yet
+    // answered: while there is one, a call answered NOSCRIPT on that session
+    // ran before it, and may go again as EVALSHA, which the server reads
+    // after it (client_core.hpp, resend_after_no_script).
+    void note_eval(std::string_view sha1, std::uint64_t session) {
+        std::lock_guard lock(mutex_);
+        auto& e = entry(sha1);
+        if (e.eval_session != session) e.evals_unanswered = 0;
+        e.eval_session = session;
+        ++e.evals_unanswered;
+    }
+    void note_eval_answered(std::string_view sha1, std::uint64_t session) {
+        std::lock_guard lock(mutex_);
+        auto& e = entry(sha1);
+        if (e.eval_session == session && e.evals_unanswered > 0) --e.evals_unanswered;
+    }
+    bool eval_sent(std::string_view sha1, std::uint64_t session) const {
+        std::lock_guard lock(mutex_);
+        for (const auto& e : entries_)
+            if (e.sha1 == sha1) return e.eval_session == session && e.evals_unanswered > 0;
         return false;
     }
 
 private:
+    static constexpr std::uint64_t none = UINT64_MAX;
     struct Entry {
         std::string sha1;
-        std::uint64_t session;
+        std::uint64_t session = none;
+        std::uint64_t eval_session = none;
+        std::uint64_t evals_unanswered = 0;
     };
+
+    // The script's entry (made if new); mutex_ held.
+    Entry& entry(std::string_view sha1) {
+        for (auto& e : entries_)
+            if (e.sha1 == sha1) return e;
+        // Bounded by the scripts the program uses (each an object it made).
+        return entries_.emplace_back(Entry{std::string(sha1)});
+    }
+
+
     mutable std::mutex mutex_;
     std::vector<Entry> entries_;
 };

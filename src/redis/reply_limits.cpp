@@ -51,21 +51,27 @@ void limit_script_replies(const Script& script, ReplyLimit limit) {
 }
 
 ReplyLimit reply_limit_of(std::string_view formatted) noexcept {
-    const auto n = count.load(std::memory_order_acquire);
-    if (n == 0) return {};
     // "*<argc>\r\n" then the verb.
     const auto first = formatted.find("\r\n");
     if (formatted.empty() || formatted[0] != '*' || first == std::string_view::npos) return {};
     std::string_view rest = formatted.substr(first + 2);
     std::string_view verb, body;
-    if (!take_bulk(rest, verb) || !take_bulk(rest, body)) return {};
+    if (!take_bulk(rest, verb)) return {};
+    ReplyLimit named;
+    verb.copy(named.command.data(), named.command.size() - 1);
+    const auto n = count.load(std::memory_order_acquire);
+    if (n == 0 || !take_bulk(rest, body)) return named;
     const bool by_sha = verb == "EVALSHA" || verb == "evalsha";
-    if (!by_sha && verb != "EVAL" && verb != "eval") return {};
+    if (!by_sha && verb != "EVAL" && verb != "eval") return named;
     for (std::size_t i = 0; i < n; ++i) {
         const auto& entry = *entries[i];
-        if (by_sha ? body == entry.sha1 : body == entry.text) return entry.limit;
+        if (by_sha ? body == entry.sha1 : body == entry.text) {
+            auto limit = entry.limit;
+            limit.command = named.command;
+            return limit;
+        }
     }
-    return {};
+    return named;
 }
 
 }  // namespace dlock::detail

@@ -20,7 +20,8 @@ void limit_script_replies(const Script& script, ReplyLimit limit);
 inline constexpr std::size_t max_limited_scripts = 64;
 
 // The limit of the reply to one formatted command: no limit unless it runs
-// a registered script. Any thread; allocates nothing.
+// a registered script; named after the command either way. Any thread;
+// allocates nothing.
 ReplyLimit reply_limit_of(std::string_view formatted) noexcept;
 
 }  // namespace dlock::detail

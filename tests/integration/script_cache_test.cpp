@@ -1,8 +1,13 @@
 // EVALSHA with transparent EVAL fallback.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/lock.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -67,4 +72,47 @@ TEST(ScriptCache, ScriptErrorsAreServerErrors) {
     auto reply = client.eval(broken, {}, {}, ec);
     EXPECT_EQ(ec, dlock::errc::server_error);
     EXPECT_FALSE(reply.text.empty());
+}
+
+// Calls answered NOSCRIPT together (pipelined when the server forgot the
+// script) send its text once: the first goes again as EVAL, the others as
+// EVALSHA behind it. Each used to go as EVAL (the renewals of a thousand
+// holds after a restart that lost the data: 15 MB of script text, held in
+// the client's output buffer and parsed by the server).
+TEST(ScriptCache, CallsAnsweredNoscriptTogetherSendTheScriptOnce) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    expect_echo(client.eval(echo_script, keys, args));
+    server.cli({"SCRIPT", "FLUSH"});
+    const auto eval_before = server.command_calls("eval");
+    constexpr int calls = 200;
+    std::atomic<int> answered{0}, right{0};
+    for (int i = 0; i < calls; ++i)
+        client.eval_async(echo_script, keys, args, [&](std::error_code ec, dlock::Reply&& r) {
+            right += !ec && r.elements.size() == 3 && r.elements[2].text == "two";
+            ++answered;
+        });
+    for (int i = 0; i < 500 && answered < calls; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(right, calls);
+    EXPECT_EQ(server.command_calls("eval") - eval_before, 1);
+}
+
+// The same for the renewals of many holds (one pipelined batch).
+TEST(ScriptCache, RenewalsAnsweredNoscriptSendTheScriptOnce) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    std::vector<dlock::Lock> locks;
+    for (int i = 0; i < 100; ++i) {
+        locks.push_back(client.lock("renewed:" + std::to_string(i), {.lease = std::chrono::milliseconds(1500)}));
+        ASSERT_TRUE(locks.back().try_lock());
+    }
+    server.cli({"SCRIPT", "FLUSH"});
+    const auto eval_before = server.command_calls("eval");
+    const auto evalsha_before = server.command_calls("evalsha");
+    // Renewals run every third of the lease: two rounds at least.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    for (auto& lock : locks) EXPECT_TRUE(lock.is_held());
+    EXPECT_GE(server.command_calls("evalsha") - evalsha_before, 200);
+    EXPECT_LE(server.command_calls("eval") - eval_before, 1);
+    for (auto& lock : locks) lock.unlock();
 }
