@@ -179,3 +179,37 @@ TEST(CliUsage, StatusJsonGivesTheHoldersHostPidAndThreadAsFields) {
     EXPECT_NE(f.out.find("\"holder_host\": null, \"holder_pid\": null, \"holder_thread\": null"), std::string::npos)
         << f.out;
 }
+
+TEST(CliUsage, ValuesThatOnlyLookLikeNumbersOrNamesAreRefusedPlainly) {
+    RedisServer server;
+    const auto url = server.uri();
+    // -w SECONDS is decimal digits: hex, exponents, inf and nan are refused,
+    // and the --key= hint is for words that begin with '-' only.
+    for (const char* value : {"0x10", "1e99", "nan", "inf"}) {
+        auto f = dlock_cli({"--url", url, "run", "-w", value, "k", "--", "true"});
+        EXPECT_EQ(f.code, 64) << value << ": " << f.err;
+        EXPECT_TRUE(says(f, "-w takes SECONDS")) << value << ": " << f.err;
+        EXPECT_FALSE(says(f, "--key=")) << value << ": " << f.err;
+    }
+    // A single unknown letter gets no guess (-x is not a typo of -h).
+    auto f = dlock_cli({"--url", url, "run", "-x", "k", "--", "true"});
+    EXPECT_EQ(f.code, 64);
+    EXPECT_TRUE(says(f, "unrecognised option '-x'")) << f.err;
+    EXPECT_FALSE(says(f, "did you mean")) << f.err;
+    // An empty --metrics-file is a mistake, not "no file".
+    f = dlock_cli({"--url", url, "run", "--metrics-file", "", "k", "--", "true"});
+    EXPECT_EQ(f.code, 64) << f.err;
+    EXPECT_TRUE(says(f, "--metrics-file")) << f.err;
+}
+
+TEST(CliUsage, MetricsLabelsAreUtf8WhateverBytesTheNameHolds) {
+    RedisServer server;
+    const auto file = temp_path("job.prom");
+    auto f = dlock_cli({"--url", server.uri(), "run", "--metrics-file", file, "--metrics-job", "bad\xff\xfe",
+                        "k\xc3", "--", "true"});
+    ASSERT_EQ(f.code, 0) << f.err;
+    const auto text = read_file(file);
+    EXPECT_NE(text.find("job=\"bad\xEF\xBF\xBD\xEF\xBF\xBD\""), std::string::npos) << text;
+    EXPECT_NE(text.find("key=\"k\xEF\xBF\xBD\""), std::string::npos) << text;
+    EXPECT_EQ(text.find('\xff'), std::string::npos) << text;
+}

@@ -70,9 +70,10 @@ std::string see_help(const CLI::App* command) {
         candidates.insert(candidates.end(), more.begin(), more.end());
     }
     std::string message = "unrecognised option '" + name + "'";
-    // A long option's typo has a nearest; -xyz (not -x) is more likely a
-    // lock name than a cluster of short options.
-    const bool near_possible = name.rfind("--", 0) == 0 || name.size() == 2;
+    // A long option's typo has a nearest. A single letter is near every
+    // other (-x to -h means nothing), and -xyz is more likely a lock name
+    // than a cluster of short options: neither gets a guess.
+    const bool near_possible = name.rfind("--", 0) == 0;
     std::string guess = name == "-V" ? "--version" : near_possible ? nearest(name, candidates) : std::string();
     if (!guess.empty()) message += "; did you mean '" + guess + "'?";
     else if (command && command->get_option_no_throw("--key"))

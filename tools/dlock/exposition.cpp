@@ -17,16 +17,41 @@ namespace dlock::cli {
 
 namespace {
 
-// A label value as the text format writes it: backslash, quote and newline escaped.
+// How many bytes the UTF-8 sequence at s[i] takes, or 0 when it is not one
+// (a stray continuation byte, a truncated or overlong sequence, a surrogate,
+// past U+10FFFF).
+std::size_t utf8_length(const std::string& s, std::size_t i) {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char lead = byte(i);
+    if (lead < 0x80) return 1;
+    std::size_t length = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3 : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+    if (length == 0 || i + length > s.size()) return 0;
+    for (std::size_t k = 1; k < length; ++k)
+        if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    const unsigned char second = byte(i + 1);
+    if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) || (lead == 0xF0 && second < 0x90) ||
+        (lead == 0xF4 && second > 0x8F))
+        return 0;
+    return length;
+}
+
+// A label value as the text format writes it: backslash, quote and newline
+// escaped, and bytes that are not UTF-8 (a lock name may be any bytes; the
+// format is UTF-8) written as U+FFFD, so that a collector never refuses the file.
 std::string label_value(const std::string& value) {
     std::string out;
-    for (char c : value) {
-        if (c == '\\' || c == '"') out.push_back('\\');
-        if (c == '\n') {
-            out += "\\n";
+    for (std::size_t i = 0; i < value.size();) {
+        const char c = value[i];
+        const std::size_t length = utf8_length(value, i);
+        if (length == 0) {
+            out += "\xEF\xBF\xBD";
+            ++i;
             continue;
         }
-        out.push_back(c);
+        if (c == '\\' || c == '"') out.push_back('\\');
+        if (c == '\n') out += "\\n";
+        else out.append(value, i, length);
+        i += length;
     }
     return out;
 }

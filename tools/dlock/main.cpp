@@ -177,19 +177,21 @@ struct AcquireFlags {
     // -w SECONDS as flock takes it (a number, maybe with a fraction), or a
     // duration with its unit.
     static std::chrono::milliseconds seconds_option(const std::string& text) {
-        std::size_t used = 0;
-        double seconds = -1;
-        try {
-            seconds = std::stod(text, &used);
-        } catch (const std::exception&) {
-        }
-        if (used == text.size() && seconds >= 0 && seconds < 1e9 && !text.empty() && std::isdigit(text.front()))
-            return std::chrono::milliseconds(static_cast<long long>(seconds * 1000 + 0.5));
+        // Decimal digits with at most one '.', nothing else: stod alone would
+        // also read hex ("0x10"), exponents, "inf" and "nan".
+        const bool plain_number = !text.empty() && text.size() <= 12 && std::isdigit(static_cast<unsigned char>(text.front())) &&
+                                  std::count(text.begin(), text.end(), '.') <= 1 &&
+                                  std::all_of(text.begin(), text.end(), [](char c) {
+                                      return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+                                  });
+        if (plain_number) return std::chrono::milliseconds(static_cast<long long>(std::stod(text) * 1000 + 0.5));
         try {
             return parse_duration(text);
         } catch (const std::invalid_argument&) {
-            throw UsageError("-w takes SECONDS (as flock's -w: 10, 0.5) or a duration (10s); got '" + text +
-                             "'. A lock name that begins with '-' goes in --key=NAME");
+            std::string message = "-w takes SECONDS (as flock's -w: 10, 0.5) or a duration (10s); got '" + text + "'.";
+            // Only a word that begins with '-' may have been meant as a name.
+            if (!text.empty() && text.front() == '-') message += " A lock name that begins with '-' goes in --key=NAME";
+            throw UsageError(message);
         }
     }
 };
@@ -275,9 +277,14 @@ int main(int argc, char** argv) {
                       "one JSON object per line on stderr for each event, dlock's errors and warnings too");
     run_cmd->add_option("--permits", run.permits,
                         "hold one of N permits of semaphore KEY instead of a lock (N: the limit, set if new)");
-    run_cmd->add_option("--metrics-file", run.metrics_file,
-                        "when it ends, write this run's gauges there (start, end, duration, exit code, wait, "
-                        "acquired: node_exporter's textfile collector; one file per job; its directory must exist)");
+    run_cmd
+        ->add_option("--metrics-file", run.metrics_file,
+                     "when it ends, write this run's gauges there (start, end, duration, exit code, wait, "
+                     "acquired: node_exporter's textfile collector; one file per job; its directory must exist)")
+        ->check([](const std::string& path) {
+            // Given but empty ("--metrics-file $UNSET") would write nothing, silently.
+            return path.empty() ? std::string("needs a file name; it was given empty") : std::string();
+        });
     run_cmd->add_option("--metrics-job", run.metrics_job,
                         "the job label of --metrics-file's gauges (default: the keys, joined by commas)");
     run_cmd->add_flag("--set-limit", run.set_limit,
