@@ -31,6 +31,7 @@ started with fork, too).
 """
 import atexit
 import datetime
+import math
 import os
 
 from . import _dlock
@@ -44,16 +45,38 @@ atexit.register(_dlock._shutdown)
 os.register_at_fork(after_in_child=_dlock._after_fork_in_child)
 
 
+# The longest duration taken (about 31 years): past it a count of
+# milliseconds would not fit the library's clocks.
+_MAX_SECONDS = 1e9
+
+
 def _seconds(value, what):
     if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise TypeError("%s must be seconds (a float) or a datetime.timedelta, not %s" % (what, type(value).__name__))
+        value = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = float(value)
+    else:
+        raise TypeError("%s must be seconds (a float) or a datetime.timedelta, not %s" % (what, type(value).__name__))
+    if math.isnan(value):
+        raise ValueError("%s is NaN: give a number of seconds" % what)
+    if abs(value) > _MAX_SECONDS:
+        raise OverflowError("%s %r is too large (at most %.0f seconds)" % (what, value, _MAX_SECONDS))
+    return value
 
 
 def _timeout(value):
-    return value if value.__class__ is float or value.__class__ is int else _seconds(value, "timeout")
+    return _seconds(value, "timeout")
+
+
+def _command_argument(position, value):
+    """One argument of Client.command as the bytes Redis gets (redis-py's rules)."""
+    if isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    raise TypeError("command argument %d is %s: give str, bytes, int or float" % (position, type(value).__name__))
 
 
 class Client:
@@ -105,8 +128,10 @@ class Client:
         return Lock(_dlock.MultiLock(self._live(), list(names), _seconds(lease, "lease"), renew, on_lost), self)
 
     def command(self, *args):
-        """One Redis command; the reply as bytes, int, str (status), list or None."""
-        return self._live().command([a if isinstance(a, str) else str(a) for a in args])
+        """One Redis command; the reply as bytes, int, str (status), list or None.
+        Arguments: str (sent as UTF-8), bytes, bytearray or memoryview (sent as
+        they are), int or float (their decimal text); anything else is a TypeError."""
+        return self._live().command([_command_argument(i, a) for i, a in enumerate(args)])
 
     def inspect(self, name):
         """What holds name now, of every kind (what `dlock status` shows), as a dict."""
@@ -144,6 +169,11 @@ class _Hold(AsyncHolds):
     """What every lock object shares: threading.Lock's methods, ``with``,
     ``async with``, and the queries about the caller's hold."""
 
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self._made_in = os.getpid()  # a forked child holds nothing of its parent's
+        return self
+
     def __enter__(self):
         self.acquire()
         return self
@@ -168,7 +198,10 @@ class _Hold(AsyncHolds):
 
     @property
     def held(self):
-        """The caller holds it, not lost, lease still valid."""
+        """The caller holds it, not lost, lease still valid. False in a forked
+        child: the hold is its parent's (every call there raises ForkedChild)."""
+        if os.getpid() != self._made_in:
+            return False
         hold = self._task_hold()
         return hold.held if hold is not None else self._query("held")
 
@@ -268,6 +301,9 @@ class Masters:
     """The independent masters of Redlocks: one client each."""
 
     def __init__(self, urls, *, connect_timeout=2.0, command_timeout=5.0):
+        if isinstance(urls, (str, bytes)):
+            raise TypeError("Redlock takes a list of master URLs (several independent servers), not one URL: "
+                            "[%r, ...]" % (urls,))
         self.urls = list(urls)
         self._native = _dlock.Masters(self.urls, _seconds(connect_timeout, "connect_timeout"),
                                       _seconds(command_timeout, "command_timeout"))

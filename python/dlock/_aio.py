@@ -92,22 +92,35 @@ class AsyncHolds:
             holds = self.__dict__["_holds_by_task"] = {}
         return holds
 
-    def _task_hold(self):
-        """The current task's latest hold of this object, or None."""
+    def _owning_task(self, task):
+        """The task whose holds task may use: its own, or, when it has none,
+        one that acquired and has ended. asyncio.wait_for (before Python
+        3.12), create_task and gather run acquire_async() in a task of their
+        own, which ends holding the lock: its holds pass to whoever goes on
+        (a live task's holds stay its own). None when there is neither."""
         holds = self.__dict__.get("_holds_by_task")
         if not holds:
             return None
-        mine = holds.get(current_task())
-        return mine[-1] if mine else None
+        if holds.get(task):
+            return task
+        ended = [owner for owner in holds if owner is not None and owner is not task and owner.done()]
+        return ended[-1] if ended else None
+
+    def _task_hold(self):
+        """The current task's latest hold of this object (or an ended task's,
+        see _owning_task), or None."""
+        owner = self._owning_task(current_task())
+        return self._async_holds()[owner][-1] if owner is not None else None
 
     async def acquire_async(self, blocking=True, timeout=-1):
         """As acquire(), awaited: True once held by the current task; False
         when blocking=False or the timeout found it busy. Cancellable."""
         if not blocking and timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
-        if timeout != -1 and timeout < 0:
+        from . import _timeout  # the synchronous acquire's rules: NaN and huge values refused
+        wait = None if timeout == -1 else _timeout(timeout)
+        if wait is not None and wait < 0:
             raise ValueError("timeout value must be a non-negative number")
-        wait = None if timeout == -1 else float(timeout)
         hold = await acquire(lambda done: self._start_async(blocking, wait, done))
         if hold is None:
             return False
@@ -115,17 +128,18 @@ class AsyncHolds:
         return True
 
     async def release_async(self):
-        """Releases the current task's latest hold and awaits the server's
-        answer. Raises NotOwner when the task holds nothing here, and a
-        LeaseLost subclass when the hold was lost meanwhile."""
+        """Releases the current task's latest hold (or, when it has none, one
+        that a task which has ended acquired: wait_for, create_task, gather)
+        and awaits the server's answer. Raises NotOwner when there is none,
+        and a LeaseLost subclass when the hold was lost meanwhile."""
         holds = self._async_holds()
-        task = asyncio.current_task()
-        mine = holds.get(task)
-        if not mine:
+        owner = self._owning_task(asyncio.current_task())
+        if owner is None:
             raise NotOwner("release_async of %r: this task holds nothing here" % (self.name,))
+        mine = holds[owner]
         hold = mine.pop()
         if not mine:
-            del holds[task]
+            del holds[owner]
         await release(hold)
 
     async def __aenter__(self):

@@ -114,3 +114,49 @@ def test_async_loss_is_raised_at_release(client, name):
             await lock.release_async()
 
     run(main())
+
+
+def test_a_hold_acquired_in_a_task_that_ended_is_released_by_whoever_goes_on(client, name):
+    # wait_for (before Python 3.12), create_task and gather run the
+    # acquisition in a task of their own, which ends holding the lock.
+    lock = client.lock(name, lease=1.0)
+
+    async def main():
+        assert await asyncio.wait_for(lock.acquire_async(), 5)
+        assert lock.held
+        await lock.release_async()
+        assert client.inspect(name)["kind"] == "free"
+        assert await asyncio.create_task(lock.acquire_async())
+        await lock.release_async()
+        assert await asyncio.gather(lock.acquire_async()) == [True]
+        await lock.release_async()
+        assert client.inspect(name)["kind"] == "free"
+        with pytest.raises(dlock.NotOwner):
+            await lock.release_async()
+
+    run(main())
+
+
+def test_a_live_tasks_hold_stays_its_own(client, name):
+    lock = client.lock(name)
+
+    async def main():
+        acquired = asyncio.Event()
+        done = asyncio.Event()
+
+        async def holder():
+            await lock.acquire_async()
+            acquired.set()
+            await done.wait()
+            await lock.release_async()
+
+        task = asyncio.create_task(holder())
+        await acquired.wait()
+        with pytest.raises(dlock.NotOwner):
+            await lock.release_async()
+        assert client.inspect(name)["kind"] == "exclusive"
+        done.set()
+        await task
+
+    run(main())
+    assert client.inspect(name)["kind"] == "free"

@@ -237,3 +237,42 @@ def test_blocking_releases_the_gil(client, server, name):
     holder.release()
     other.close()
     assert ticks[0] > 1000  # the spinning thread ran while this one waited
+
+
+def test_durations_that_are_not_numbers_of_seconds_are_refused(client, name):
+    lock = client.lock(name)
+    for bad in (float("nan"),):
+        with pytest.raises(ValueError):
+            client.lock(name, lease=bad)
+        with pytest.raises(ValueError):
+            lock.acquire(timeout=bad)
+    for huge in (float("inf"), 1e99):
+        with pytest.raises(OverflowError):
+            client.lock(name, lease=huge)
+        with pytest.raises(OverflowError):
+            lock.acquire(timeout=huge)
+        with pytest.raises(OverflowError):
+            dlock.Client(client.url, command_timeout=huge)
+
+    async def asynchronous():
+        with pytest.raises(ValueError):
+            await lock.acquire_async(timeout=float("nan"))
+
+    import asyncio
+    asyncio.run(asynchronous())
+    assert client.inspect(name)["kind"] == "free"
+
+
+def test_command_sends_bytes_as_they_are(client, name):
+    key = name.encode() + b":\xff\x00bytes"
+    assert client.command("SET", key, bytearray(b"v\x00w")) == "OK"
+    assert client.command("GET", memoryview(key)) == b"v\x00w"
+    assert client.command("INCRBY", name + ":n", 5) == 5
+    assert client.command("DEL", key, name + ":n") == 2
+    with pytest.raises(TypeError):
+        client.command("SET", name, None)
+
+
+def test_redlock_takes_a_list_of_urls(name):
+    with pytest.raises(TypeError, match="list of master URLs"):
+        dlock.Redlock("redis://127.0.0.1:1", name)

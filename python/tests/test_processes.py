@@ -79,19 +79,23 @@ def test_fork_child_gets_a_clear_error_and_a_fresh_client_works(client, name):
 
 def test_lock_made_before_fork_fails_in_the_child(client, name):
     lock = client.lock(name)
+    lock.acquire()  # the parent holds it: the child does not
     pid = os.fork()
     if pid == 0:
+        held_in_child = lock.held
         code = 3
         try:
             lock.acquire(blocking=False)
             code = 1
         except dlock.ForkedChild:
-            code = 0
+            code = 0 if not held_in_child else 4
         except BaseException:  # noqa: BLE001
             code = 2
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+    assert lock.held  # the parent's hold is untouched
+    lock.release()
     with lock:  # the parent's still works
         assert lock.held
 
