@@ -174,6 +174,22 @@ class _Hold(AsyncHolds):
         self._made_in = os.getpid()  # a forked child holds nothing of its parent's
         return self
 
+    def acquire(self, blocking=True, timeout=-1):
+        """Waits for the lock (blocking=False: one attempt; timeout seconds:
+        at most that long, honoured within a round trip). True when held."""
+        return self._n.acquire(blocking, _timeout(timeout))
+
+    def release(self):
+        """Releases one hold of the calling thread and waits for the answer."""
+        self._n.release()
+
+    # One native object (Lock, Semaphore); an RwLock side overrides these.
+    def _lost(self):
+        return self._n.lost
+
+    def _query(self, what):
+        return getattr(self._n, what)
+
     def __enter__(self):
         self.acquire()
         return self
@@ -226,21 +242,6 @@ class Lock(_Hold):
     def __init__(self, native, owner):
         self._n = native
         self._owner = owner  # keeps the Client (or Redlock's masters) alive
-
-    def acquire(self, blocking=True, timeout=-1):
-        """Waits for the lock (blocking=False: one attempt; timeout seconds:
-        at most that long, honoured within a round trip). True when held."""
-        return self._n.acquire(blocking, _timeout(timeout))
-
-    def release(self):
-        """Releases one hold of the calling thread and waits for the answer."""
-        self._n.release()
-
-    def _lost(self):
-        return self._n.lost
-
-    def _query(self, what):
-        return getattr(self._n, what)
 
     def _start_async(self, blocking, timeout, done):
         return _dlock.start_acquire(self._n, blocking, timeout, done)
@@ -386,18 +387,6 @@ class Semaphore(_Hold):
     def __init__(self, native, client):
         self._n = native
         self._client = client
-
-    def acquire(self, blocking=True, timeout=-1):
-        return self._n.acquire(blocking, _timeout(timeout))
-
-    def release(self):
-        self._n.release()
-
-    def _lost(self):
-        return self._n.lost
-
-    def _query(self, what):
-        return getattr(self._n, what)
 
     def _start_async(self, blocking, timeout, done):
         return _dlock.start_acquire(self._n, 1, blocking, timeout, done)
