@@ -24,6 +24,10 @@ Loss: ``lock.lost`` (is_set(), wait()), ``on_lost=callable(reason)`` (run on
 dlock's own thread with the GIL held; it must not block), and release()
 raising a dlock.LeaseLost subclass after a loss.
 
+Names: str (sent as UTF-8) or bytes (sent as they are: any bytes); ``name``
+(and ``names``, ``fencing_tokens``' keys) give back what was given, a str
+for a str and bytes for bytes. "a" and b"a" are one lock.
+
 Fork: a Client must not be used in a child of the process that made it;
 every call there raises dlock.ForkedChild, and the parent's connections are
 left untouched. Make a new Client in the child (multiprocessing workers
@@ -37,7 +41,7 @@ import os
 from . import _dlock
 from ._aio import AsyncHolds
 from ._errors import *  # noqa: F401,F403
-from ._errors import ForkedChild, __all__ as _error_names
+from ._errors import ClientClosed, ForkedChild, __all__ as _error_names
 
 DEFAULT_URL = "redis://127.0.0.1:6379"
 
@@ -68,6 +72,33 @@ def _timeout(value):
     return _seconds(value, "timeout")
 
 
+def _name(name):
+    """A lock name as given: str (sent as UTF-8) or bytes (sent as they are)."""
+    if isinstance(name, str):
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("lock name %r is not valid Unicode text: give its bytes instead" % (name,)) from None
+        return name
+    if isinstance(name, bytes):
+        return name
+    raise TypeError("a lock name is str or bytes, not %s" % type(name).__name__)
+
+
+class _Names:
+    """The names a lock object was made with, as the caller gave them (str
+    or bytes): dlock hands names back as bytes, and this maps them back."""
+
+    def __init__(self, given):
+        self.given = given
+        self._by_bytes = {}
+        for name in given:
+            self._by_bytes.setdefault(name.encode("utf-8") if isinstance(name, str) else name, name)
+
+    def __call__(self, raw):
+        return self._by_bytes.get(raw, raw)
+
+
 def _command_argument(position, value):
     """One argument of Client.command as the bytes Redis gets (redis-py's rules)."""
     if isinstance(value, (str, bytes)):
@@ -79,7 +110,26 @@ def _command_argument(position, value):
     raise TypeError("command argument %d is %s: give str, bytes, int or float" % (position, type(value).__name__))
 
 
-class Client:
+class _Closing:
+    """close(), closed and ``with`` of a Client or Masters (its _native)."""
+
+    @property
+    def closed(self):
+        return self._native.closed
+
+    def close(self):
+        """Releases every lock still held through it and closes its connections."""
+        self._native.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Client(_Closing):
     """A connection to one Redis server (standalone, Sentinel or Cluster URL).
 
     url: redis://, rediss://, unix://, redis-sentinel://, redis-cluster://;
@@ -88,7 +138,7 @@ class Client:
     thread's commands share its connection. Connecting happens in the
     background; an unreachable server is reported by the first call.
     close() (or leaving a ``with`` block) releases every lock still held
-    through it.
+    through it; every call after it, release() too, raises ClientClosed.
     """
 
     def __init__(self, url=None, *, connect_timeout=2.0, command_timeout=5.0, client_name="dlock"):
@@ -107,25 +157,27 @@ class Client:
 
     def lock(self, name, *, lease=30.0, renew=True, on_lost=None):
         """A reentrant exclusive lock on name (see Lock)."""
-        return Lock(_dlock.Lock(self._live(), name, _seconds(lease, "lease"), renew, on_lost), self)
+        return Lock(_dlock.Lock(self._live(), _name(name), _seconds(lease, "lease"), renew, on_lost), self, [name])
 
     def fair_lock(self, name, *, lease=30.0, renew=True, on_lost=None):
         """A lock granted strictly in arrival order across every thread of every process."""
-        return Lock(_dlock.FairLock(self._live(), name, _seconds(lease, "lease"), renew, on_lost), self)
+        return Lock(_dlock.FairLock(self._live(), _name(name), _seconds(lease, "lease"), renew, on_lost), self,
+                    [name])
 
     def rw_lock(self, name, *, lease=30.0, renew=True, on_lost=None, prefer_readers=False):
         """A read-write lock: ``with rw.read():`` (shared) or ``with rw.write():`` (exclusive)."""
-        return RwLock(_dlock.RwLock(self._live(), name, _seconds(lease, "lease"), renew, on_lost, prefer_readers),
-                      self)
+        return RwLock(_dlock.RwLock(self._live(), _name(name), _seconds(lease, "lease"), renew, on_lost,
+                                    prefer_readers), self, name)
 
     def semaphore(self, name, permits, *, lease=30.0, renew=True, on_lost=None):
         """At most ``permits`` holders at once across processes (threading.Semaphore's shape)."""
-        return Semaphore(_dlock.Semaphore(self._live(), name, permits, _seconds(lease, "lease"), renew, on_lost),
-                         self)
+        return Semaphore(_dlock.Semaphore(self._live(), _name(name), permits, _seconds(lease, "lease"), renew,
+                                          on_lost), self, name)
 
     def multi_lock(self, names, *, lease=30.0, renew=True, on_lost=None):
         """Several names taken together, all or none (no deadlock between overlapping sets)."""
-        return Lock(_dlock.MultiLock(self._live(), list(names), _seconds(lease, "lease"), renew, on_lost), self)
+        names = [_name(n) for n in names]
+        return Lock(_dlock.MultiLock(self._live(), names, _seconds(lease, "lease"), renew, on_lost), self, names)
 
     def command(self, *args):
         """One Redis command; the reply as bytes, int, str (status), list or None.
@@ -146,21 +198,6 @@ class Client:
         """Waits until the connection is up; raises its error when it failed."""
         self._live().wait_connected()
 
-    @property
-    def closed(self):
-        return self._native.closed
-
-    def close(self):
-        """Releases every lock still held through this client and closes it."""
-        self._native.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
     def __repr__(self):
         return "dlock.Client(%r)" % (self.url,)
 
@@ -180,10 +217,22 @@ class _Hold(AsyncHolds):
         return self._n.acquire(blocking, _timeout(timeout))
 
     def release(self):
-        """Releases one hold of the calling thread and waits for the answer."""
-        self._n.release()
+        """Releases one hold of the calling thread and waits for the answer.
+        Raises ClientClosed once its Client (a Redlock's Masters) is closed:
+        close() released what it held."""
+        self._check_open("release")
+        self._release()
+
+    def _check_open(self, call):
+        client = self._client
+        if client.closed:
+            raise ClientClosed("%s of %r: its dlock.%s is closed (close() released what it held)"
+                               % (call, self.name, type(client).__name__))
 
     # One native object (Lock, Semaphore); an RwLock side overrides these.
+    def _release(self):
+        self._n.release()
+
     def _lost(self):
         return self._n.lost
 
@@ -201,7 +250,10 @@ class _Hold(AsyncHolds):
     @property
     def lost(self):
         """A threading.Event-like view of the caller's hold: is_set() once it is
-        lost, wait(timeout) for that; ``reason`` says why."""
+        lost, wait(timeout) for that; ``reason`` says why, the reason the loss
+        was reported with (on_lost's, release()'s exception's), also after the
+        hold is released or taken again. Taken while nothing is held, it is
+        never set."""
         hold = self._task_hold()
         return hold.lost if hold is not None else self._lost()
 
@@ -239,23 +291,26 @@ class Lock(_Hold):
     fencing_token to the resource so it can refuse a stale holder.
     """
 
-    def __init__(self, native, owner):
+    def __init__(self, native, client, names):
         self._n = native
-        self._owner = owner  # keeps the Client (or Redlock's masters) alive
+        self._client = client  # keeps the Client (or Redlock's masters) alive
+        self._names = _Names(names)
 
     def _start_async(self, blocking, timeout, done):
         return _dlock.start_acquire(self._n, blocking, timeout, done)
 
     @property
     def name(self):
-        names = getattr(self._n, "names", None)
-        return self._n.name if names is None else names[0]
+        """The name as given: a str name is a str, a bytes name bytes. A
+        multi-lock's: the first of names."""
+        return self.names[0]
 
     @property
     def names(self):
-        """A multi-lock's names (one name for the other kinds)."""
+        """A multi-lock's names, in the order it takes them (sorted by their
+        bytes, duplicates once), as given (one name for the other kinds)."""
         names = getattr(self._n, "names", None)
-        return [self._n.name] if names is None else names
+        return list(self._names.given) if names is None else [self._names(raw) for raw in names]
 
     @property
     def hold_count(self):
@@ -277,9 +332,12 @@ class Lock(_Hold):
         """{name: token} of the caller's hold."""
         hold = self._task_hold()
         if hold is not None:
-            return hold.fencing_tokens
-        tokens = getattr(self._n, "fencing_tokens", None)
-        return {self._n.name: self._n.fencing_token} if tokens is None else tokens
+            tokens = hold.fencing_tokens
+        else:
+            tokens = getattr(self._n, "fencing_tokens", None)
+            if tokens is None:
+                return {self.name: self._n.fencing_token}
+        return {self._names(raw): token for raw, token in tokens.items()}
 
     def __repr__(self):
         return "<dlock.%s %r>" % (type(self._n).__name__, self.name)
@@ -295,11 +353,19 @@ class Redlock(Lock):
                  command_timeout=5.0):
         masters = urls if isinstance(urls, Masters) else Masters(urls, connect_timeout=connect_timeout,
                                                                   command_timeout=command_timeout)
-        super().__init__(_dlock.Redlock(masters._native, name, _seconds(lease, "lease"), renew, on_lost), masters)
+        super().__init__(_dlock.Redlock(masters._native, _name(name), _seconds(lease, "lease"), renew, on_lost),
+                         masters, [name])
+
+    @property
+    def masters(self):
+        """The Masters it was made over (its own when it was given URLs)."""
+        return self._client
 
 
-class Masters:
-    """The independent masters of Redlocks: one client each."""
+class Masters(_Closing):
+    """The independent masters of Redlocks: one client each. close() (or
+    leaving a ``with`` block) releases every Redlock still held through them;
+    Redlocks over closed masters raise ClientClosed."""
 
     def __init__(self, urls, *, connect_timeout=2.0, command_timeout=5.0):
         if isinstance(urls, (str, bytes)):
@@ -319,15 +385,17 @@ class RwLock:
     (acquire/release, ``with``, ``async with``). Readers share it; a writer
     excludes readers and other writers. Each thread is its own owner on each side."""
 
-    def __init__(self, native, client):
+    def __init__(self, native, client, name):
         self._n = native
         self._client = client
+        self._name = name
         self._read = _RwSide(native, True, self)
         self._write = _RwSide(native, False, self)
 
     @property
     def name(self):
-        return self._n.name
+        """The name as given (str or bytes)."""
+        return self._name
 
     def read(self):
         return self._read
@@ -345,10 +413,14 @@ class _RwSide(_Hold):
         self._shared = shared
         self._rw = rw
 
+    @property
+    def _client(self):
+        return self._rw._client
+
     def acquire(self, blocking=True, timeout=-1):
         return self._n.acquire(self._shared, blocking, _timeout(timeout))
 
-    def release(self):
+    def _release(self):
         self._n.release(self._shared)
 
     def _lost(self):
@@ -362,7 +434,7 @@ class _RwSide(_Hold):
 
     @property
     def name(self):
-        return self._n.name
+        return self._rw.name
 
     @property
     def hold_count(self):
@@ -384,16 +456,18 @@ class Semaphore(_Hold):
     and renewed like locks; a crashed holder's permit comes back after its lease.
     """
 
-    def __init__(self, native, client):
+    def __init__(self, native, client, name):
         self._n = native
         self._client = client
+        self._name = name
 
     def _start_async(self, blocking, timeout, done):
         return _dlock.start_acquire(self._n, 1, blocking, timeout, done)
 
     @property
     def name(self):
-        return self._n.name
+        """The name as given (str or bytes)."""
+        return self._name
 
     @property
     def permits_held(self):

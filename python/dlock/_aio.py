@@ -86,6 +86,9 @@ class AsyncHolds:
     def _start_async(self, blocking, timeout, done):
         raise NotImplementedError
 
+    def _check_open(self, call):
+        raise NotImplementedError
+
     def _async_holds(self):
         holds = self.__dict__.get("_holds_by_task")
         if holds is None:
@@ -131,9 +134,16 @@ class AsyncHolds:
         """Releases the current task's latest hold (or, when it has none, one
         that a task which has ended acquired: wait_for, create_task, gather)
         and awaits the server's answer. Raises NotOwner when there is none,
-        and a LeaseLost subclass when the hold was lost meanwhile."""
+        a LeaseLost subclass when the hold was lost meanwhile, and
+        ClientClosed once its Client is closed (close() released it)."""
         holds = self._async_holds()
         owner = self._owning_task(asyncio.current_task())
+        if self._client.closed:
+            if owner is not None:
+                holds[owner].pop().drop()
+                if not holds[owner]:
+                    del holds[owner]
+            self._check_open("release_async")
         if owner is None:
             raise NotOwner("release_async of %r: this task holds nothing here" % (self.name,))
         mine = holds[owner]

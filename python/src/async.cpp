@@ -65,17 +65,18 @@ void bind_async(py::module_& m) {
         .def_property_readonly("fencing_tokens",
                                [](const AsyncHold& self) {
                                    py::dict out;
-                                   for (const auto& [name, token] : self.fencing_tokens()) out[py::str(name)] = token;
+                                   for (const auto& [name, token] : self.fencing_tokens())
+                                       out[name_bytes(name)] = token;
                                    return out;
                                })
         .def_property_readonly("lost",
                                [](const AsyncHold& self) {
-                                   return LostEvent{self.lost_token(), [&self] { return self.lost_reason(); }};
+                                   return LostEvent(self.lost_token(), [&self] { return self.lost_reason(); }, false);
                                },
                                py::keep_alive<0, 1>())
         .def_property_readonly("lost_reason", [](const AsyncHold& self) { return reason_name(self.lost_reason()); })
         .def_property_readonly("valid_for", [](const AsyncHold& self) { return seconds_left(self.valid_until()); })
-        .def_property_readonly("name", &AsyncHold::name)
+        .def_property_readonly("name", [](const AsyncHold& self) { return name_bytes(self.name()); })
         .def("start_release", [](AsyncHold& self, py::object done) {
             auto ref = std::make_shared<PyRef>(done.ptr());
             async_entry::start_release(std::move(self), [ref](std::error_code ec) {

@@ -21,6 +21,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/redlock.hpp"
 #include "dlock/semaphore.hpp"
 #include "holder.hpp"
 
@@ -28,11 +29,36 @@ namespace py = pybind11;
 
 namespace dlock::python {
 
-// A Client that Python may close before the objects made through it go.
-struct PyClient {
-    std::unique_ptr<Client> client;
-    Client& get() const;
+// A Client (or Redlock's Masters) that Python may close before the objects
+// made through it go: get() raises ClientClosed after close().
+template <typename T>
+struct Closable {
+    std::unique_ptr<T> object;
+
+    T& get() const {
+        if (!object) throw Error(make_error_code(errc::client_closed), std::string(closed_text(object.get())));
+        return *object;
+    }
+    // Releases what is held through it; waits for the answers without the GIL.
+    void close() {
+        std::unique_ptr<T> closing = std::move(object);
+        py::gil_scoped_release released;
+        closing.reset();
+    }
+    // close(), closed
+    template <typename Class>
+    static void bind(Class& cls) {
+        cls.def("close", &Closable::close).def_property_readonly("closed", [](const Closable& self) {
+            return !self.object;
+        });
+    }
+
+private:
+    static std::string_view closed_text(const Client*) { return "dlock.Client is closed"; }
+    static std::string_view closed_text(const Masters*) { return "dlock.Masters is closed"; }
 };
+using PyClient = Closable<Client>;
+using PyMasters = Closable<Masters>;
 
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;
 
@@ -63,13 +89,43 @@ py::object error_object(std::error_code ec, const std::string& detail);
 std::function<void(std::string_view, std::error_code)> on_lost_of(const py::object& callable);
 py::object reason_name(std::optional<LostReason> reason);
 
-// lock.lost: whether the caller's hold was lost, as a threading.Event.
-struct LostEvent {
-    std::stop_token token;
-    std::function<std::optional<LostReason>()> reason;
-    bool is_set() const { return token.stop_requested(); }
+// lock.lost: whether the caller's hold was lost, as threading.Event's
+// reading side, with the reason the loss was reported with. The reason stays
+// readable after the hold is released or taken again: dlock requests a
+// hold's lost token and, at once on the same thread, calls its on_lost
+// (every lock object of this module has one, on_lost_of); the event notes
+// itself when its token is requested, and that on_lost settles the noted
+// events with its reason.
+class LostEvent {
+public:
+    // The hold's reason now (nothing once it is released).
+    using Query = std::function<std::optional<LostReason>()>;
+
+    LostEvent() = default;  // nothing held: never set
+    // mine_only: query answers about the calling thread's hold, so only the
+    // thread that made the event asks it.
+    LostEvent(std::stop_token token, Query query, bool mine_only);
+
+    bool is_set() const { return token_.stop_requested(); }
     bool wait(std::optional<double> timeout) const;
+    std::optional<LostReason> reason() const;
+
+    // From on_lost, on the thread that requested the token: settles the
+    // events that noted the loss there.
+    static void settle_noted(std::optional<LostReason> reason) noexcept;
+
+    struct State;
+
+private:
+    std::stop_token token_;
+    std::shared_ptr<State> state_;
 };
+
+// A name as Python gets it back from dlock: bytes (python/dlock maps it to
+// the str or bytes the caller gave). Text for messages: UTF-8 where it is,
+// backslash escapes where a name's bytes are not.
+py::bytes name_bytes(const std::string& name);
+py::str text_of(const std::string& text);
 
 // Seconds left of a validity; 0 when not held.
 double seconds_left(std::chrono::steady_clock::time_point until);

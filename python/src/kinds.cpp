@@ -81,20 +81,24 @@ void bind_exclusive(Class& cls) {
         .def_property_readonly("hold_count", [](const Kind& self) { return self.hold_count(); })
         .def_property_readonly("lost",
                                [](const Kind& self) {
-                                   return LostEvent{self.lost_token(), [&self] { return self.lost_reason(); }};
+                                   return LostEvent(self.lost_token(), [&self] { return self.lost_reason(); }, true);
                                }, py::keep_alive<0, 1>())
         .def_property_readonly("lost_reason", [](const Kind& self) { return reason_name(self.lost_reason()); })
         .def_property_readonly("valid_for", [](const Kind& self) { return seconds_left(self.valid_until()); });
     if constexpr (std::is_same_v<Kind, MultiLock>) {
         cls.def_property_readonly("fencing_tokens", [](const Kind& self) {
             py::dict out;
-            for (const auto& [name, token] : self.fencing_tokens()) out[py::str(name)] = token;
+            for (const auto& [name, token] : self.fencing_tokens()) out[name_bytes(name)] = token;
             return out;
         });
-        cls.def_property_readonly("names", [](const Kind& self) { return self.names(); });
+        cls.def_property_readonly("names", [](const Kind& self) {
+            py::list out;
+            for (const auto& name : self.names()) out.append(name_bytes(name));
+            return out;
+        });
     } else {
         cls.def_property_readonly("fencing_token", [](const Kind& self) { return self.fencing_token(); });
-        cls.def_property_readonly("name", [](const Kind& self) { return self.name(); });
+        cls.def_property_readonly("name", [](const Kind& self) { return name_bytes(self.name()); });
     }
 }
 
@@ -129,20 +133,24 @@ void bind_kinds(py::module_& m) {
               py::keep_alive<1, 2>());
     bind_exclusive<MultiLock>(multi);
 
-    py::class_<Masters, Holder<Masters>>(m, "Masters")
+    py::class_<PyMasters, Holder<PyMasters>> masters_class(m, "Masters");
+    PyMasters::bind(masters_class);
+    masters_class
         .def(py::init([](const std::vector<std::string>& urls, double connect_timeout, double command_timeout) {
                  ClientOptions options;
                  options.connect_timeout = ms(connect_timeout);
                  options.command_timeout = ms(command_timeout);
-                 return Holder<Masters>(new Masters(urls, std::move(options)));
+                 Holder<PyMasters> masters(new PyMasters);
+                 masters->object = std::make_unique<Masters>(urls, std::move(options));
+                 return masters;
              }),
              py::arg("urls"), py::arg("connect_timeout"), py::arg("command_timeout"))
-        .def_property_readonly("size", &Masters::size)
-        .def_property_readonly("quorum", &Masters::quorum);
+        .def_property_readonly("size", [](const PyMasters& self) { return self.get().size(); })
+        .def_property_readonly("quorum", [](const PyMasters& self) { return self.get().quorum(); });
 
     py::class_<Redlock, Holder<Redlock>> redlock(m, "Redlock");
-    redlock.def(py::init([](Masters& masters, std::string name, double lease, bool renew, py::object on_lost) {
-                    return Holder<Redlock>(new Redlock(masters, std::move(name),
+    redlock.def(py::init([](PyMasters& masters, std::string name, double lease, bool renew, py::object on_lost) {
+                    return Holder<Redlock>(new Redlock(masters.get(), std::move(name),
                                                        options_of<RedlockOptions>(lease, renew, on_lost)));
                 }),
                 py::arg("masters"), py::arg("name"), py::arg("lease"), py::arg("renew"), py::arg("on_lost"),
@@ -197,11 +205,12 @@ void bind_kinds(py::module_& m) {
         .def(
             "lost",
             [](const RwLock& self, bool shared) {
-                if (shared) return LostEvent{self.shared_lost_token(), [&self] { return self.shared_lost_reason(); }};
-                return LostEvent{self.lost_token(), [&self] { return self.lost_reason(); }};
+                if (shared)
+                    return LostEvent(self.shared_lost_token(), [&self] { return self.shared_lost_reason(); }, true);
+                return LostEvent(self.lost_token(), [&self] { return self.lost_reason(); }, true);
             },
             py::keep_alive<0, 1>())
-        .def_property_readonly("name", &RwLock::name);
+        .def_property_readonly("name", [](const RwLock& self) { return name_bytes(self.name()); });
 
     py::class_<PySemaphore, Holder<PySemaphore>>(m, "Semaphore")
         .def(py::init([](PyClient& client, std::string name, unsigned limit, double lease, bool renew,
@@ -234,8 +243,8 @@ void bind_kinds(py::module_& m) {
              [](PySemaphore& self) {
                  Permit permit = self.take();
                  if (!permit)
-                     throw Error(make_error_code(errc::not_owner),
-                                 "release of semaphore '" + self.semaphore->name() + "': no permit held");
+                     throw_code(make_error_code(errc::not_owner),
+                                "release of semaphore '" + self.semaphore->name() + "': no permit held");
                  release_with(self.semaphore->name(), [&](std::error_code& ec) { permit.release(ec); });
              })
         .def_property_readonly("held",
@@ -245,13 +254,18 @@ void bind_kinds(py::module_& m) {
         .def_property_readonly("permits_held", &PySemaphore::count)
         .def_property_readonly("lost",
                                [](PySemaphore& self) {
-                                   return self.with_latest([](Permit* p) {
-                                       if (!p) return LostEvent{};
-                                       // The permit may move; the event keeps its token and asks for the
-                                       // reason no more (reason() is not set).
-                                       return LostEvent{p->lost_token(), {}};
-                                   });
-                               })
+                                   // The caller's latest permit now; the query asks again (a permit moves
+                                   // in its list, so the event keeps no pointer to it).
+                                   auto token = self.with_latest(
+                                       [](Permit* p) { return p ? p->lost_token() : std::stop_token{}; });
+                                   return LostEvent(
+                                       std::move(token),
+                                       [&self] {
+                                           return self.with_latest(
+                                               [](Permit* p) { return p ? p->lost_reason() : std::nullopt; });
+                                       },
+                                       true);
+                               }, py::keep_alive<0, 1>())
         .def_property_readonly("lost_reason",
                                [](PySemaphore& self) {
                                    return self.with_latest(
@@ -262,7 +276,7 @@ void bind_kinds(py::module_& m) {
                                    return self.with_latest(
                                        [](Permit* p) { return p ? seconds_left(p->valid_until()) : 0.0; });
                                })
-        .def_property_readonly("name", [](PySemaphore& self) { return self.semaphore->name(); })
+        .def_property_readonly("name", [](PySemaphore& self) { return name_bytes(self.semaphore->name()); })
         .def("set_limit", [](PySemaphore& self, unsigned limit) {
             Semaphore& s = *self.semaphore;
             py::gil_scoped_release released;

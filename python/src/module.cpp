@@ -124,11 +124,6 @@ private:
 
 }  // namespace
 
-Client& PyClient::get() const {
-    if (!client) throw Error(make_error_code(errc::client_closed), "dlock.Client is closed");
-    return *client;
-}
-
 Deadline deadline_of(bool blocking, double timeout) {
     if (!blocking) {
         if (timeout != -1) throw py::value_error("can't specify a timeout for a non-blocking call");
@@ -189,12 +184,18 @@ py::object error_object(std::error_code ec, const std::string& detail) {
     py::object cls = *error_base;
     if (ec.category() == error_category() && error_classes->contains(py::int_(ec.value())))
         cls = (*error_classes)[py::int_(ec.value())];
-    py::object error = cls(message);
-    error.attr("code") = ec.category() == error_category() ? py::str(errc_name(ec.value())) : py::str(ec.message());
+    py::object error = cls(text_of(message));
+    error.attr("code") = ec.category() == error_category() ? py::str(errc_name(ec.value())) : text_of(ec.message());
     return error;
 }
 
-[[noreturn]] void throw_code(std::error_code ec, const std::string& detail) { throw Error(ec, detail); }
+[[noreturn]] void throw_code(std::error_code ec, const std::string& detail) {
+    // Raised from here, not through dlock::Error's what(): a name's NUL
+    // byte would end that C string.
+    py::object error = error_object(ec, detail);
+    PyErr_SetObject(error.get_type().ptr(), error.ptr());
+    throw py::error_already_set();
+}
 
 py::object reason_name(std::optional<LostReason> reason) {
     if (!reason) return py::none();
@@ -202,11 +203,17 @@ py::object reason_name(std::optional<LostReason> reason) {
 }
 
 std::function<void(std::string_view, std::error_code)> on_lost_of(const py::object& callable) {
-    if (callable.is_none()) return {};
-    if (!PyCallable_Check(callable.ptr())) throw py::type_error("on_lost must be callable or None");
-    auto ref = std::make_shared<PyRef>(callable.ptr());
+    std::shared_ptr<PyRef> ref;
+    if (!callable.is_none()) {
+        if (!PyCallable_Check(callable.ptr())) throw py::type_error("on_lost must be callable or None");
+        ref = std::make_shared<PyRef>(callable.ptr());
+    }
+    // Always one, callable or not: it settles the reason of the lost events
+    // (LostEvent) the loss set a moment before.
     return [ref](std::string_view, std::error_code reason) {
         auto why = lost_reason_of(reason);
+        LostEvent::settle_noted(why);
+        if (!ref) return;
         post([ref, why] {
             py::handle function(ref->get());
             try {
@@ -216,27 +223,6 @@ std::function<void(std::string_view, std::error_code)> on_lost_of(const py::obje
             }
         });
     };
-}
-
-bool LostEvent::wait(std::optional<double> timeout) const {
-    // As threading.Event.wait: None waits for ever, zero or less not at all.
-    if (timeout && !(*timeout > 0)) return is_set();
-    const Deadline deadline = deadline_in(timeout);
-    std::stop_token lost = token;
-    return wait_interruptibly(
-        [&](std::stop_token stop) {
-            std::mutex mutex;
-            std::condition_variable_any changed;
-            std::stop_callback on_lost(lost, [&] {
-                std::lock_guard lock(mutex);
-                changed.notify_all();
-            });
-            std::unique_lock lock(mutex);
-            auto fired = [&] { return lost.stop_requested(); };
-            if (deadline) return changed.wait_until(lock, stop, *deadline, fired);
-            return changed.wait(lock, stop, fired);
-        },
-        [] {});
 }
 
 double seconds_left(std::chrono::steady_clock::time_point until) {
@@ -306,7 +292,7 @@ PYBIND11_MODULE(_dlock, m) {
         } catch (const std::system_error& e) {
             // dlock::Error keeps its detail and Redis's text in what().
             py::object error = error_object(e.code(), "");
-            error.attr("args") = py::make_tuple(py::str(e.what()));
+            error.attr("args") = py::make_tuple(text_of(e.what()));
             PyErr_SetObject(error.get_type().ptr(), error.ptr());
         }
     });
@@ -317,7 +303,9 @@ PYBIND11_MODULE(_dlock, m) {
         main_thread_ident = PyThread_get_thread_ident();
     });
 
-    py::class_<PyClient, Holder<PyClient>>(m, "Client")
+    py::class_<PyClient, Holder<PyClient>> client_class(m, "Client");
+    PyClient::bind(client_class);
+    client_class
         .def(py::init([](const std::string& url, double connect_timeout, double command_timeout,
                          const std::string& client_name) {
                  dlock::ClientOptions options;
@@ -328,17 +316,10 @@ PYBIND11_MODULE(_dlock, m) {
                  options.command_timeout = ms(command_timeout);
                  options.client_name = client_name;
                  Holder<PyClient> client(new PyClient);
-                 client->client = std::make_unique<Client>(url, std::move(options));
+                 client->object = std::make_unique<Client>(url, std::move(options));
                  return client;
              }),
              py::arg("url"), py::arg("connect_timeout"), py::arg("command_timeout"), py::arg("client_name"))
-        .def("close",
-             [](PyClient& self) {
-                 std::unique_ptr<Client> closing = std::move(self.client);
-                 py::gil_scoped_release released;
-                 closing.reset();
-             })
-        .def_property_readonly("closed", [](const PyClient& self) { return !self.client; })
         .def_property_readonly("address", [](const PyClient& self) { return self.get().address().to_string(); })
         .def("wait_connected",
              [](PyClient& self) {
@@ -388,9 +369,7 @@ PYBIND11_MODULE(_dlock, m) {
     py::class_<LostEvent>(m, "LostEvent")
         .def("is_set", &LostEvent::is_set)
         .def("wait", &LostEvent::wait, py::arg("timeout") = py::none())
-        .def_property_readonly("reason", [](const LostEvent& self) {
-            return self.reason ? reason_name(self.reason()) : py::none();
-        });
+        .def_property_readonly("reason", [](const LostEvent& self) { return reason_name(self.reason()); });
 
     bind_kinds(m);
     bind_async(m);

@@ -276,3 +276,102 @@ def test_command_sends_bytes_as_they_are(client, name):
 def test_redlock_takes_a_list_of_urls(name):
     with pytest.raises(TypeError, match="list of master URLs"):
         dlock.Redlock("redis://127.0.0.1:1", name)
+
+
+def test_names_come_back_as_given(client, name):
+    raw = name.encode() + b":\xff\xfe\x00"  # not UTF-8: any bytes name a lock
+    lock = client.lock(raw)
+    assert lock.name == raw and lock.names == [raw]
+    with lock:
+        assert lock.fencing_tokens == {raw: lock.fencing_token}
+        assert client.inspect(raw)["kind"] == "exclusive"
+        other = client.lock(raw)  # the same name, the same thread: re-entry
+        assert other.acquire(blocking=False) and lock.hold_count == 2
+        other.release()
+    assert "\\xff" in repr(lock)
+    with pytest.raises(dlock.NotOwner, match=r"\\xff\\xfe\x00': .*not held"):  # bytes that are not text escaped
+        lock.release()
+    with pytest.raises(dlock.NotOwner, match=r"\\xff\\xfe\x00': no permit held"):
+        client.semaphore(raw, 2).release()
+    assert client.lock(name).name == name and type(client.lock(name).name) is str
+    assert client.fair_lock(raw).name == raw
+    assert client.rw_lock(raw).name == raw and client.rw_lock(raw).read().name == raw
+    assert client.semaphore(raw, 2).name == raw
+    multi = client.multi_lock([raw, name + ":a"])
+    with multi:
+        assert multi.fencing_tokens.keys() == {name + ":a", raw}
+    assert multi.names == [name + ":a", raw] and multi.name == name + ":a"  # taken in the order of their bytes
+
+    async def task():
+        async with lock:
+            return lock.fencing_tokens, lock.name
+
+    import asyncio
+    tokens, task_name = asyncio.run(task())
+    assert list(tokens) == [raw] and task_name == raw
+    with pytest.raises(TypeError, match="str or bytes"):
+        client.lock(42)
+    with pytest.raises(ValueError, match="give its bytes"):
+        client.lock("\udcff")
+
+
+def test_release_after_close_is_client_closed(server, name):
+    c = dlock.Client(server.url)
+    rw = c.rw_lock(name + ":rw")
+    holds = [c.lock(name), c.fair_lock(name + ":fair"), rw.read(), rw.write(),
+             c.semaphore(name + ":sem", 2), c.multi_lock([name + ":m1", name + ":m2"])]
+    for hold in holds[:2] + holds[3:]:
+        assert hold.acquire(timeout=5)
+    assert other_thread(lambda: rw.read().acquire(timeout=5)) is False  # the writer excludes it
+    c.close()
+    for hold in holds:
+        with pytest.raises(dlock.ClientClosed, match="release of .*closed"):
+            hold.release()
+
+    import asyncio
+
+    async def asynchronous():
+        c2 = dlock.Client(server.url)
+        rw2 = c2.rw_lock(name + ":rw2")
+        holds = [c2.lock(name), c2.fair_lock(name + ":fair"), rw2.read(), rw2.write(),
+                 c2.semaphore(name + ":sem", 2), c2.multi_lock([name + ":m1", name + ":m2"])]
+        for hold in holds:
+            if hold is not holds[3]:
+                assert await hold.acquire_async(timeout=5)
+        c2.close()
+        for hold in holds:
+            with pytest.raises(dlock.ClientClosed):
+                await hold.release_async()
+            with pytest.raises(dlock.ClientClosed):
+                await hold.release_async()  # nothing left to hold after the first
+
+    asyncio.run(asyncio.wait_for(asynchronous(), 60))
+
+
+def test_redlock_release_after_its_masters_close_is_client_closed(name):
+    servers = [RedisServer() for _ in range(3)]
+    try:
+        with dlock.Masters([s.url for s in servers]) as masters:
+            lock = dlock.Redlock(masters, name)
+            assert lock.acquire(timeout=5)
+        assert masters.closed and lock.masters is masters
+        with pytest.raises(dlock.ClientClosed):
+            lock.release()
+        own = dlock.Redlock([s.url for s in servers], name)
+        assert own.acquire(timeout=5)  # close() released the first
+        own.masters.close()
+        with pytest.raises(dlock.ClientClosed):
+            own.release()
+
+        async def asynchronous():
+            lock = dlock.Redlock([s.url for s in servers], name)
+            assert await lock.acquire_async(timeout=5)
+            lock.masters.close()
+            with pytest.raises(dlock.ClientClosed):
+                await lock.release_async()
+
+        import asyncio
+        asyncio.run(asyncio.wait_for(asynchronous(), 60))
+    finally:
+        for s in servers:
+            s.close()

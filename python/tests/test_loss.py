@@ -1,5 +1,6 @@
 """The loss notice: lost (an event), on_lost(reason) and release() raising a
 LeaseLost subclass, after a force-release, an expiry and a key removed."""
+import asyncio
 import os
 import signal
 import subprocess
@@ -113,3 +114,81 @@ def test_unconfirmed_renewals_expire_the_hold(name):
                 lock.release()
     finally:
         server.close()
+
+
+def holds_of_every_kind(client, name, on_lost):
+    """(kind, lock object, names to force-release) for each kind on one Client.
+    A short lease: when the force-release's inbox notice is missed, the next
+    renewal (a second later) finds the hold gone and reports taken_over."""
+    rw = client.rw_lock(name + ":rw", lease=3.0, on_lost=on_lost)
+    return [
+        ("lock", client.lock(name, lease=3.0, on_lost=on_lost), [name]),
+        ("fair_lock", client.fair_lock(name + ":fair", lease=3.0, on_lost=on_lost), [name + ":fair"]),
+        ("read", rw.read(), [name + ":rw"]),
+        ("write", rw.write(), [name + ":rw"]),
+        ("semaphore", client.semaphore(name + ":sem", 2, lease=3.0, on_lost=on_lost), [name + ":sem"]),
+        ("multi_lock", client.multi_lock([name + ":m1", name + ":m2"], lease=3.0, on_lost=on_lost), [name + ":m1"]),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair_lock", "read", "write", "semaphore", "multi_lock"])
+def test_saved_lost_event_keeps_its_reason_after_release(client, name, kind):
+    reasons = []
+    _, lock, names = next(h for h in holds_of_every_kind(client, name, reasons.append) if h[0] == kind)
+    lock.acquire()
+    saved = lock.lost  # taken while held, before the loss
+    for n in names:
+        client.force_release(n, all=True)
+    assert saved.wait(10)
+    taken_after = lock.lost  # taken after the loss, before the release
+    with pytest.raises(dlock.LeaseLost) as error:
+        lock.release()
+    reason = error.value.reason  # "revoked" (or "taken_over", see holds_of_every_kind)
+    assert reason in ("revoked", "taken_over")
+    assert saved.is_set() and saved.reason == reason
+    assert taken_after.is_set() and taken_after.reason == reason
+    assert eventually(lambda: reasons == [reason])  # on_lost's argument: the same reason
+    seen = []  # another thread reads the same
+    t = threading.Thread(target=lambda: seen.append(saved.reason))
+    t.start()
+    t.join()
+    assert seen == [reason]
+    # Held again: the saved event still tells the old loss; a new one is clear.
+    with lock:
+        assert saved.is_set() and saved.reason == reason
+        assert not lock.lost.is_set() and lock.lost.reason is None
+    assert saved.reason == reason and reasons == [reason]
+
+
+def test_saved_lost_event_of_an_expired_redlock_keeps_its_reason(name):
+    servers = [RedisServer() for _ in range(3)]
+    try:
+        reasons = []
+        lock = dlock.Redlock([s.url for s in servers], name, lease=0.3, renew=False, on_lost=reasons.append)
+        lock.acquire()
+        saved = lock.lost
+        assert saved.wait(5)
+        with pytest.raises(dlock.LeaseExpired):
+            lock.release()
+        assert saved.reason == "expired" and lock.lost.reason is None
+        assert eventually(lambda: reasons == ["expired"])
+        lock.masters.close()
+    finally:
+        for s in servers:
+            s.close()
+
+
+def test_saved_lost_event_of_a_task_keeps_its_reason(client, name):
+    lock = client.lock(name)
+
+    async def main():
+        assert await lock.acquire_async()
+        saved = lock.lost
+        client.force_release(name)
+        assert await asyncio.to_thread(saved.wait, 5)
+        with pytest.raises(dlock.LockRevoked):
+            await lock.release_async()
+        return saved
+
+    saved = asyncio.run(asyncio.wait_for(main(), 60))
+    assert saved.is_set() and saved.reason == "revoked"
