@@ -4,6 +4,8 @@ import ast
 import inspect
 import os
 
+import pytest
+
 import dlock
 
 
@@ -42,3 +44,58 @@ def test_every_errc_code_has_its_class():
     codes = {c.code for c in classes if isinstance(c, type) and issubclass(c, dlock.Error) and c is not dlock.Error}
     assert codes == set(dlock._dlock.ERRC)
     assert issubclass(dlock.LockRevoked, dlock.LeaseLost) and issubclass(dlock.InvalidArgument, ValueError)
+
+
+def test_mypy_reads_the_documented_uses_by_the_stubs(tmp_path, monkeypatch):
+    """mypy (Debian's, which ./run installs) checks a program using the API
+    as the README and docstrings show it against the stubs, strictly, and
+    finds exactly the one call that is wrong."""
+    api = pytest.importorskip("mypy.api")
+    program = tmp_path / "use.py"
+    program.write_text('''
+import asyncio
+import datetime
+from typing import Dict, List, Optional, Union
+
+import dlock
+
+client = dlock.Client("redis://127.0.0.1:6379")
+lock = client.lock("orders:42", lease=datetime.timedelta(seconds=30))
+with lock:
+    token: int = lock.fencing_token
+    saved = lock.lost
+    if saved.is_set() or saved.wait(0.1):
+        raise SystemExit("lost the lock")
+ok: bool = lock.acquire(blocking=True, timeout=2.0)
+lock.release()
+why: Optional[str] = saved.reason
+raw: Union[str, bytes] = client.lock(b"\\xff", on_lost=print).name
+tokens: Dict[Union[str, bytes], int] = client.multi_lock(["a", b"b"]).fencing_tokens
+with client.rw_lock("rw").read():
+    pass
+with client.semaphore("s", 3) as sem:
+    held: int = sem.permits_held
+with dlock.Masters(["redis://a", "redis://b", "redis://c"]) as masters:
+    assert dlock.Redlock(masters, "n").masters is masters
+try:
+    lock.release()
+except dlock.ClientClosed:
+    pass
+except dlock.LeaseLost as e:
+    reason: Optional[str] = e.reason
+
+
+async def main() -> None:
+    async with client.fair_lock("a"):
+        pass
+    await lock.acquire_async(timeout=datetime.timedelta(seconds=1))
+    await lock.release_async()
+
+asyncio.run(main())
+client.lock(42)  # the one error
+''')
+    monkeypatch.setenv("MYPYPATH", os.path.dirname(os.path.dirname(os.path.abspath(dlock.__file__))))
+    wrong = program.read_text().splitlines().index("client.lock(42)  # the one error") + 1
+    out, err, _ = api.run(["--strict", "--no-error-summary", "--cache-dir", str(tmp_path / "cache"), str(program)])
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and "use.py:%d:" % wrong in errors[0] and '"lock" of "Client"' in errors[0], (out, err)
