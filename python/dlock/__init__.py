@@ -286,7 +286,8 @@ class Lock(_Hold):
     acquire(blocking=True, timeout=-1) -> bool, release(), ``with``,
     ``async with``. Reentrant per thread: the same thread may acquire again,
     and only the last release lets it go. release() raises NotOwner when the
-    caller holds nothing, and a LeaseLost subclass when its hold was lost.
+    caller holds nothing, a LeaseLost subclass when its hold was lost, and
+    ClientClosed once its Client was closed.
     Mutual exclusion holds only while the lease is valid: pass
     fencing_token to the resource so it can refuse a stale holder.
     """
