@@ -42,13 +42,13 @@ bool ran_cleanly(Call&& call) noexcept {
 }  // namespace
 
 Connection::Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks,
-                       std::shared_ptr<SentinelLocator> locator)
+                       std::shared_ptr<ConnectTarget> target)
     : io_(io),
       address_(std::move(address)),
       options_(std::move(options)),
       mode_(mode),
       hooks_(std::move(hooks)),
-      locator_(std::move(locator)),
+      target_(target ? std::move(target) : std::make_shared<FixedTarget>(address_)),
       read_buffer_(read_chunk),
       connect_timer_(io),
       reconnect_timer_(io),
@@ -117,13 +117,11 @@ void Connection::start() {
         state_ = State::connecting;
     }
     asio::post(io_, [self = shared_from_this()] {
-        if (self->locator_) {
-            self->locator_->on_change([weak = self->weak_from_this()](const ServerAddress& master) {
-                auto connection = weak.lock();
-                if (connection) connection->guarded([&] { connection->master_changed(master); });
-                return connection != nullptr;
-            });
-        }
+        self->target_->on_change([weak = self->weak_from_this()](const ServerAddress& master) {
+            auto connection = weak.lock();
+            if (connection) connection->guarded([&] { connection->master_changed(master); });
+            return connection != nullptr;
+        });
         self->tick();
         self->guarded([&] { self->begin_attempt(); });
     });
@@ -336,14 +334,13 @@ void Connection::begin_attempt() {
     }
     attempt_located_ = false;
     if (!tls_setup_error_.empty()) return fail_attempt(errc::tls_error, tls_setup_error_);
-    if (!locator_) return connect(attempt);
-    locator_->locate([self = shared_from_this(), attempt](std::error_code ec, const ServerAddress& master,
-                                                          const std::string& detail) {
+    target_->locate([self = shared_from_this(), attempt](std::error_code ec, const ServerAddress& server,
+                                                         const std::string& detail) {
         if (attempt != self->attempt_) return;
         self->guarded([&] {
             if (ec) return self->fail_attempt(ec, detail);
-            // The master's place, with the URI's transport and credentials.
-            self->address_ = master;
+            // The server's place, with the URI's transport and credentials.
+            self->address_ = server;
             self->attempt_located_ = true;
             self->connect(attempt);
         });
@@ -407,11 +404,9 @@ void Connection::start_handshake(std::uint64_t attempt) {
     }
     // Something must answer before the connection counts as ready: a paused
     // server still completes TCP handshakes from its listen backlog.
-    if (locator_) {
-        // Sentinels may name a master that a failover has just demoted; and
-        // this answer also proves the server answers.
-        append_command(*bytes, std::vector<std::string_view>{"ROLE"});
-        handshake_.push_back({HandshakeStep::Kind::role});
+    if (const auto admission = target_->admission_command(); !admission.empty()) {
+        append_command(*bytes, std::vector<std::string_view>{admission});
+        handshake_.push_back({HandshakeStep::Kind::admission});
     } else if (handshake_.empty() || handshake_.back().kind == HandshakeStep::Kind::set_name) {
         append_command(*bytes, std::vector<std::string_view>{"PING"});
         handshake_.push_back({HandshakeStep::Kind::ping});
@@ -435,7 +430,7 @@ void Connection::handle_handshake_reply(Reply& reply) {
             case HandshakeStep::Kind::select: return fail_attempt(errc::server_error, "SELECT: " + reply.text);
             case HandshakeStep::Kind::set_name: break;  // an ACL user may lack CLIENT; the name is only a courtesy
             case HandshakeStep::Kind::ping:
-            case HandshakeStep::Kind::role:
+            case HandshakeStep::Kind::admission:
                 // An ACL user without +ping (+role) gets NOPERM: that still
                 // proves the server answers. Without ROLE, a demoted master
                 // is found by its READONLY answers instead.
@@ -446,38 +441,28 @@ void Connection::handle_handshake_reply(Reply& reply) {
                                                                    "given (" + reply.text + ")");
                 return fail_attempt(ec == errc::auth_failed ? ec : make_error_code(errc::server_error), reply.text);
         }
-    } else if (step == HandshakeStep::Kind::role && !check_role(reply)) {
+    } else if (step == HandshakeStep::Kind::admission && !admit(reply)) {
         return;
     }
     if (handshake_done_ == handshake_.size()) become_ready();
 }
 
-bool Connection::check_role(const Reply& reply) {
-    if (reply.is_array() && !reply.elements.empty() && reply.elements[0].is_text() &&
-        reply.elements[0].text == "master")
-        return true;
-    std::string role = reply.is_array() && !reply.elements.empty() && reply.elements[0].is_text()
-                           ? reply.elements[0].text.substr(0, 32)
-                           : std::string("not a master");
-    if (locator_) {
-        locator_->not_master(address_);
-        // One sentinel's stale answer is no failure of the deployment: ask
-        // the next sentinels at once, within this attempt, so that what
-        // waits for the connection keeps waiting (up to its deadline)
-        // instead of failing. Each refusal moved the locator on by one
-        // sentinel; after as many refusals as there are sentinels, all had
-        // their turn and the attempt fails.
-        if (++role_refusals_ < locator_->sentinel_count()) {
+bool Connection::admit(const Reply& reply) {
+    auto admission = target_->admit(address_, reply, ++refusals_);
+    switch (admission.verdict) {
+        case ConnectTarget::Admission::Verdict::accept: return true;
+        case ConnectTarget::Admission::Verdict::ask_again:
+            // Not a failure of this attempt: what waits for the connection
+            // keeps waiting (up to its deadline) while the target looks again.
             ++attempt_;
             connect_timer_.cancel();
             close_stream();
             attempt_located_ = false;
             begin_attempt();
             return false;
-        }
+        case ConnectTarget::Admission::Verdict::refuse: break;
     }
-    fail_attempt(errc::not_master, address_.to_string() + " says its role is '" + role +
-                                       "': the sentinels named a server that is not the master; asking them again");
+    fail_attempt(errc::not_master, admission.detail);
     return false;
 }
 
@@ -496,7 +481,7 @@ void Connection::master_changed(const ServerAddress& master) {
     if (address_.host == master.host && address_.port == master.port) return;
     if (state == State::connecting) {
         // Abandon this attempt without failing what waits for it: the next
-        // one asks the locator, which names the new master.
+        // one asks the target, which names the new server.
         ++attempt_;
         connect_timer_.cancel();
         close_stream();
@@ -508,7 +493,7 @@ void Connection::master_changed(const ServerAddress& master) {
 void Connection::become_ready() {
     connect_timer_.cancel();
     failed_attempts_ = 0;
-    role_refusals_ = 0;
+    refusals_ = 0;
     const int fd = stream_->direct_write_handle();
     std::unique_lock lock(mutex_);
     if (state_ != State::connecting) return;
@@ -551,13 +536,14 @@ void Connection::fail_attempt(std::error_code ec, const std::string& detail) {
         state_changed_.notify_all();
     }
     ++attempt_;
-    role_refusals_ = 0;
+    refusals_ = 0;
     connect_timer_.cancel();
     close_stream();
-    // The server the sentinels named could not be used (refused, silent,
-    // not a master, wrong credentials): the locator asks another sentinel
-    // first next time, so that one sentinel's stale answer cannot pin us.
-    if (locator_ && attempt_located_) locator_->not_master(address_);
+    // The server the target named could not be used (refused, silent, not
+    // a master, wrong credentials): the target looks elsewhere first next
+    // time (a Sentinel deployment asks another sentinel), so that one stale
+    // answer cannot pin us.
+    if (attempt_located_) target_->unusable(address_);
     attempt_located_ = false;
     fail_all(failed, ec, Clock::now(), detail);
     schedule_reconnect();
@@ -735,7 +721,7 @@ void Connection::deliver(std::vector<Reply>& replies) {
     bool demoted = false;
     for (std::size_t i = 0; i < completions.size(); ++i) {
         std::error_code ec = replies[i].error_code();
-        if (locator_ && replies[i].is_error() && replies[i].text.starts_with("READONLY")) {
+        if (target_->demoted_by(replies[i])) {
             // The master became a replica under us (a failover): the command
             // did not run here, and what follows it will not either. It fails
             // as a lost connection would, so that the lock layer's retry
@@ -747,7 +733,7 @@ void Connection::deliver(std::vector<Reply>& replies) {
     }
     completions.clear();
     if (demoted) {
-        locator_->not_master(address_);
+        target_->unusable(address_);
         drop(errc::connection_lost);
         return;
     }
