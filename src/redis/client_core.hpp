@@ -15,6 +15,7 @@
 #include "asio.hpp"
 #include "client_extension.hpp"
 #include "runtime/fiber_runner.hpp"
+#include "cluster_router.hpp"  // cluster()
 #include "connection.hpp"
 #include "dedicated_connections.hpp"
 #include "metrics/recorder.hpp"
