@@ -1,60 +1,10 @@
 #include "client_core.hpp"
 
-#include "runtime/condition.hpp"
-
-#include <semaphore>
-#include <set>
-
 #include "address_checks.hpp"
-#include "cluster_slots.hpp"
-#include "command_format.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock::detail {
 namespace {
-
-// Formatting happens before any lock is taken; one buffer per thread keeps
-// the hot path free of allocations.
-std::string& format_buffer() {
-    thread_local std::string buffer;
-    buffer.clear();
-    // A huge command (a user's large value) is not kept for the thread's life.
-    if (buffer.capacity() > kept_buffer_capacity) std::string().swap(buffer);
-    return buffer;
-}
-
-// The completion of a call sent as EVALSHA: on NOSCRIPT (SCRIPT FLUSH,
-// restart, failover) the same call goes again, as
-// ClientCore::resend_after_no_script says, with this as its completion.
-struct NoScriptDetour {
-    std::weak_ptr<ClientCore> core;
-    Script script;
-    std::string evalsha;
-    Completion done;
-    Clock::time_point deadline;
-    ClientCore::ScriptResend resend{};
-
-    void operator()(std::error_code ec, Reply&& reply) {
-        auto client = core.lock();
-        if (client && resend.eval) client->note_eval_answered(script);
-        if (ec != errc::no_script || !client) return done(ec, std::move(reply));
-        auto bytes = client->resend_after_no_script(script, evalsha, resend);
-        if (bytes.empty()) return done(ec, std::move(reply));
-        const auto until = deadline;
-        client->submit_formatted(bytes, std::move(*this), until);  // nothing of this is used after
-    }
-};
-
-struct SyncCall {
-    std::binary_semaphore done{0};
-    std::error_code ec;
-    Reply reply;
-    // A fiber's call (an asynchronous operation) parks instead; made before
-    // the call is sent, only for a fiber.
-    std::mutex mutex;
-    bool answered = false;
-    std::unique_ptr<Condition> parked;
-};
 
 void validate(const ClientOptions& options) {
     using std::chrono::milliseconds;
@@ -119,45 +69,24 @@ ClientOptions with_metrics(ClientOptions options) {
 ClientCore::ClientCore(ServerAddress address, ClientOptions options)
     : address_((validate(address), std::move(address))),
       options_((validate(options), with_metrics(std::move(options)))),
-      work_(asio::make_work_guard(io_)) {
-    if (address_.topology == ServerAddress::Topology::cluster) {
-        cluster_ = std::make_shared<ClusterRouter>(io_, address_, options_);
-        return;
-    }
-    if (address_.topology == ServerAddress::Topology::sentinel)
-        locator_ = std::make_shared<SentinelLocator>(io_, address_, options_);
-    commands_ = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply,
-                                             Connection::Hooks{}, locator_);
-}
+      work_(asio::make_work_guard(io_)),
+      topology_(Topology::make(io_, address_, options_)) {}
 
 ClientCore::~ClientCore() {
     if (!forked()) stop();
 }
 
 void ClientCore::start() {
-    if (locator_) {
-        locator_->on_change([weak = weak_from_this()](const ServerAddress&) {
-            auto self = weak.lock();
-            if (!self) return false;
-            self->run_failover_hooks();
-            return true;
-        });
-        locator_->start();
-    }
-    if (cluster_) {
-        // A failover or a migration moved some slot to another master: the
-        // holds are revalidated as after a Sentinel failover.
-        cluster_->on_change([weak = weak_from_this()] {
-            auto self = weak.lock();
-            if (!self) return false;
-            self->retire_unused_node_pools();
-            self->run_failover_hooks();
-            return true;
-        });
-        cluster_->start();
-    } else {
-        commands_->start();
-    }
+    topology_->start();
+    // A Sentinel failover, or a failover or a migration that moved some slot
+    // to another master: the holds are revalidated. Registered before the
+    // I/O thread runs, so no change is missed.
+    topology_->on_change([weak = weak_from_this()] {
+        auto self = weak.lock();
+        if (!self) return false;
+        self->run_failover_hooks();
+        return true;
+    });
     thread_ = std::thread([this] { run_io(); });
     io_thread_id_ = thread_.get_id();
 }
@@ -223,18 +152,8 @@ void ClientCore::stop() {
             io_hooks.swap(on_io_shutdown_);
         }
         run_each(io_hooks);
-        if (commands_) commands_->shutdown();
         if (subscriber_) subscriber_->shutdown();
-        if (locator_) locator_->shutdown();
-        // Synchronises with a concurrent first submit_dedicated; none is made after this.
-        std::call_once(dedicated_once_, [] {});
-        if (dedicated_) dedicated_->shutdown();
-        {
-            std::lock_guard lock(node_dedicated_mutex_);
-            node_dedicated_closed_ = true;
-            for (auto& [key, pool] : node_dedicated_) pool->shutdown();
-        }
-        if (cluster_) cluster_->shutdown();
+        topology_->shutdown();
         work_.reset();
         // Handlers still queued for closed sockets and cancelled timers run
         // and return; then run() ends.
@@ -269,245 +188,19 @@ void ClientCore::fail_soon(Completion& done, std::error_code ec) {
     done(ec, Reply{});
 }
 
-void ClientCore::submit_formatted(std::string_view formatted, Completion done, Clock::time_point deadline) {
-    std::error_code ec = usable();
-    if (!ec) {
-        ec = cluster_ ? cluster_->submit(formatted, done, deadline) : commands_->submit(formatted, done, deadline);
-        if (!ec) return;
-    }
-    fail_soon(done, ec);
-}
-
-void ClientCore::submit(Args args, Completion done) {
-    auto& bytes = format_buffer();
-    append_command(bytes, args);
-    submit_formatted(bytes, std::move(done), deadline());
-}
-
-void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completion done) {
-    eval_async(script, keys, argv, std::move(done), deadline());
-}
-
-void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completion done, Clock::time_point deadline) {
-    auto& bytes = format_buffer();
-    append_eval(bytes, "EVALSHA", script.sha1(), keys, argv);
-    submit_formatted(bytes, NoScriptDetour{weak_from_this(), script, std::string(bytes), std::move(done), deadline},
-                     deadline);
-}
-
-std::string ClientCore::resend_after_no_script(const Script& script, std::string_view evalsha, ScriptResend& resend) {
-    if (resend.eval) return {};
-    recorder().event(ClientEvent::script_reload);
-    if (!resend.evalsha_again && commands_ && known_scripts_.eval_sent(script.sha1(), commands_->sessions())) {
-        resend.evalsha_again = true;
-        return std::string(evalsha);
-    }
-    resend.eval = true;
-    note_eval_sent(script);
-    return rewrite_evalsha_as_eval(evalsha, script.sha1(), script.text());
-}
-
-template <typename Start>
-Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
-    try {
-        if ((ec = usable())) return {};
-        if (on_io_thread()) {
-            ec = errc::invalid_argument;  // a blocking call here would wait for itself
-            return {};
-        }
-        auto call = std::make_shared<SyncCall>();
-        if (Fiber::current()) call->parked = std::make_unique<Condition>();
-        auto until = deadline();
-        start(
-            [call](std::error_code e, Reply&& r) {
-                call->ec = e;
-                call->reply = std::move(r);
-                if (call->parked) {
-                    {
-                        std::lock_guard lock(call->mutex);
-                        call->answered = true;
-                    }
-                    call->parked->notify_all();
-                }
-                call->done.release();
-            },
-            until);
-        if (Fiber::current()) {
-            std::unique_lock lock(call->mutex);
-            if (!call->parked->wait_until(lock, until, [&] { return call->answered; })) {
-                ec = errc::command_timeout;
-                return {};
-            }
-        } else if (!spin_for(call->done) && !call->done.try_acquire_until(until)) {
-            ec = errc::command_timeout;
-            return {};
-        }
-        ec = call->ec;
-        return std::move(call->reply);
-    } catch (const std::bad_alloc&) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-        return {};
-    }
-}
-
-Reply ClientCore::call(Args args, std::error_code& ec) noexcept {
-    return wait_for(
-        [&](Completion done, Clock::time_point until) {
-            auto& bytes = format_buffer();
-            append_command(bytes, args);
-            submit_formatted(bytes, std::move(done), until);
-        },
-        ec);
-}
-
-Reply ClientCore::call_on(const ServerAddress& master, Args args, std::error_code& ec) noexcept {
-    if (!cluster_) return call(args, ec);
-    return wait_for(
-        [&](Completion done, Clock::time_point until) {
-            auto& bytes = format_buffer();
-            append_command(bytes, args);
-            if (auto failed = cluster_->submit_to(master, bytes, done, until)) fail_soon(done, failed);
-        },
-        ec);
-}
-
-std::string ClientCore::server_for_key(std::string_view key) const {
-    if (cluster_) {
-        auto master = cluster_->master_for_slot(key_slot(key));
-        return master ? master->host + ":" + std::to_string(master->port) : std::string();
-    }
-    return commands_->peer();
-}
-
-std::vector<ServerAddress> ClientCore::cluster_masters() const {
-    return cluster_ ? cluster_->masters() : std::vector<ServerAddress>{};
-}
-
-Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_code& ec) noexcept {
-    return wait_for(
-        [&](Completion done, Clock::time_point until) { eval_async(script, keys, argv, std::move(done), until); }, ec);
-}
-
 void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next next, DedicatedConnections::Done done,
                                   Clock::time_point deadline) {
     if (auto ec = usable()) return done(ec, {});
-    if (cluster_) return submit_dedicated_in_cluster(std::move(first), std::move(next), std::move(done), deadline);
-    std::call_once(dedicated_once_,
-                   [this] { dedicated_ = std::make_shared<DedicatedConnections>(io_, address_, options_, locator_); });
-    if (!dedicated_) return done(errc::client_closed, {});  // stop() came first
-    dedicated_->submit(std::move(first), std::move(next), std::move(done), deadline);
-}
-
-// WAIT counts the writes of its own connection: the write goes to the
-// master of its slot, on a connection of that master's pool. An answer
-// that the write did not run there (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: a
-// migration or a failover) sends the whole conversation again, to the
-// master the refreshed map names, until the deadline.
-void ClientCore::submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
-                                             DedicatedConnections::Done done, Clock::time_point deadline) {
-    auto redirected = [](std::error_code ec, const std::vector<Reply>& replies) {
-        // No master known for the slot yet (no map yet, or a failover under
-        // way): nothing was sent; wait for the map within the deadline.
-        if (ec == errc::cluster_down && replies.empty()) return true;
-        if (!ec || replies.size() != 1 || !replies[0].is_error()) return false;
-        const std::string_view text = replies[0].text;
-        for (std::string_view prefix : {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"})
-            if (text.substr(0, prefix.size()) == prefix) return true;
-        return false;
-    };
-    done = [weak = weak_from_this(), first, next, done = std::move(done), deadline, redirected](
-               std::error_code ec, std::vector<Reply>&& replies) mutable {
-        auto self = weak.lock();
-        // A pool left busy by the last map change may be let go now.
-        if (self && self->pools_to_retire_.load(std::memory_order_relaxed)) self->retire_unused_node_pools();
-        constexpr auto pause = std::chrono::milliseconds(50);
-        if (!self || !redirected(ec, replies) || Clock::now() + pause >= deadline) return done(ec, std::move(replies));
-        self->cluster_->refresh_soon();
-        auto timer = std::make_shared<asio::steady_timer>(self->io_, pause);
-        timer->async_wait([weak, timer, first = std::move(first), next = std::move(next), done = std::move(done),
-                           deadline](std::error_code timer_ec) mutable {
-            auto core = weak.lock();
-            if (timer_ec || !core) return done(errc::client_closed, {});
-            core->submit_dedicated_in_cluster(std::move(first), std::move(next), std::move(done), deadline);
-        });
-    };
-    route_dedicated_in_cluster(std::move(first), std::move(next), std::move(done), deadline);
-}
-
-void ClientCore::route_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
-                                            DedicatedConnections::Done done, Clock::time_point deadline) {
-    std::optional<ServerAddress> master;
-    if (auto key = routing_key(first)) master = cluster_->master_for_slot(key_slot(*key));
-    if (!master) {
-        cluster_->refresh_soon();
-        return done(errc::cluster_down, {});
-    }
-    {
-        std::lock_guard lock(node_dedicated_mutex_);
-        if (node_dedicated_closed_) return done(errc::client_closed, {});
-        auto& slot = node_dedicated_[master->host + ":" + std::to_string(master->port)];
-        if (!slot) slot = std::make_shared<DedicatedConnections>(io_, *master, options_);
-        // Under the lock, so retire_unused_node_pools cannot close it between
-        // (submit never completes synchronously).
-        slot->submit(std::move(first), std::move(next), std::move(done), deadline);
-    }
+    topology_->submit_dedicated(std::move(first), std::move(next), std::move(done), deadline);
 }
 
 ClientCore::ClusterFootprint ClientCore::cluster_footprint() {
+    const auto topology = topology_->footprint();
     ClusterFootprint footprint;
-    if (cluster_) footprint.router_nodes = cluster_->node_count();
+    footprint.router_nodes = topology.command_nodes;
+    footprint.node_pools = topology.node_pools;
     if (subscriber_made_.load(std::memory_order_acquire)) footprint.subscriber_shards = subscriber_->shard_count();
-    std::lock_guard lock(node_dedicated_mutex_);
-    footprint.node_pools = node_dedicated_.size();
     return footprint;
-}
-
-// The pools of nodes that serve no slot now, once no conversation is on
-// them: over a long life a cluster's nodes change address.
-void ClientCore::retire_unused_node_pools() {
-    std::set<std::string> masters;
-    for (const auto& master : cluster_->masters()) masters.insert(master.host + ":" + std::to_string(master.port));
-    std::lock_guard lock(node_dedicated_mutex_);
-    bool busy = false;
-    std::erase_if(node_dedicated_, [&](auto& entry) {
-        if (masters.count(entry.first)) return false;
-        if (entry.second->shutdown_if_unused()) return true;
-        busy = true;  // a conversation is on it: tried again when one ends
-        return false;
-    });
-    pools_to_retire_.store(busy, std::memory_order_relaxed);
-}
-
-void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
-    if (calls.empty()) return;
-    const auto until = deadline();
-    std::vector<std::string> formatted(calls.size());
-    std::vector<Completion> dones;
-    dones.reserve(calls.size());
-    auto self = weak_from_this();
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-        std::vector<std::string_view> keys(calls[i].keys.begin(), calls[i].keys.end());
-        std::vector<std::string_view> argv(calls[i].argv.begin(), calls[i].argv.end());
-        append_eval(formatted[i], "EVALSHA", script.sha1(), keys, argv);
-        dones.push_back(NoScriptDetour{self, script, formatted[i], std::move(calls[i].done), until});
-    }
-    std::vector<std::string_view> views(formatted.begin(), formatted.end());
-    submit_many(views, dones);
-}
-
-void ClientCore::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones) {
-    submit_many(formatted, dones, deadline());
-}
-
-void ClientCore::submit_many(std::span<const std::string_view> formatted, std::vector<Completion>& dones,
-                             Clock::time_point until) {
-    if (dones.empty()) return;
-    std::error_code ec = usable();
-    if (!ec)
-        ec = cluster_ ? cluster_->submit_many(formatted, dones, until) : commands_->submit_many(formatted, dones, until);
-    if (!ec) return;
-    for (auto& done : dones)
-        if (done) fail_soon(done, ec);
 }
 
 void ClientCore::on_io_shutdown(std::function<void()> hook) {
@@ -538,8 +231,7 @@ void ClientCore::before_stop(std::function<void()> hook) {
 Subscription ClientCore::subscribe(std::string channel, Subscription::Listener listener) {
     throw_if(usable());
     std::call_once(subscriber_once_, [this] {
-        auto subscriber = cluster_ ? std::make_shared<Subscriber>(io_, address_, options_, cluster_)
-                                   : std::make_shared<Subscriber>(io_, address_, options_, locator_);
+        auto subscriber = std::make_shared<Subscriber>(io_, options_, topology_);
         subscriber->set_io_thread(io_thread_id_);
         subscriber->start();
         subscriber_ = std::move(subscriber);
@@ -551,7 +243,7 @@ Subscription ClientCore::subscribe(std::string channel, Subscription::Listener l
 std::error_code ClientCore::wait_connected() {
     if (auto ec = usable()) return ec;
     const auto until = Clock::now() + options_.connect_timeout + options_.command_timeout;
-    return cluster_ ? cluster_->wait_connected(until) : commands_->wait_connected(until);
+    return topology_->wait_connected(until);
 }
 
 }  // namespace dlock::detail

@@ -1,9 +1,9 @@
 // What a Client shares with dlock's other layers: the I/O thread, the
-// command connection, the subscriber, and blocking calls built on them.
+// topology (topology.hpp: where commands, conversations and channels go),
+// the subscriber, and blocking calls built on them.
 #pragma once
 
 #include <atomic>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <semaphore>
@@ -15,7 +15,7 @@
 #include "asio.hpp"
 #include "client_extension.hpp"
 #include "runtime/fiber_runner.hpp"
-#include "cluster_router.hpp"
+#include "cluster_router.hpp"  // cluster()
 #include "connection.hpp"
 #include "dedicated_connections.hpp"
 #include "metrics/recorder.hpp"
@@ -25,6 +25,7 @@
 #include "dlock/server_address.hpp"
 #include "fork_guard.hpp"
 #include "subscriber.hpp"
+#include "topology.hpp"
 
 namespace dlock::detail {
 
@@ -102,10 +103,11 @@ public:
     // script that was not NOSCRIPT, on the I/O thread as it arrives.
     bool script_cached(const Script& script) const {
         // In a cluster each master has its own cache: nothing counts as known.
-        return commands_ && known_scripts_.known(script.sha1(), commands_->sessions());
+        auto session = topology_->script_session();
+        return session && known_scripts_.known(script.sha1(), *session);
     }
     void note_script_cached(const Script& script) {
-        if (commands_) known_scripts_.note(script.sha1(), commands_->sessions());
+        if (auto session = topology_->script_session()) known_scripts_.note(script.sha1(), *session);
     }
     // How a call to a script goes again after a NOSCRIPT answer. As EVAL
     // (the script's text, which also caches it), unless an EVAL of it is
@@ -129,25 +131,23 @@ public:
     // included): while one is unanswered, a call answered NOSCRIPT ran
     // before it, so goes again as EVALSHA (see resend_after_no_script).
     void note_eval_sent(const Script& script) {
-        if (commands_) known_scripts_.note_eval(script.sha1(), commands_->sessions());
+        if (auto session = topology_->script_session()) known_scripts_.note_eval(script.sha1(), *session);
     }
     void note_eval_answered(const Script& script) {
-        if (commands_) known_scripts_.note_eval_answered(script.sha1(), commands_->sessions());
+        if (auto session = topology_->script_session()) known_scripts_.note_eval_answered(script.sha1(), *session);
     }
-    std::string last_connect_error() const {
-        return cluster_ ? cluster_->last_error_detail() : commands_->last_error_detail();
-    }
+    std::string last_connect_error() const { return topology_->last_error_detail(); }
     // Where a command on key goes now, as "host:port" (the master a
     // Sentinel deployment named, the master serving key's slot in a
     // cluster); empty when not known yet. For status output.
-    std::string server_for_key(std::string_view key) const;
+    std::string server_for_key(std::string_view key) const { return topology_->server_for_key(key); }
     // The masters a keyspace walk must visit: each master of a cluster;
     // empty otherwise (the one server).
-    std::vector<ServerAddress> cluster_masters() const;
+    std::vector<ServerAddress> cluster_masters() const { return topology_->masters(); }
     // One command to one master of the cluster, blocking as call() does.
     Reply call_on(const ServerAddress& master, Args args, std::error_code& ec) noexcept;
     // Cluster only (else null): the slot map, for status output and tests.
-    const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return cluster_; }
+    const std::shared_ptr<ClusterRouter>& cluster() const noexcept { return topology_->cluster_router(); }
     // Cluster: what this client keeps per node now (diagnostics, tests).
     struct ClusterFootprint {
         std::size_t router_nodes = 0;       // command connections
@@ -203,11 +203,6 @@ private:
     }
     void run_io() noexcept;
     void run_failover_hooks();
-    void submit_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
-                                     DedicatedConnections::Done done, Clock::time_point deadline);
-    void retire_unused_node_pools();
-    void route_dedicated_in_cluster(std::string first, DedicatedConnections::Next next,
-                                    DedicatedConnections::Done done, Clock::time_point deadline);
 
     const ServerAddress address_;
     const ClientOptions options_;
@@ -220,23 +215,15 @@ private:
     std::atomic<bool> stopped_{false};
     std::atomic<bool> spinning_{false};
 
-    std::shared_ptr<SentinelLocator> locator_;  // Sentinel deployments only
-    std::shared_ptr<ClusterRouter> cluster_;     // Cluster only; then there is no commands_
-    std::shared_ptr<Connection> commands_;
+    std::shared_ptr<Topology> topology_;  // never null
     std::once_flag subscriber_once_;
     std::shared_ptr<Subscriber> subscriber_;
     std::atomic<bool> subscriber_made_{false};  // subscriber_ is set
-    std::once_flag dedicated_once_;
-    std::shared_ptr<DedicatedConnections> dedicated_;
-    std::mutex node_dedicated_mutex_;  // cluster: a pool per master
-    std::map<std::string, std::shared_ptr<DedicatedConnections>> node_dedicated_;
-    bool node_dedicated_closed_ = false;
-    std::atomic<bool> pools_to_retire_{false};
     std::mutex io_end_mutex_;
     std::mutex fiber_mutex_;
     std::shared_ptr<FiberRunner> fibers_;
     bool fibers_closed_ = false;
-    bool io_ended_ = false;  // run_io's run() is over: fail_soon fails inline  // a pool of a node gone from the map was busy
+    bool io_ended_ = false;  // run_io's run() is over: fail_soon fails inline
     ClientExtensions extensions_;
     std::mutex hooks_mutex_;
     std::vector<std::function<void()>> before_stop_;

@@ -47,6 +47,7 @@
 #include "runtime/condition.hpp"
 #include "cluster_slots.hpp"
 #include "connection.hpp"
+#include "topology.hpp"
 
 namespace dlock::detail {
 
@@ -56,7 +57,7 @@ public:
     // slot. Returns false once it wants no more calls.
     using ChangeListener = std::function<bool()>;
 
-    static constexpr auto min_refresh_gap = std::chrono::milliseconds(100);
+    static constexpr auto min_refresh_gap = min_map_refresh_gap;
     static constexpr int max_redirects = 16;
     static constexpr auto retry_pause = std::chrono::milliseconds(25);
 

@@ -47,7 +47,7 @@
 #include "dlock/server_address.hpp"
 #include "fork_guard.hpp"
 #include "reply_reader.hpp"
-#include "sentinel_locator.hpp"
+#include "connect_target.hpp"
 #include "stream.hpp"
 
 namespace dlock::detail {
@@ -75,11 +75,12 @@ public:
         std::function<void(Reply&&)> on_push;        // I/O thread, subscriber mode
     };
 
-    // With a locator (Sentinel), every connect attempt goes to the master it
-    // names now, checked with ROLE; address then only gives the transport
-    // and credentials. A READONLY answer ends the connection (see deliver()).
+    // Every connect attempt goes where target names (connect_target.hpp;
+    // none: address itself), admitted as target says; address then only
+    // gives the transport and credentials. A reply that tells the target
+    // moved ends the connection (see deliver()).
     Connection(asio::io_context& io, ServerAddress address, ClientOptions options, Mode mode, Hooks hooks = {},
-               std::shared_ptr<SentinelLocator> locator = {});
+               std::shared_ptr<ConnectTarget> target = {});
     ~Connection();
 
     // Begins the first connect attempt. Any thread, once; nothing in a forked child.
@@ -126,17 +127,17 @@ private:
         ReplyLimit limit;   // what its reply may hold (reply_limits.hpp)
     };
     struct HandshakeStep {
-        enum class Kind { auth, select, set_name, ping, role } kind;
+        enum class Kind { auth, select, set_name, ping, admission } kind;
     };
 
     // The mutex, for a thread coming in from outside; forked_child in a child.
     std::unique_lock<std::mutex> enter(std::error_code& ec);
     void begin_attempt();
     void connect(std::uint64_t attempt);
-    // The locator named another master: leave this one (I/O thread).
+    // The target moved to another server: leave this one (I/O thread).
     void master_changed(const ServerAddress& master);
-    // A handshake ROLE answer: true when the server is a master.
-    bool check_role(const Reply& reply);
+    // The answer to the target's admission command: true when admitted.
+    bool admit(const Reply& reply);
     void start_handshake(std::uint64_t attempt);
     void fail_attempt(std::error_code ec, const std::string& detail);
     // Why the server hung up before the handshake ended, as far as it can be told.
@@ -174,11 +175,11 @@ private:
 
     asio::io_context& io_;
     const ForkGuard fork_guard_;
-    ServerAddress address_;  // I/O thread, once started: with a locator, the master of this attempt
+    ServerAddress address_;  // I/O thread, once started: the server the target named for this attempt
     const ClientOptions options_;
     const Mode mode_;
     Hooks hooks_;
-    const std::shared_ptr<SentinelLocator> locator_;
+    const std::shared_ptr<ConnectTarget> target_;  // never null
 
     // I/O-thread state.
     std::optional<asio::ssl::context> tls_context_;
@@ -193,7 +194,7 @@ private:
     std::size_t delivered_ = 0;  // replies handed to pending_'s completions since the reader was made
     std::uint64_t attempt_ = 0;
     unsigned failed_attempts_ = 0;
-    std::size_t role_refusals_ = 0;  // servers the sentinels named that ROLE refused, this attempt
+    std::size_t refusals_ = 0;  // servers the target named and then refused, this attempt
     asio::steady_timer connect_timer_;
     asio::steady_timer reconnect_timer_;
     asio::steady_timer tick_timer_;
@@ -202,7 +203,7 @@ private:
     mutable std::mutex mutex_;
     Condition state_changed_;
     State state_ = State::idle;
-    bool attempt_located_ = false;  // I/O thread: this attempt goes where the locator named
+    bool attempt_located_ = false;  // I/O thread: this attempt goes where the target named
     std::error_code last_error_;
     std::string last_error_detail_;
     std::string peer_;

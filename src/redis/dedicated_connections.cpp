@@ -16,8 +16,8 @@ bool is_reply_error(std::error_code ec) {
 }  // namespace
 
 DedicatedConnections::DedicatedConnections(asio::io_context& io, ServerAddress address, ClientOptions options,
-                                           std::shared_ptr<SentinelLocator> locator)
-    : io_(io), address_(std::move(address)), options_(std::move(options)), locator_(std::move(locator)) {}
+                                           std::shared_ptr<ConnectTarget> target)
+    : io_(io), address_(std::move(address)), options_(std::move(options)), target_(std::move(target)) {}
 
 std::shared_ptr<Connection> DedicatedConnections::take() {
     std::lock_guard lock(mutex_);
@@ -28,7 +28,7 @@ std::shared_ptr<Connection> DedicatedConnections::take() {
         return connection;
     }
     auto connection = std::make_shared<Connection>(io_, address_, options_, Connection::Mode::request_reply,
-                                                   Connection::Hooks{}, locator_);
+                                                   Connection::Hooks{}, target_);
     std::erase_if(all_, [](const auto& weak) { return weak.expired(); });
     all_.push_back(connection);
     connection->start();

@@ -25,7 +25,7 @@ public:
     static constexpr std::size_t max_idle = 4;
 
     DedicatedConnections(asio::io_context& io, ServerAddress address, ClientOptions options,
-                         std::shared_ptr<SentinelLocator> locator = {});
+                         std::shared_ptr<ConnectTarget> target = {});
 
     // What to send after a reply, on the same connection; nullopt: nothing.
     using Next = std::function<std::optional<std::string>(const Reply&)>;
@@ -51,7 +51,7 @@ private:
     asio::io_context& io_;
     const ServerAddress address_;
     const ClientOptions options_;
-    const std::shared_ptr<SentinelLocator> locator_;
+    const std::shared_ptr<ConnectTarget> target_;  // null: address_ itself
     std::mutex mutex_;
     std::vector<std::shared_ptr<Connection>> idle_;
     std::vector<std::weak_ptr<Connection>> all_;

@@ -3,14 +3,15 @@
 //
 // Every connect attempt of those connections asks locate(): the sentinels
 // are asked in turn (SENTINEL get-master-addr-by-name), starting with the
-// last one that answered, and the first to name a master wins. The
-// connection then checks with ROLE that the server really is a master, and
-// reports not_master() when it is not (a failover under way: sentinels may
+// last one that answered, and the first to name a master wins. Through the
+// SentinelMaster target (sentinel_master.hpp) the connection then checks
+// with ROLE that the server really is a master, and reports not_master()
+// when it is not (a failover under way: sentinels may
 // lag; a sentinel partitioned or misconfigured), when it cannot be reached
 // or refused the handshake, or when a command was answered READONLY; the
 // next locate() asks again, starting with the sentinel after the one that
 // named it. A ROLE refusal asks again within the same connect attempt
-// (connection.cpp), up to once per sentinel.
+// (sentinel_master.cpp), up to once per sentinel.
 //
 // Failovers are learnt fast from the +switch-master channel on one
 // sentinel, and also by asking every poll_interval in case that

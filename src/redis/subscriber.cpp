@@ -3,7 +3,6 @@
 #include <set>
 #include <vector>
 
-#include "cluster_slots.hpp"
 #include "command_format.hpp"
 
 namespace dlock::detail {
@@ -24,22 +23,14 @@ void append_channel_command(std::string& out, std::string_view verb, const std::
 
 }  // namespace
 
-Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
-                       std::shared_ptr<SentinelLocator> locator)
-    : io_(io), address_(std::move(address)), options_(std::move(options)), locator_(std::move(locator)) {
-    std::lock_guard lock(mutex_);
-    shard_locked(address_, std::string());
-}
+Subscriber::Subscriber(asio::io_context& io, ClientOptions options, std::shared_ptr<Topology> topology)
+    : io_(io), options_(std::move(options)), topology_(std::move(topology)), sharded_(topology_->sharded()) {}
 
-Subscriber::Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
-                       std::shared_ptr<ClusterRouter> router)
-    : io_(io), address_(std::move(address)), options_(std::move(options)), router_(std::move(router)) {}
-
-Subscriber::Shard& Subscriber::shard_locked(const ServerAddress& address, std::string key) {
-    auto it = shards_.find(key);
+Subscriber::Shard& Subscriber::shard_locked(const Topology::Home& home) {
+    auto it = shards_.find(home.key);
     if (it != shards_.end()) return *it->second;
     auto shard = std::make_unique<Shard>();
-    shard->key = key;
+    shard->key = home.key;
     auto* raw = shard.get();
     Connection::Hooks hooks;
     // The hooks run on the I/O thread while this object is alive: the client
@@ -48,17 +39,14 @@ Subscriber::Shard& Subscriber::shard_locked(const ServerAddress& address, std::s
     hooks.on_push = [this, raw](Reply&& reply) { on_push(*raw, std::move(reply)); };
     auto options = options_;
     options.client_name = options.client_name.empty() ? std::string() : options.client_name + ":sub";
-    shard->connection = std::make_shared<Connection>(io_, address, std::move(options), Connection::Mode::subscriber,
-                                                     std::move(hooks), locator_);
+    shard->connection = topology_->connect(home, std::move(options), Connection::Mode::subscriber, std::move(hooks));
     if (started_) shard->connection->start();
-    return *shards_.emplace(std::move(key), std::move(shard)).first->second;
+    return *shards_.emplace(home.key, std::move(shard)).first->second;
 }
 
 Subscriber::Shard* Subscriber::place_locked(const std::string& channel) {
-    if (!router_) return shards_.begin()->second.get();
-    auto master = router_->master_for_slot(key_slot(channel));
-    if (!master) return nullptr;
-    return &shard_locked(*master, master->host + ":" + std::to_string(master->port));
+    auto home = topology_->channel_home(channel);
+    return home ? &shard_locked(*home) : nullptr;
 }
 
 void Subscriber::start() {
@@ -69,8 +57,8 @@ void Subscriber::start() {
         for (auto& [key, shard] : shards_) connections.push_back(shard->connection);
     }
     for (auto& connection : connections) connection->start();
-    if (router_) {
-        router_->on_change([weak = weak_from_this()] {
+    if (sharded_) {
+        topology_->on_change([weak = weak_from_this()] {
             auto self = weak.lock();
             if (self) self->replace_channels();
             return self != nullptr;
@@ -91,7 +79,7 @@ void Subscriber::shutdown() {
 
 void Subscriber::send_counted(Shard& shard, bool subscribe, const std::vector<std::string_view>& channels) {
     std::string bytes;
-    if (router_) {
+    if (sharded_) {
         // One command per channel: the channels of one SSUBSCRIBE must share a slot.
         for (auto channel : channels) append_channel_command(bytes, subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE", {channel});
     } else {
@@ -176,7 +164,7 @@ void Subscriber::displaced_locked(Channel& entry) {
 }
 
 void Subscriber::on_push(Shard& shard, Reply&& reply) {
-    if (router_ && reply.is_error()) {
+    if (sharded_ && reply.is_error()) {
         // An SSUBSCRIBE that reached a node not serving its slot (MOVED):
         // its channels there are placed again once the map is refreshed.
         {
@@ -187,7 +175,7 @@ void Subscriber::on_push(Shard& shard, Reply&& reply) {
                 displaced_locked(entry);
             }
         }
-        router_->refresh_soon();
+        topology_->refresh_soon();
         return schedule_replace();
     }
     if (!reply.is_array() || reply.elements.size() < 3) return;
@@ -204,7 +192,7 @@ void Subscriber::on_push(Shard& shard, Reply&& reply) {
             if (ack == shard.outstanding_acks.end()) {
                 // Not an answer to us: the server dropped the channel (its
                 // slot moved away, or the node became a replica).
-                if (!router_ || kind != "sunsubscribe" || it == channels_.end() || it->second.shard != &shard) return;
+                if (!sharded_ || kind != "sunsubscribe" || it == channels_.end() || it->second.shard != &shard) return;
                 displaced_locked(it->second);
                 dropped = true;
             } else {
@@ -215,7 +203,7 @@ void Subscriber::on_push(Shard& shard, Reply&& reply) {
             }
         }
         if (dropped) {
-            router_->refresh_soon();
+            topology_->refresh_soon();
             return schedule_replace();
         }
         confirmed_.notify_all();
@@ -224,7 +212,7 @@ void Subscriber::on_push(Shard& shard, Reply&& reply) {
 }
 
 void Subscriber::schedule_replace() {
-    if (!router_) return;
+    if (!sharded_) return;
     asio::post(io_, [weak = weak_from_this()] {
         auto self = weak.lock();
         if (!self || self->replace_scheduled_) return;
@@ -235,7 +223,7 @@ void Subscriber::schedule_replace() {
         if (!self->replace_timer_) self->replace_timer_ = std::make_unique<asio::steady_timer>(self->io_);
         self->replace_scheduled_ = true;
         // After the refresh that the drop asked for has had its chance.
-        self->replace_timer_->expires_after(ClusterRouter::min_refresh_gap * 2);
+        self->replace_timer_->expires_after(min_map_refresh_gap * 2);
         self->replace_timer_->async_wait([self](std::error_code ec) {
             self->replace_scheduled_ = false;
             if (!ec) self->replace_channels();
@@ -244,7 +232,7 @@ void Subscriber::schedule_replace() {
 }
 
 void Subscriber::replace_channels() {
-    if (!router_) return;
+    if (!sharded_) return;
     bool unplaced = false;
     {
         std::lock_guard lock(mutex_);
@@ -273,7 +261,7 @@ void Subscriber::replace_channels() {
 // already queued on the I/O thread (its hooks point at it).
 void Subscriber::retire_unused_shards_locked() {
     std::set<std::string> masters;
-    for (const auto& master : router_->masters()) masters.insert(master.host + ":" + std::to_string(master.port));
+    for (const auto& master : topology_->masters()) masters.insert(master.host + ":" + std::to_string(master.port));
     std::set<const Shard*> used;
     for (const auto& [name, entry] : channels_) used.insert(entry.shard);
     for (auto it = shards_.begin(); it != shards_.end();) {

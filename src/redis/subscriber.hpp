@@ -1,7 +1,8 @@
-// The client's pub/sub connections, shared by every listener: one
-// connection to one server (standalone, or the master a Sentinel deployment
-// names), or in a Redis Cluster one per master serving a subscribed
-// channel's slot, with sharded pub/sub (SSUBSCRIBE; lock scripts SPUBLISH).
+// The client's pub/sub connections, shared by every listener: one per home
+// the topology gives a channel (topology.hpp): one connection to one server
+// (standalone, or the master a Sentinel deployment names), or in a Redis
+// Cluster one per master serving a subscribed channel's slot, with sharded
+// pub/sub (SSUBSCRIBE; lock scripts SPUBLISH).
 //
 // Channels are reference-counted by their listeners: the first subscribes,
 // the last unsubscribes. After a reconnect every channel is subscribed again
@@ -23,19 +24,15 @@
 #include <unordered_map>
 
 #include "runtime/condition.hpp"
-#include "cluster_router.hpp"
 #include "connection.hpp"
 #include "dlock/subscription.hpp"
+#include "topology.hpp"
 
 namespace dlock::detail {
 
 class Subscriber : public std::enable_shared_from_this<Subscriber> {
 public:
-    Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
-               std::shared_ptr<SentinelLocator> locator = {});
-    // Sharded, over the masters of a cluster.
-    Subscriber(asio::io_context& io, ServerAddress address, ClientOptions options,
-               std::shared_ptr<ClusterRouter> router);
+    Subscriber(asio::io_context& io, ClientOptions options, std::shared_ptr<Topology> topology);
 
     void start();
     void shutdown();  // I/O thread
@@ -51,7 +48,7 @@ public:
         return shards_.size();
     }
 
-    // Cluster: moves every channel whose slot another master serves now
+    // Sharded: moves every channel whose slot another master serves now
     // (and subscribes again those the server dropped). I/O thread.
     void replace_channels();
 
@@ -59,7 +56,7 @@ private:
     using ListenerPtr = std::shared_ptr<Subscription::Listener>;
     // One connection, to one server.
     struct Shard {
-        std::string key;  // "host:port" in a cluster; empty otherwise
+        std::string key;  // Topology::Home::key
         std::shared_ptr<Connection> connection;
         // SUBSCRIBE/UNSUBSCRIBE commands sent on the current connection whose
         // acknowledgement has not come yet, by channel. Redis acknowledges each
@@ -78,7 +75,7 @@ private:
     // Under mutex_: the shard a channel belongs on now (nullptr: no master
     // known for its slot yet).
     Shard* place_locked(const std::string& channel);
-    Shard& shard_locked(const ServerAddress& address, std::string key);
+    Shard& shard_locked(const Topology::Home& home);
     void on_ready(Shard& shard);
     // Sends a (S)SUBSCRIBE or (S)UNSUBSCRIBE on shard and counts its acks. Under mutex_.
     void send_counted(Shard& shard, bool subscribe, const std::vector<std::string_view>& channels);
@@ -86,24 +83,23 @@ private:
     // A channel the server dropped on its own (its slot moved): placed again soon.
     void displaced_locked(Channel& entry);
     void schedule_replace();
-    void retire_unused_shards_locked();  // cluster, I/O thread
+    void retire_unused_shards_locked();  // sharded, I/O thread
     void notify(const std::string& channel, Subscription::Event event, std::string_view payload, bool only_if_announced);
 
     const ForkGuard fork_guard_;
     asio::io_context& io_;
-    const ServerAddress address_;
     const ClientOptions options_;
-    const std::shared_ptr<SentinelLocator> locator_;
-    const std::shared_ptr<ClusterRouter> router_;  // cluster only: sharded
+    const std::shared_ptr<Topology> topology_;
+    const bool sharded_;
     std::thread::id io_thread_;
 
     std::mutex mutex_;
     Condition confirmed_;
-    std::map<std::string, std::unique_ptr<Shard>> shards_;  // by key; a cluster's unused ones retired on map changes
+    std::map<std::string, std::unique_ptr<Shard>> shards_;  // by key; sharded: unused ones retired on map changes
     std::unordered_map<std::string, Channel> channels_;
     unsigned long long next_id_ = 1;
     bool started_ = false, shut_down_ = false;
-    std::unique_ptr<asio::steady_timer> replace_timer_;  // cluster; I/O thread
+    std::unique_ptr<asio::steady_timer> replace_timer_;  // sharded; I/O thread
     bool replace_scheduled_ = false;
 
     // Held while listeners run, so remove() can promise that its listener is
