@@ -1,0 +1,224 @@
+// The work a lock asks of the server, path by path: how many commands its
+// scripts run (redis.call, counted by the server's INFO commandstats, which
+// counts the commands a script runs as its own calls) and how long the
+// server spent inside the scripts. Each path runs on a private server of
+// its own, so nothing else moves the counters; the calls are asserted (the
+// budget of each path, docs/design/server-work.md), the times are only
+// printed (a loaded machine stretches them).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/fair_lock.hpp"
+#include "dlock/lock.hpp"
+#include "dlock/rw_lock.hpp"
+#include "hold/lock_keys.hpp"
+#include "lock/lock_scripts.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using Counts = std::map<std::string, std::pair<long, long>>;  // command: (calls, usec)
+
+Counts commandstats(dlock::Client& stats) {
+    std::istringstream in(stats.command({"INFO", "commandstats"}).text);
+    Counts counts;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("cmdstat_", 0) != 0) continue;
+        const auto colon = line.find(':');
+        long calls = 0, usec = 0;
+        if (std::sscanf(line.c_str() + colon + 1, "calls=%ld,usec=%ld", &calls, &usec) == 2)
+            counts[line.substr(8, colon - 8)] = {calls, usec};
+    }
+    return counts;
+}
+
+// What one path cost the server, summed over its runs.
+struct Work {
+    long runs = 0;
+    long scripts = 0;     // EVALSHA and EVAL
+    long calls = 0;       // commands the scripts ran (and any other command of the client)
+    long script_usec = 0; // time inside the scripts, their commands included
+    Counts by_command;
+    std::vector<long> usec_of_run;  // top-level commands' time (scripts and others) of each run
+
+    void add(const Counts& before, const Counts& after) {
+        ++runs;
+        long run_usec = 0;
+        for (const auto& [name, figures] : after) {
+            if (name == "info") continue;
+            const auto it = before.find(name);
+            const long calls_delta = figures.first - (it == before.end() ? 0 : it->second.first);
+            const long usec_delta = figures.second - (it == before.end() ? 0 : it->second.second);
+            if (calls_delta == 0) continue;
+            if (name == "evalsha" || name == "eval" || name == "set") run_usec += usec_delta;
+            if (name == "evalsha" || name == "eval") {
+                scripts += calls_delta;
+                script_usec += usec_delta;
+            } else {
+                calls += calls_delta;
+            }
+            by_command[name].first += calls_delta;
+            by_command[name].second += usec_delta;
+        }
+        usec_of_run.push_back(run_usec);
+    }
+    // The median run's: a run the machine's load preempted in the middle of
+    // a script does not move it.
+    double median_usec() const {
+        auto sorted = usec_of_run;
+        std::sort(sorted.begin(), sorted.end());
+        return sorted.empty() ? 0 : double(sorted[sorted.size() / 2]);
+    }
+    double calls_per_run() const { return runs ? double(calls) / runs : 0; }
+    double usec_per_run() const { return runs ? double(script_usec) / runs : 0; }
+    std::string breakdown() const {
+        std::string out;
+        for (const auto& [name, figures] : by_command) {
+            if (name == "evalsha" || name == "eval") continue;
+            char part[64];
+            std::snprintf(part, sizeof part, "%s%s %.2g", out.empty() ? "" : ", ", name.c_str(),
+                          double(figures.first) / runs);
+            out += part;
+        }
+        return out;
+    }
+};
+
+constexpr int runs = 1000;
+
+// Runs `setup` (not counted), then `path` (counted), `runs` times.
+Work measure(dlock::Client& stats, const std::function<void()>& setup, const std::function<void()>& path,
+             const std::function<void()>& teardown = {}) {
+    Work work;
+    for (int i = 0; i < runs; ++i) {
+        if (setup) setup();
+        const auto before = commandstats(stats);
+        path();
+        work.add(before, commandstats(stats));
+        if (teardown) teardown();
+    }
+    return work;
+}
+
+void report(const char* path, const Work& work) {
+    std::printf("[server work] %-38s scripts %.2f  calls %5.2f  server %6.2f us (median %3.0f)  (%s)\n", path,
+                double(work.scripts) / work.runs, work.calls_per_run(), work.usec_per_run(), work.median_usec(),
+                work.breakdown().c_str());
+}
+
+dlock::LockOptions fixed_lease() {
+    dlock::LockOptions options;
+    options.renew = false;  // no lease keeper's renewal among the counted calls
+    return options;
+}
+
+class ServerWork : public ::testing::Test {
+protected:
+    dlock::support::RedisServer server;
+    dlock::Client client{server.uri()};
+    dlock::Client other{server.uri()};
+    dlock::Client stats{server.uri()};
+};
+
+// The floor: a bare lock (SET NX PX, then an EVALSHA of a compare-and-delete,
+// bench/floor_unlock.lua), the figure every path is compared with.
+double floor_usec(dlock::Client& client, dlock::Client& stats) {
+    std::ifstream in(DLOCK_SOURCE_DIR "/bench/floor_unlock.lua");
+    std::stringstream text;
+    text << in.rdbuf();
+    const dlock::Script unlock(text.str());
+    std::string_view k[] = {"floor"};
+    std::string_view a[] = {"token"};
+    client.eval(unlock, k, a);  // loaded
+    const auto work = measure(stats, {}, [&] {
+        client.command({"SET", "floor", "token", "NX", "PX", "30000"});
+        EXPECT_EQ(client.eval(unlock, k, a).integer, 1);
+    });
+    const double usec = (work.script_usec + work.by_command.at("set").second) / double(work.runs);
+    std::printf("[server work] %-38s server %6.2f us (median %3.0f)\n", "floor (SET NX PX + EVALSHA del)", usec,
+                work.median_usec());
+    return work.median_usec();
+}
+
+// The budget of each path of the exclusive lock (Lock; FairLock, Redlock and
+// MultiLock members and the RwLock's write side run the same scripts).
+TEST_F(ServerWork, ExclusiveLockPaths) {
+    const double floor = floor_usec(client, stats);
+    dlock::Lock lock(client, "work", fixed_lease());
+    lock.lock();  // warm-up: scripts loaded, inbox subscribed
+    lock.unlock();
+
+    const auto fresh = measure(stats, {}, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("fresh grant (name used before)", fresh);
+    const auto release = measure(stats, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("final release", release);
+
+    int n = 0;
+    std::string name;
+    const auto fresh_new = measure(
+        stats, [&] { name = "new-" + std::to_string(n++); },
+        [&] {
+            dlock::Lock fresh_lock(client, name, fixed_lease());
+            fresh_lock.lock();
+            fresh_lock.unlock();
+        });
+    report("fresh grant + final release, new name", fresh_new);
+    std::printf("[server work] lock+unlock of a new name / floor (medians): %.2fx\n", fresh_new.median_usec() / floor);
+    std::printf("[server work] lock+unlock of one name / floor (medians): %.2fx\n",
+                (fresh.median_usec() + release.median_usec()) / floor);
+
+    lock.lock();
+    const auto reentry = measure(stats, {}, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("re-entry", reentry);
+    const auto partial = measure(stats, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("release of a re-entry", partial);
+
+    dlock::Lock rival(other, "work", fixed_lease());
+    const auto busy = measure(stats, {}, [&] { EXPECT_FALSE(rival.try_lock()); });
+    report("busy answer (try_lock)", busy);
+
+    // The lease keeper's renewal, as it sends it (lock_service.cpp).
+    const dlock::detail::LockKeys keys("work");
+    const auto owner = stats.command({"HGET", keys.lock, "owner"}).text;
+    std::string_view k[] = {keys.lock, keys.fence()};
+    std::string_view a[] = {owner, "30000", "600000", "0"};
+    const auto renewal = measure(stats, {}, [&] {
+        EXPECT_EQ(client.eval(dlock::detail::renew_script(), k, a).integer, 1);
+    });
+    report("renewal", renewal);
+    lock.unlock();
+
+    const auto fair = measure(stats, {}, [&] {
+        dlock::FairLock fair_lock(client, "fair", fixed_lease());
+        fair_lock.lock();
+        fair_lock.unlock();
+    });
+    report("FairLock fresh grant + final release", fair);
+    dlock::RwLock rw(client, "rw");
+    const auto write = measure(stats, {}, [&] {
+        rw.lock();
+        rw.unlock();
+    });
+    report("RwLock write lock+unlock", write);
+
+    // Budgets: the commands each path's scripts run today at most.
+    EXPECT_LE(fresh.calls_per_run(), 12);
+    EXPECT_LE(release.calls_per_run(), 11);
+    EXPECT_LE(reentry.calls_per_run(), 8);
+    EXPECT_LE(partial.calls_per_run(), 8);
+    EXPECT_LE(busy.calls_per_run(), 8);
+    EXPECT_LE(renewal.calls_per_run(), 4);
+}
+
+}  // namespace
