@@ -1,4 +1,6 @@
--- Prepended to every lock script at build time (cmake/EmbedScripts.cmake).
+-- The lock scripts' helpers: each script carries in front of it those it uses, directly or
+-- through another helper, and no others (cmake/GenerateScriptsHeader.cmake): a helper is defined
+-- anew on every call.
 --
 -- Operation ids: every owner numbers its operations in increasing order
 -- (one counter per client), so a late copy of an old operation (one that

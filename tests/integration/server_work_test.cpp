@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "dlock/fair_lock.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/rw_lock.hpp"
+#include "dlock_scripts.hpp"
+#include "dlock_semaphore_scripts.hpp"
 #include "hold/lock_keys.hpp"
 #include "lock/lock_scripts.hpp"
 #include "redis_server.hpp"
@@ -219,6 +222,34 @@ TEST_F(ServerWork, ExclusiveLockPaths) {
     EXPECT_LE(partial.calls_per_run(), 8);
     EXPECT_LE(busy.calls_per_run(), 8);
     EXPECT_LE(renewal.calls_per_run(), 4);
+}
+
+// Every helper a script defines is one it uses: the prelude's other helpers
+// are left out at build time (cmake/GenerateScriptsHeader.cmake), since each
+// one a script carries is defined anew on every call.
+TEST(EmbeddedScripts, EachCarriesOnlyTheHelpersItUses) {
+    namespace s = dlock::detail::scripts;
+    const std::pair<const char*, const char*> texts[] = {
+        {"acquire", s::acquire_text},     {"release", s::release_text},
+        {"renew", s::renew_text},         {"force_release", s::force_release_text},
+        {"inspect", s::inspect_text},     {"raise_fence", s::raise_fence_text},
+        {"hand_off", s::hand_off_text},   {"line_refresh", s::line_refresh_text},
+        {"line_leave", s::line_leave_text}, {"confirm_grant", s::confirm_grant_text},
+        {"rw_write_acquire", s::rw_write_acquire_text}, {"rw_write_withdraw", s::rw_write_withdraw_text},
+        {"rw_read_acquire", s::rw_read_acquire_text},   {"rw_read_release", s::rw_read_release_text},
+        {"rw_read_renew", s::rw_read_renew_text},       {"semaphore_acquire", s::semaphore_acquire_text},
+        {"semaphore_release", s::semaphore_release_text}, {"semaphore_renew", s::semaphore_renew_text}};
+    const std::regex definition(R"(\nlocal function ([A-Za-z_0-9]+))");
+    for (const auto& [script, text] : texts) {
+        const std::string code = std::regex_replace(std::string(text), std::regex("--[^\n]*"), "");
+        for (std::sregex_iterator it(code.begin(), code.end(), definition), end; it != end; ++it) {
+            const std::string name = (*it)[1];
+            const std::regex use("[^A-Za-z_0-9]" + name + "[^A-Za-z_0-9]");
+            const auto uses = std::distance(std::sregex_iterator(code.begin(), code.end(), use), std::sregex_iterator());
+            EXPECT_GE(uses, 2) << script << " carries " << name << " but does not use it";
+        }
+    }
+    EXPECT_EQ(std::string(s::renew_text).find("grant_first_in_line"), std::string::npos);
 }
 
 }  // namespace
