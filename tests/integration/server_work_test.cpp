@@ -32,6 +32,7 @@
 #include "dlock_semaphore_scripts.hpp"
 #include "hold/lock_keys.hpp"
 #include "lock/lock_scripts.hpp"
+#include "layout1_client.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -85,9 +86,9 @@ struct Work {
         std::string out;
         for (const auto& [name, figures] : by_command) {
             if (name == "evalsha" || name == "eval") continue;
-            char part[64];
-            std::snprintf(part, sizeof part, "%s%s %.2g", out.empty() ? "" : ", ", name.c_str(),
-                          double(figures.first) / runs);
+            char part[96];
+            std::snprintf(part, sizeof part, "%s%s %.2g (%.1f us)", out.empty() ? "" : ", ", name.c_str(),
+                          double(figures.first) / runs, double(figures.second) / double(figures.first));
             out += part;
         }
         return out;
@@ -183,6 +184,23 @@ double floor_usec(dlock::Client& client, dlock::Client& stats) {
 // MultiLock members and the RwLock's write side run the same scripts).
 TEST_F(ServerWork, ExclusiveLockPaths) {
     const double floor = floor_usec(client, stats);
+    {
+        // The previous layout's scripts (tests/data/layout1/), by the same measure.
+        dlock::support::Layout1Client old(client, "work-layout1", "oldclient:1");
+        const auto old_fresh = measure(stats, {}, [&] { old.acquire(); }, [&] { old.release(); });
+        const auto old_release = measure(stats, [&] { old.acquire(); }, [&] { old.release(); });
+        report("layout 1: fresh grant", old_fresh);
+        report("layout 1: final release", old_release);
+        auto medians = median_durations(stats, [&] {
+            for (int i = 0; i < timed_runs; ++i) {
+                old.acquire();
+                old.release();
+            }
+        });
+        const double acquire = medians[old.acquire_script().sha1()], release = medians[old.release_script().sha1()];
+        std::printf("[server work] layout 1 lock+unlock of one name: acquire %.0f us + release %.0f us (medians) = %.2fx the floor\n",
+                    acquire, release, (acquire + release) / floor);
+    }
     dlock::Lock lock(client, "work", fixed_lease());
     lock.lock();  // warm-up: scripts loaded, inbox subscribed
     lock.unlock();
