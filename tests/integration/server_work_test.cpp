@@ -356,6 +356,35 @@ TEST(WaitedMark, ALockWaiterWakesOnTheRelease) {
     });
 }
 
+// A reader queued behind a waiting writer's mark waits for that writer's
+// release, which a writer's hash is therefore marked for from its grant on
+// (rw_write_acquire.lua). Here the mark is made by hand, so that the reader
+// surely waits for the mark (30 s) rather than seeing the writer hold.
+TEST(WaitedMark, AReaderQueuedBehindAWaitingWriterWakesOnThatWritersRelease) {
+    dlock::support::RedisServer server;
+    dlock::Client writer_client(server.uri()), reader_client(server.uri());
+    const dlock::detail::LockKeys keys("queued");
+    const auto mark = std::to_string(server.time_us() / 1000 + 30'000);
+    server.cli({"ZADD", keys.waiting_writers(), mark, "writer-to-come:t1"});
+    server.cli({"PEXPIRE", keys.waiting_writers(), "60000"});
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+        dlock::RwLock rw(reader_client, "queued");
+        rw.lock_shared();
+        rw.unlock_shared();
+        done = true;
+    });
+    std::this_thread::sleep_for(300ms);
+    EXPECT_FALSE(done) << "the reader did not wait behind the mark";
+    dlock::RwLock writer(writer_client, "queued");
+    writer.lock();
+    server.cli({"ZREM", keys.waiting_writers(), "writer-to-come:t1"});  // no message: as a mark running out
+    const auto released = std::chrono::steady_clock::now();
+    writer.unlock();
+    reader.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - released, 5s) << "the reader slept past the writer's release";
+}
+
 // Every helper a script defines is one it uses: the prelude's other helpers
 // are left out at build time (cmake/GenerateScriptsHeader.cmake), since each
 // one a script carries is defined anew on every call.
