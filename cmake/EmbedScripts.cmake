@@ -1,4 +1,5 @@
-# Embeds Lua scripts as C++ string constants with their SHA1, so the library
+# Embeds Lua scripts (each with the prelude helpers it uses) as C++ string
+# constants with their SHA1, so the library
 # can call them by EVALSHA without computing digests at run time. The header
 # is regenerated at build time whenever a script changes.
 # dlock_embed_scripts(target header PRELUDE files... SCRIPTS files...)

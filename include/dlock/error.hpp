@@ -71,6 +71,9 @@ enum class errc {
     // One name, one resource.
     kind_mismatch,          // the name is held as another kind (a Lock, an RwLock, a Semaphore); what() names it
     limit_mismatch,         // the semaphore exists with another limit than SemaphoreOptions::limit; what() names both
+    // Rolling upgrades: the lock's data was written in a later data layout than this
+    // library's (README "Mixing versions"); what() names both. Nothing was changed.
+    layout_mismatch,
 };
 
 }  // namespace dlock

@@ -321,6 +321,11 @@ struct ReaderInfo {
 // are the third way: while the name is held or waited for as a semaphore,
 // every lock kind fails with errc::kind_mismatch, and a Semaphore fails alike
 // while the name is held as a lock.
+//
+// Rolling upgrades: the lock hash carries its data layout. Holders of the
+// previous layout (which wrote none) and of this one exclude each other; an
+// exclusive acquisition that finds a later layout's lock hash fails with
+// errc::layout_mismatch and changes nothing (README "Mixing versions").
 struct LockInfo {
     enum class Kind {
         free,       // nothing holds it

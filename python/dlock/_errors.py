@@ -181,6 +181,11 @@ class LimitMismatch(Error):
     code = "limit_mismatch"
 
 
+class LayoutMismatch(Error):
+    """The lock's data is in a later data layout than this library's."""
+    code = "layout_mismatch"
+
+
 def _all_classes(base):
     for cls in base.__subclasses__():
         yield cls

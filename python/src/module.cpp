@@ -35,7 +35,7 @@ const std::vector<std::pair<const char*, errc>> errc_names = {
     {"slot_migrating", errc::slot_migrating}, {"lease_expired", errc::lease_expired},
     {"lock_revoked", errc::lock_revoked}, {"lock_taken_over", errc::lock_taken_over},
     {"renewal_refused", errc::renewal_refused}, {"kind_mismatch", errc::kind_mismatch},
-    {"limit_mismatch", errc::limit_mismatch},
+    {"limit_mismatch", errc::limit_mismatch}, {"layout_mismatch", errc::layout_mismatch},
 };
 
 // Set by python/dlock/_errors.py at import: {errc value: class}, and the base.

@@ -46,6 +46,7 @@ public:
             case errc::renewal_refused: return "the lock's renewal was refused by the server with an error";
             case errc::kind_mismatch: return "the name is held as another kind of lock";
             case errc::limit_mismatch: return "the semaphore exists with another limit";
+            case errc::layout_mismatch: return "the lock's data is in a later data layout than this client's";
         }
         return "unknown dlock error";
     }
@@ -59,7 +60,8 @@ thread_local std::string last_server_error_text;
 
 bool from_server(const std::error_code& ec) {
     return ec == errc::server_error || ec == errc::permission_denied || ec == errc::cluster_down ||
-           ec == errc::slot_migrating || ec == errc::kind_mismatch || ec == errc::limit_mismatch;
+           ec == errc::slot_migrating || ec == errc::kind_mismatch || ec == errc::limit_mismatch ||
+           ec == errc::layout_mismatch;
 }
 
 bool starts_with(std::string_view text, std::string_view prefix) {
@@ -121,6 +123,7 @@ std::error_code error_code_of_server_error(std::string_view text) noexcept {
     // The scripts' own refusals (src/scripts: kind_error, semaphore_acquire.lua).
     if (starts_with(text, "DLOCK_KIND ")) return errc::kind_mismatch;
     if (starts_with(text, "DLOCK_LIMIT ")) return errc::limit_mismatch;
+    if (starts_with(text, "DLOCK_LAYOUT ")) return errc::layout_mismatch;
     return errc::server_error;
 }
 

@@ -1,5 +1,5 @@
 -- Acquire a lock afresh, or re-enter one the caller holds.
--- KEYS[1] lock hash {owner, count, seq, token}   KEYS[2] fence hash {token}
+-- KEYS[1] lock hash {owner, count, seq, token, holder, granted, w, u, v} (prelude.lua, layout)   KEYS[2] fence hash {token}
 -- KEYS[3] the owner's tombstone (the highest operation id that may no longer grant, see raise_tombstone)
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'fresh' or 'reenter'
 -- ARGV[5] retention ms   ARGV[6] '1': floor every token at the server's clock; '0': only a new counter
@@ -17,37 +17,55 @@
 -- ({0, pttl, arrival} when the caller stands in line: its arrival number, which names its wait),
 -- {-1} for 'reenter' when the caller does not hold it any more, {-2} for a late copy of an older operation;
 -- an error reply "DLOCK_KIND ..." when the name is free of exclusive holds but held otherwise
--- (by an RwLock's readers, as a Semaphore).
+-- (by an RwLock's readers, as a Semaphore); "DLOCK_LAYOUT ..." when the lock hash is of a
+-- later data layout than this script's (prelude.lua, layout).
+-- Server calls (docs/design/server-work.md): a fresh grant of a free name nobody waits for 9,
+-- a re-entry 4, a busy answer 3 (4 for the first one of a hold).
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
 -- that one first answered busy may answer {-2} once the lock is free: it never grants.
-local owner = redis.call('HGET', KEYS[1], 'owner')
-local replayed = replayed_acquire(KEYS[1], KEYS[3], ARGV[1], owner, op_number(ARGV[3]))
-if replayed then return replayed end
-if owner == ARGV[1] then
-  if ARGV[4] == 'reenter' then
-    return reenter_exclusive(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[5])
+local state = read_lock(KEYS[1])
+local refusal = layout_refusal(state)
+if refusal then return refusal end
+local op = op_number(ARGV[3])
+if state.owner and state.owner ~= ARGV[1] and ARGV[4] ~= 'reenter' then
+  -- Held by another owner: busy. The tombstone check and raise in one call.
+  if not tombstone_raised(KEYS[3], ARGV[3], ARGV[5]) then return {-2} end
+  mark_waited(KEYS[1], state)
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then pttl = tonumber(ARGV[2]) end
+  if KEYS[8] and ARGV[8] ~= '' then
+    return {0, pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]), ARGV[10] == 'new')}
   end
-  if redis.call('HGET', KEYS[1], 'granted') then
-    return confirm_grant(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[5], ARGV[7])
+  return {0, pttl}
+end
+local replayed = replayed_acquire(state, KEYS[3], ARGV[1], op, ARGV[4] == 'reenter')
+if replayed then return replayed end
+if state.owner == ARGV[1] then
+  if ARGV[4] == 'reenter' then
+    return reenter_exclusive(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5])
+  end
+  if state.granted then
+    return confirm_grant(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5], ARGV[7])
   end
   -- 'fresh' although the server still has a hold of this owner that its
   -- client no longer tracks (a release that failed in transit, a grant
   -- whose reply was lost): the new grant replaces it, count 1, new token.
 elseif ARGV[4] == 'reenter' then
   return {-1}
-elseif owner then
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl < 0 then pttl = tonumber(ARGV[2]) end
-  raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
-  if KEYS[8] and ARGV[8] ~= '' then
-    return {0, pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]), ARGV[10] == 'new')}
+end
+-- Free (or the owner's own hold replaced: it looks at nothing else). The other
+-- kinds' keys and the line in one look: a name nobody else uses has none of them.
+local waited = state.waited and true or false  -- a replaced hold's waiters still wait
+if not state.owner then
+  local others
+  if KEYS[8] then others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+  else others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) end
+  if others > 0 then
+    refusal = other_kind(KEYS[4], KEYS[5], KEYS[6])
+    if refusal then return refusal end
   end
-  return {0, pttl}
-else
-  local refusal = other_kind(KEYS[4], KEYS[5], KEYS[6])
-  if refusal then return refusal end
-  if KEYS[8] and redis.call('EXISTS', KEYS[7]) == 1 then
-    -- Free, and somebody stands in line (a lock nobody waits for has no line key).
+  if others > 0 and KEYS[8] and redis.call('EXISTS', KEYS[7]) == 1 then
+    -- Somebody stands in line (a lock nobody waits for has no line key).
     local now = server_ms()
     prune_line(KEYS[7], KEYS[8], now)
     local first = first_in_line(KEYS[7])
@@ -61,6 +79,8 @@ else
       return {0, tonumber(ARGV[9])}
     end
     if first then leave_line(KEYS[7], KEYS[8], ARGV[1]) end
+    -- Others may still stand behind the caller: its release looks at the line.
+    waited = redis.call('EXISTS', KEYS[7]) == 1
   end
 end
-return grant_exclusive(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[6] == '1', ARGV[7])
+return grant_exclusive(KEYS[1], KEYS[2], state, ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[6] == '1', ARGV[7], waited)

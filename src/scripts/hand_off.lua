@@ -26,7 +26,9 @@ if op_number(ARGV[4]) <= op_number(redis.call('HGET', KEYS[1], 'seq')) then
 end
 local token = next_token(KEYS[2], true)
 if KEYS[5] then leave_line(KEYS[4], KEYS[5], ARGV[2]) end
-redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'count', 1, 'seq', ARGV[4], 'token', string.format('%.0f', token))
+-- The giver's undone operations ('u') are not the next owner's.
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'count', 1, 'seq', ARGV[4], 'token', string.format('%.0f', token),
+           'u', '0', 'v', layout)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 keep_fence(KEYS[2], ARGV[3] + ARGV[5])
 -- The current owner's stale operations must not take the lock back later.

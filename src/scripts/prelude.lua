@@ -1,4 +1,6 @@
--- Prepended to every lock script at build time (cmake/EmbedScripts.cmake).
+-- The lock scripts' helpers: each script carries in front of it those it uses, directly or
+-- through another helper, and no others (cmake/GenerateScriptsHeader.cmake): a helper is defined
+-- anew on every call.
 --
 -- Operation ids: every owner numbers its operations in increasing order
 -- (one counter per client), so a late copy of an old operation (one that
@@ -44,18 +46,62 @@ local function raise_tombstone(tombstone, op, ms)
   end
 end
 
--- The exclusive hold of a lock hash {owner, count, seq, token, holder}, as
--- acquire.lua and rw_write_acquire.lua both keep it.
+-- raise_tombstone's, in one call where it rises (the common case: a final
+-- release, a busy answer): false, with the tombstone as it was (its expiry
+-- renewed), when op was not above it, so that operation may no longer grant.
+local function tombstone_raised(tombstone, op, ms)
+  local old = redis.call('SET', tombstone, op, 'PX', ms, 'GET')
+  if op_number(op) > op_number(old) then return true end
+  redis.call('SET', tombstone, old, 'PX', ms)
+  return false
+end
+
+-- The data layout of a name's keys, kept in the lock hash as 'v'. Layout 1
+-- (dlock before 'v' existed) wrote no 'v'; layout 2 reads and writes layout
+-- 1's keys as they are (the same hash, fence, tombstones and line) and adds
+-- to the hash 'w' (someone was answered busy while it was held: only then
+-- does the release look at the line and publish), 'u' (the highest operation
+-- of the owner undone while it held the lock) and 'v'. A lock hash of a
+-- later layout is refused before any write (errc::layout_mismatch): this
+-- script cannot know what that layout's holder expects.
+local layout = 2
+
+-- The exclusive hold of a lock hash {owner, count, seq, token, holder, granted, w, u, v},
+-- as acquire.lua and rw_write_acquire.lua keep it, in one read.
+local function read_lock(lock)
+  local h = redis.call('HMGET', lock, 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
+  return {owner = h[1], count = tonumber(h[2]) or 0, seq = op_number(h[3]), token = tonumber(h[4]),
+          granted = h[5], waited = h[6], undone = op_number(h[7]), layout = h[8] or '1',
+          present = h[1] or h[2] or h[3] or h[4] or h[5] or h[6] or h[7] or h[8]}
+end
+
+local function layout_refusal(state)
+  local found = tonumber(state.layout)
+  if found and found <= layout then return nil end
+  return redis.error_reply('DLOCK_LAYOUT the lock is held in data layout ' .. state.layout ..
+                           '; this client reads layouts 1 to ' .. layout .. ' and writes layout ' .. layout ..
+                           ': upgrade this client, or use another name')
+end
+
+-- Someone was answered busy: the release looks at the line and publishes.
+local function mark_waited(lock, state)
+  if not state.waited then redis.call('HSET', lock, 'w', '1') end
+end
+
 -- The answer to operation op of owner when it is a resent copy ({1, token,
 -- count}, as the first copy answered) or a late copy of an operation that may
--- no longer grant ({-2}); nil for a new operation.
-local function replayed_acquire(lock, tombstone, owner, holder, op)
-  if holder == owner then
-    local seq = op_number(redis.call('HGET', lock, 'seq'))
-    if op == seq then
-      return {1, tonumber(redis.call('HGET', lock, 'token')), tonumber(redis.call('HGET', lock, 'count'))}
+-- no longer grant ({-2}); nil for a new operation. A re-entry of the holder
+-- is checked against the operations undone while it held the lock ('u'):
+-- any other of the owner's tombstone raises happened while it did not hold
+-- it, so the hold's own operation id (seq) is past them.
+local function replayed_acquire(state, tombstone, owner, op, reenter)
+  if state.owner == owner then
+    if op == state.seq then return {1, state.token, state.count} end
+    if op < state.seq then return {-2} end
+    if reenter then
+      if op <= state.undone then return {-2} end
+      return nil
     end
-    if op < seq then return {-2} end
   end
   -- An operation its client gave up on (answered busy, or undone after its
   -- outcome stayed unknown) never applies, however late a copy arrives.
@@ -64,20 +110,30 @@ local function replayed_acquire(lock, tombstone, owner, holder, op)
 end
 
 -- One more hold of the owner: never more than one lease from now, however deep.
-local function reenter_exclusive(lock, fence, op_id, lease, retention)
-  local count = redis.call('HINCRBY', lock, 'count', 1)
-  redis.call('HSET', lock, 'seq', op_id)
+local function reenter_exclusive(lock, fence, state, op_id, lease, retention)
+  local count = state.count + 1
+  redis.call('HSET', lock, 'count', count, 'seq', op_id)
   redis.call('PEXPIRE', lock, lease, 'GT')
   keep_fence(fence, lease + retention)
-  return {1, tonumber(redis.call('HGET', lock, 'token')), count}
+  return {1, state.token, count}
 end
 
--- A fresh exclusive hold: count 1, a new token; label says who holds it, for operators.
-local function grant_exclusive(lock, fence, owner, op_id, lease, retention, floor_always, label)
+-- A fresh exclusive hold: count 1, a new token; label says who holds it, for operators;
+-- waited: others stand in line. The hash is written afresh in one call (an earlier
+-- hold's fields, if any, go first).
+local function grant_exclusive(lock, fence, state, owner, op_id, lease, retention, floor_always, label, waited)
   local token = next_token(fence, floor_always)
-  redis.call('DEL', lock)
-  redis.call('HSET', lock, 'owner', owner, 'count', 1, 'seq', op_id, 'token', string.format('%.0f', token))
-  if label and label ~= '' then redis.call('HSET', lock, 'holder', label) end
+  if state.present then redis.call('DEL', lock) end
+  local fields = {'owner', owner, 'count', 1, 'seq', op_id, 'token', string.format('%.0f', token), 'v', layout}
+  if label and label ~= '' then
+    fields[#fields + 1] = 'holder'
+    fields[#fields + 1] = label
+  end
+  if waited then
+    fields[#fields + 1] = 'w'
+    fields[#fields + 1] = '1'
+  end
+  redis.call('HSET', lock, unpack(fields))
   redis.call('PEXPIRE', lock, lease)
   keep_fence(fence, lease + retention)
   return {1, token, 1}
@@ -248,7 +304,7 @@ local function grant_first_in_line(lock, fence, line, places, grant_ms, retentio
   local token = next_token(fence, true)
   redis.call('DEL', lock)
   redis.call('HSET', lock, 'owner', waiter, 'count', 1, 'seq', '0', 'token', string.format('%.0f', token),
-             'granted', arrival)
+             'granted', arrival, 'w', '1', 'v', layout)
   redis.call('PEXPIRE', lock, grant_ms)
   keep_fence(fence, grant_ms + retention)
   publish(inbox_of(waiter, lock),
@@ -258,11 +314,14 @@ end
 
 -- The waiter a lock was granted to confirms it: the full lease from now, its
 -- operation id (a resent copy of this call answers the same), its label.
-local function confirm_grant(lock, fence, op_id, lease, retention, label)
+local function confirm_grant(lock, fence, state, op_id, lease, retention, label)
   redis.call('HDEL', lock, 'granted')
-  redis.call('HSET', lock, 'seq', op_id)
-  if label and label ~= '' then redis.call('HSET', lock, 'holder', label) end
+  if label and label ~= '' then
+    redis.call('HSET', lock, 'seq', op_id, 'holder', label)
+  else
+    redis.call('HSET', lock, 'seq', op_id)
+  end
   redis.call('PEXPIRE', lock, lease)
   keep_fence(fence, lease + retention)
-  return {1, tonumber(redis.call('HGET', lock, 'token')), 1}
+  return {1, state.token, 1}
 end

@@ -1,5 +1,5 @@
--- Prepended to every script, before its kind's prelude
--- (cmake/EmbedScripts.cmake): how scripts tell clients.
+-- Helpers of every kind's scripts, before the kind's prelude: each script carries
+-- the ones it uses (cmake/GenerateScriptsHeader.cmake). How scripts tell clients.
 --
 -- On a Redis Cluster node, messages go by sharded pub/sub (SPUBLISH) on a
 -- channel in the script's own slot: a plain PUBLISH would be broadcast to

@@ -10,9 +10,20 @@
 -- the lock, -2 for a late copy of an older operation, -3 when ARGV[6] was not the last.
 -- A retry with the same operation id answers as the first copy did: the final release
 -- leaves its operation id in the owner's own tombstone, which expires after retention.
+-- The line is looked at, and the release published, only when the hash says someone was
+-- answered busy while it was held ('w', prelude.lua). An operation undone while the owner
+-- holds the lock is noted in the hash ('u') too, so that a re-entry need not read the
+-- tombstone. Server calls (docs/design/server-work.md): a final release nobody waits for 4,
+-- a release of a re-entry 4.
 local undoing = ARGV[6] and ARGV[6] ~= ''
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if owner ~= ARGV[1] then
+local state = read_lock(KEYS[1])
+-- An operation undone while the caller holds the lock: it never applies.
+local function undo_held()
+  raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
+  if op_number(ARGV[6]) > state.undone then redis.call('HSET', KEYS[1], 'u', ARGV[6]) end
+  return -3
+end
+if state.owner ~= ARGV[1] then
   if redis.call('GET', KEYS[4]) == ARGV[3] then return 0 end
   -- Undoing an operation that has not applied: a late copy of it never will.
   if undoing then raise_tombstone(KEYS[4], ARGV[6], ARGV[5]) end
@@ -21,34 +32,26 @@ end
 -- Granted to the caller from the line and not confirmed yet: its client does
 -- not know it holds it, so this is a late copy of an older release (a grant
 -- its client gives up on leaves by line_leave.lua).
-if redis.call('HGET', KEYS[1], 'granted') then
-  if undoing then
-    raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
-    return -3
-  end
+if state.granted then
+  if undoing then return undo_held() end
   return -2
 end
 local op = op_number(ARGV[3])
-local seq = op_number(redis.call('HGET', KEYS[1], 'seq'))
-if op == seq then return tonumber(redis.call('HGET', KEYS[1], 'count')) end
-if op < seq then return -2 end
-if undoing and seq ~= op_number(ARGV[6]) then
-  raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
-  return -3
-end
+if op == state.seq then return state.count end
+if op < state.seq then return -2 end
+if undoing and state.seq ~= op_number(ARGV[6]) then return undo_held() end
 local count = 0
-if ARGV[4] ~= 'all' then
-  count = redis.call('HINCRBY', KEYS[1], 'count', -tonumber(ARGV[4]))
-end
+if ARGV[4] ~= 'all' then count = state.count - tonumber(ARGV[4]) end
 if count > 0 then
-  redis.call('HSET', KEYS[1], 'seq', ARGV[3])
+  redis.call('HSET', KEYS[1], 'count', count, 'seq', ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
   keep_fence(KEYS[2], ARGV[2] + ARGV[5])
   return count
 end
 redis.call('DEL', KEYS[1])
-raise_tombstone(KEYS[4], ARGV[3], ARGV[5])
+tombstone_raised(KEYS[4], ARGV[3], ARGV[5])
 keep_fence(KEYS[2], tonumber(ARGV[5]))
+if not state.waited then return 0 end
 if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5])) then
   return 0
 end

@@ -15,7 +15,8 @@ if owner == ARGV[1] then
 end
 if not owner and ARGV[4] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
   local token = next_token(KEYS[2], false)
-  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'count', 1, 'seq', '0', 'token', string.format('%.0f', token))
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'count', 1, 'seq', '0', 'token', string.format('%.0f', token),
+             'v', layout)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   keep_fence(KEYS[2], ARGV[2] + ARGV[3])
   return 1

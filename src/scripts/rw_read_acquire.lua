@@ -52,6 +52,8 @@ else
     if not wait and ARGV[6] ~= '1' then wait = first_deadline_in(KEYS[5], now, nil) end
   end
   if wait then
+    -- Waiting for the write side's holder: its release publishes (prelude.lua, mark_waited).
+    if writer and writer ~= reader then redis.call('HSET', KEYS[1], 'w', '1') end
     raise_tombstone(KEYS[6], ARGV[3], ARGV[5])
     return {0, wait}
   end

@@ -1,5 +1,5 @@
 -- Read-write lock: take the write side afresh, or re-enter it.
--- KEYS[1] writer hash {owner, count, seq, token, holder} (a Lock's lock hash)   KEYS[2] fence hash {token}
+-- KEYS[1] writer hash (a Lock's lock hash: prelude.lua, read_lock)   KEYS[2] fence hash {token}
 -- KEYS[3] the owner's write tombstone   KEYS[4] readers: sorted set reader -> server-time deadline (ms)
 -- KEYS[5] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token}
 -- KEYS[6] waiting writers: sorted set writer -> server-time deadline (ms)
@@ -15,9 +15,13 @@
 -- wait (ms: until the writer's lease or the first reader's ends), {-1} for 'reenter' when the
 -- caller no longer holds it, {-2} for a late copy of an older operation (acquire.lua's answers);
 -- "DLOCK_KIND ..." when the name is held as a Semaphore. The write side is the lock hash a Lock
--- uses too: the two exclude each other as one kind (prelude.lua, kind_error).
-local owner = redis.call('HGET', KEYS[1], 'owner')
-local replayed = replayed_acquire(KEYS[1], KEYS[3], ARGV[1], owner, op_number(ARGV[3]))
+-- uses too: the two exclude each other as one kind (prelude.lua, kind_error); "DLOCK_LAYOUT ..."
+-- as acquire.lua.
+local state = read_lock(KEYS[1])
+local refusal = layout_refusal(state)
+if refusal then return refusal end
+local owner = state.owner
+local replayed = replayed_acquire(state, KEYS[3], ARGV[1], op_number(ARGV[3]), ARGV[4] == 'reenter')
 if replayed then return replayed end
 local now = server_ms()
 local function must_wait(ms)
@@ -33,17 +37,18 @@ local function must_wait(ms)
 end
 if owner == ARGV[1] then
   if ARGV[4] == 'reenter' then
-    return reenter_exclusive(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[5])
+    return reenter_exclusive(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5])
   end
 elseif ARGV[4] == 'reenter' then
   return {-1}
 elseif owner then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then pttl = tonumber(ARGV[2]) end
+  mark_waited(KEYS[1], state)
   return must_wait(pttl)
 end
 if not owner then
-  local refusal = other_kind(nil, KEYS[7], KEYS[8])
+  refusal = other_kind(nil, KEYS[7], KEYS[8])
   if refusal then return refusal end
 end
 local others = live_count(KEYS[4], now)
@@ -51,7 +56,9 @@ if live_member(KEYS[4], ARGV[1], now) then others = others - 1 end
 if others > 0 then
   return must_wait(first_deadline_in(KEYS[4], now, ARGV[1]) or tonumber(ARGV[2]))
 end
-local granted = grant_exclusive(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], true, ARGV[6])
+-- Marked waited from the start: readers queued behind this writer's waiting mark
+-- (rw_read_acquire.lua) wait for its release's message.
+local granted = grant_exclusive(KEYS[1], KEYS[2], state, ARGV[1], ARGV[3], ARGV[2], ARGV[5], true, ARGV[6], true)
 redis.call('ZREM', KEYS[6], ARGV[1])
 prune_readers(KEYS[4], KEYS[5], now)
 return granted

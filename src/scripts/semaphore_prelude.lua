@@ -1,4 +1,4 @@
--- Prepended to every semaphore script at build time (cmake/EmbedScripts.cmake).
+-- Helpers of the semaphore scripts: each script carries those it uses (cmake/GenerateScriptsHeader.cmake).
 --
 -- Every semaphore script is called with the same keys, all under the
 -- semaphore's one hash tag:

@@ -9,7 +9,7 @@
 
 TEST(Error, EveryCodeHasItsOwnMessage) {
     std::set<std::string> messages;
-    for (int code = static_cast<int>(dlock::errc::invalid_argument); code <= static_cast<int>(dlock::errc::limit_mismatch);
+    for (int code = static_cast<int>(dlock::errc::invalid_argument); code <= static_cast<int>(dlock::errc::layout_mismatch);
          ++code) {
         auto message = dlock::error_category().message(code);
         EXPECT_NE(message, "unknown dlock error") << code;

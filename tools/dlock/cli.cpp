@@ -46,7 +46,7 @@ Servers::Servers(const GlobalOptions& global) {
 
 int exit_code_for(const std::error_code& ec) {
     if (ec == errc::invalid_argument || ec == errc::invalid_uri) return exit_usage;
-    if (ec == errc::kind_mismatch || ec == errc::limit_mismatch) return exit_data;
+    if (ec == errc::kind_mismatch || ec == errc::limit_mismatch || ec == errc::layout_mismatch) return exit_data;
     return exit_unavailable;
 }
 

@@ -18,7 +18,7 @@ enum ExitCode : int {
     exit_ok = 0,
     exit_not_held = 1,        // release --force: already free; status --exit-status: free; wait-free: timed out
     exit_usage = 64,          // EX_USAGE: bad option, duration, key or command
-    exit_data = 65,           // EX_DATAERR: the name is held as another kind, or a semaphore has another limit
+    exit_data = 65,           // EX_DATAERR: the name is held as another kind or in a later data layout, or a semaphore has another limit
     exit_unavailable = 69,    // EX_UNAVAILABLE: Redis unreachable, auth or TLS failure, server error
     exit_internal = 70,       // EX_SOFTWARE
     exit_conflict = 75,       // EX_TEMPFAIL: not acquired in time (run --conflict-exit-code)

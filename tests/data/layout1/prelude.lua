@@ -1,0 +1,268 @@
+-- Prepended to every lock script at build time (cmake/EmbedScripts.cmake).
+--
+-- Operation ids: every owner numbers its operations in increasing order
+-- (one counter per client), so a late copy of an old operation (one that
+-- sat in the buffer of a paused server, or of a connection the client gave
+-- up on) can be told from a new one and ignored.
+local function op_number(op)
+  return tonumber(op) or 0
+end
+
+-- A new fencing token: past the last one issued for this name and, with
+-- floor_always (or when the counter is gone), at least the server's clock
+-- in microseconds. Tokens therefore keep increasing after the counter is
+-- lost (retention expiry, eviction, a restart without persistence, a
+-- failover to a replica that lagged), as long as the server's clock does
+-- not step back.
+local function next_token(fence, floor_always)
+  local last = tonumber(redis.call('HGET', fence, 'token'))
+  local token = last and last + 1 or 0
+  if floor_always or not last then
+    local now = redis.call('TIME')
+    local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    if now_us > token then token = now_us end
+  end
+  redis.call('HSET', fence, 'token', string.format('%.0f', token))
+  return token
+end
+
+-- The fence outlives the lock by the retention period: while the lock may
+-- be held its expiry is pushed past the lease, and once the lock is free
+-- nothing of it stays longer than retention.
+local function keep_fence(fence, ms)
+  redis.call('PEXPIRE', fence, string.format('%.0f', ms))
+end
+
+-- The owner's tombstone keeps the highest operation id that may no longer
+-- grant: a final release's, and a fresh acquisition's that was answered
+-- busy (a late copy of it, arriving once the lock is free, must not grant
+-- a hold its client gave up on). It never goes down, and expires after
+-- the retention period.
+local function raise_tombstone(tombstone, op, ms)
+  if op_number(op) > op_number(redis.call('GET', tombstone)) then
+    redis.call('SET', tombstone, op, 'PX', ms)
+  end
+end
+
+-- The exclusive hold of a lock hash {owner, count, seq, token, holder}, as
+-- acquire.lua and rw_write_acquire.lua both keep it.
+-- The answer to operation op of owner when it is a resent copy ({1, token,
+-- count}, as the first copy answered) or a late copy of an operation that may
+-- no longer grant ({-2}); nil for a new operation.
+local function replayed_acquire(lock, tombstone, owner, holder, op)
+  if holder == owner then
+    local seq = op_number(redis.call('HGET', lock, 'seq'))
+    if op == seq then
+      return {1, tonumber(redis.call('HGET', lock, 'token')), tonumber(redis.call('HGET', lock, 'count'))}
+    end
+    if op < seq then return {-2} end
+  end
+  -- An operation its client gave up on (answered busy, or undone after its
+  -- outcome stayed unknown) never applies, however late a copy arrives.
+  if op <= op_number(redis.call('GET', tombstone)) then return {-2} end
+  return nil
+end
+
+-- One more hold of the owner: never more than one lease from now, however deep.
+local function reenter_exclusive(lock, fence, op_id, lease, retention)
+  local count = redis.call('HINCRBY', lock, 'count', 1)
+  redis.call('HSET', lock, 'seq', op_id)
+  redis.call('PEXPIRE', lock, lease, 'GT')
+  keep_fence(fence, lease + retention)
+  return {1, tonumber(redis.call('HGET', lock, 'token')), count}
+end
+
+-- A fresh exclusive hold: count 1, a new token; label says who holds it, for operators.
+local function grant_exclusive(lock, fence, owner, op_id, lease, retention, floor_always, label)
+  local token = next_token(fence, floor_always)
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, 'owner', owner, 'count', 1, 'seq', op_id, 'token', string.format('%.0f', token))
+  if label and label ~= '' then redis.call('HSET', lock, 'holder', label) end
+  redis.call('PEXPIRE', lock, lease)
+  keep_fence(fence, lease + retention)
+  return {1, token, 1}
+end
+
+-- The server's clock in milliseconds. Every deadline a script stores (a
+-- reader's lease, a waiting writer's mark) is server time: no client's clock
+-- decides anything here.
+local function server_ms()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+
+-- Pushes a key's expiry out to at least ms from now, never shortening it.
+-- (PEXPIRE GT would leave a key without expiry as it is: it counts as infinite.)
+local function extend_expiry(key, ms)
+  local left = redis.call('PTTL', key)
+  if left == -1 or (left >= 0 and left < tonumber(ms)) then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- Read-write lock: readers whose lease has ended (server time) leave the
+-- reader set, and their count, last operation and token leave the reader
+-- state hash. A crashed reader frees its share within one lease.
+-- Acquisitions decide by live_* below and prune after their grant: a write
+-- that frees memory first would let the grant through when Redis is out of
+-- memory (a script's first write decides whether it may write at all).
+local function prune_readers(readers, state, now)
+  local gone = redis.call('ZRANGEBYSCORE', readers, '-inf', now)
+  for _, reader in ipairs(gone) do
+    redis.call('HDEL', state, 'n:' .. reader, 's:' .. reader, 't:' .. reader)
+  end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  end
+end
+
+-- Whether member's deadline in a sorted set is still ahead (server time).
+local function live_member(set, member, now)
+  local deadline = redis.call('ZSCORE', set, member)
+  return deadline and tonumber(deadline) > now
+end
+
+-- How many members of a sorted set have a deadline still ahead.
+local function live_count(set, now)
+  return redis.call('ZCOUNT', set, '(' .. now, '+inf')
+end
+
+-- One name is one resource, held one way at a time: exclusively (a Lock, FairLock, Redlock,
+-- MultiLock member or an RwLock's write side: one lock hash, so they exclude each other), shared
+-- by an RwLock's readers (whom a writer waits for), or as a Semaphore's permits. A kind that
+-- cannot take part (a Lock does not wait for readers; nothing of a lock waits for permits) is
+-- refused with an error reply, "DLOCK_KIND ..." (errc::kind_mismatch), before any write.
+local function kind_error(what)
+  return redis.error_reply('DLOCK_KIND the name is held as ' .. what .. '; take it as one, or use another name')
+end
+
+-- Whether the name is live as another kind than the caller's: `readers` (nil for an RwLock,
+-- whose own key it is), a semaphore's permits and its waiters' places (lock_keys.hpp).
+-- Called only where the caller's own key is absent (a free name), so re-entries, renewals and
+-- busy answers pay nothing and a fresh grant one EXISTS; the closer look runs only when another
+-- kind's key exists, since those keys end by expiry some time after their last member did.
+-- Returns kind_error's reply, or nil.
+local function other_kind(readers, permits, waiters)
+  local found
+  if readers then found = redis.call('EXISTS', readers, permits, waiters)
+  else found = redis.call('EXISTS', permits, waiters) end
+  if found == 0 then return nil end
+  local now = server_ms()
+  if readers and live_count(readers, now) > 0 then
+    return kind_error('a read-write lock (readers hold it; its write side waits for them)')
+  end
+  if live_count(permits, now) + live_count(waiters, now) > 0 then return kind_error('a semaphore') end
+  return nil
+end
+
+-- The earliest deadline still ahead in a sorted set, other than `except`'s,
+-- as ms from now (at least 1), or nil when there is none.
+local function first_deadline_in(set, now, except)
+  local first = redis.call('ZRANGE', set, '(' .. now, '+inf', 'BYSCORE', 'LIMIT', 0, 2, 'WITHSCORES')
+  for i = 1, #first, 2 do
+    if first[i] ~= except then
+      return math.max(tonumber(first[i + 1]) - now, 1)
+    end
+  end
+  return nil
+end
+
+-- The line (queued waiting, Lock and FairLock): waiters in arrival order on
+-- the server, and direct grant. Two sorted sets under the lock's hash tag:
+-- the line (waiter -> arrival number) and the waiters' places (waiter -> the
+-- server time, ms, its place ends unless its client refreshes it). A waiter
+-- is an owner id: one owner waits for one lock at a time.
+-- Scripts that may grant take them as optional KEYS: without them (Redlock)
+-- there is no line and nothing here runs.
+
+-- Waiters whose client stopped refreshing leave the line. In slices: Lua
+-- unpacks at most a few thousand values into one call, and a crowd of
+-- waiters cut off together may have left more.
+local function prune_line(line, places, now)
+  local gone = redis.call('ZRANGEBYSCORE', places, '-inf', now)
+  if #gone == 0 then return end
+  for first = 1, #gone, 1000 do
+    redis.call('ZREM', line, unpack(gone, first, math.min(first + 999, #gone)))
+  end
+  redis.call('ZREMRANGEBYSCORE', places, '-inf', now)
+end
+
+local function first_in_line(line)
+  return redis.call('ZRANGE', line, 0, 0)[1]
+end
+
+-- Keeps waiter's place for place_ms more; a new waiter goes to the end.
+-- A waiter's score in the line is its arrival number, which also names its
+-- wait: it never repeats for one lock, also after the line emptied (its key
+-- is then gone) or the fence expired, because each new one is at least the
+-- server's clock in microseconds and above the last one given (kept in the
+-- fence hash, whose expiry the line's keeps up with). A new wait (new_wait)
+-- always gets a new arrival, at the end of the line, even if its owner
+-- still stands there from a wait it gave up whose line_leave has not come
+-- yet: that line_leave, or that wait's grant notice, can then never be
+-- taken for the new wait's. Returns the arrival.
+local function take_place(line, places, fence, waiter, now, place_ms, new_wait)
+  local arrival = tonumber(redis.call('ZSCORE', line, waiter))
+  if new_wait or not arrival then
+    local clock = redis.call('TIME')
+    arrival = math.max((tonumber(redis.call('HGET', fence, 'arrival')) or 0) + 1,
+                       tonumber(clock[1]) * 1000000 + tonumber(clock[2]))
+    redis.call('HSET', fence, 'arrival', string.format('%.0f', arrival))
+    redis.call('ZADD', line, string.format('%.0f', arrival), waiter)
+    extend_expiry(fence, place_ms)
+  end
+  redis.call('ZADD', places, now + place_ms, waiter)
+  extend_expiry(line, place_ms)
+  extend_expiry(places, place_ms)
+  return arrival
+end
+
+local function leave_line(line, places, waiter)
+  redis.call('ZREM', line, waiter)
+  redis.call('ZREM', places, waiter)
+end
+
+-- Direct grant: the free lock goes to the first waiter in line, who is told
+-- on its client's inbox ('granted <owner> <token> <arrival> <lock key>': the
+-- arrival names the wait the grant is for). The grant is marked unconfirmed
+-- ('granted' = that arrival) and leased for grant_ms, or for what was left
+-- of the waiter's place if that is longer, so never less than the place the
+-- waiter's client last kept: that client may take the lock as held from
+-- the notice alone, valid until its last confirmed place-keeping request's
+-- send time + its waiter_lease, and confirms it with a renewal (which sets
+-- the full lease and clears the mark) or with its next acquisition. A
+-- waiter that died meanwhile blocks the lock that long at most. Returns the
+-- new owner, or nil when nobody is in line.
+-- now (server ms) is read here when not given: a lock nobody waits for (no
+-- line key) costs one EXISTS, nothing more.
+local function grant_first_in_line(lock, fence, line, places, grant_ms, retention, now)
+  if redis.call('EXISTS', line) == 0 then return nil end
+  now = now or server_ms()
+  prune_line(line, places, now)
+  local waiter = first_in_line(line)
+  if not waiter then return nil end
+  local place_left = (tonumber(redis.call('ZSCORE', places, waiter)) or now) - now
+  if place_left > grant_ms then grant_ms = place_left end
+  local arrival = redis.call('ZSCORE', line, waiter)
+  leave_line(line, places, waiter)
+  local token = next_token(fence, true)
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, 'owner', waiter, 'count', 1, 'seq', '0', 'token', string.format('%.0f', token),
+             'granted', arrival)
+  redis.call('PEXPIRE', lock, grant_ms)
+  keep_fence(fence, grant_ms + retention)
+  publish(inbox_of(waiter, lock),
+             'granted ' .. waiter .. ' ' .. string.format('%.0f', token) .. ' ' .. arrival .. ' ' .. lock)
+  return waiter
+end
+
+-- The waiter a lock was granted to confirms it: the full lease from now, its
+-- operation id (a resent copy of this call answers the same), its label.
+local function confirm_grant(lock, fence, op_id, lease, retention, label)
+  redis.call('HDEL', lock, 'granted')
+  redis.call('HSET', lock, 'seq', op_id)
+  if label and label ~= '' then redis.call('HSET', lock, 'holder', label) end
+  redis.call('PEXPIRE', lock, lease)
+  keep_fence(fence, lease + retention)
+  return {1, tonumber(redis.call('HGET', lock, 'token')), 1}
+end

@@ -1,0 +1,56 @@
+-- Release holds of a lock.
+-- KEYS[1] lock hash   KEYS[2] fence hash   KEYS[3] release channel   KEYS[4] the owner's release tombstone
+-- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] how many holds, or 'all'
+-- ARGV[5] retention ms   ARGV[6] (optional) an operation id: release only if that operation
+--   was the owner's last one (undoing a grant or re-entry nobody will use, and nothing else);
+--   if it has not applied, the owner's tombstone is raised past it, so it never will
+-- With a line (prelude.lua, "The line"): KEYS[5] line   KEYS[6] places   ARGV[7] grant ms:
+--   a final release hands the lock straight to the first waiter in line (direct grant)
+-- Returns the holds left (0: released; waiters told, or the first in line granted), -1 when the caller does not hold
+-- the lock, -2 for a late copy of an older operation, -3 when ARGV[6] was not the last.
+-- A retry with the same operation id answers as the first copy did: the final release
+-- leaves its operation id in the owner's own tombstone, which expires after retention.
+local undoing = ARGV[6] and ARGV[6] ~= ''
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner ~= ARGV[1] then
+  if redis.call('GET', KEYS[4]) == ARGV[3] then return 0 end
+  -- Undoing an operation that has not applied: a late copy of it never will.
+  if undoing then raise_tombstone(KEYS[4], ARGV[6], ARGV[5]) end
+  return -1
+end
+-- Granted to the caller from the line and not confirmed yet: its client does
+-- not know it holds it, so this is a late copy of an older release (a grant
+-- its client gives up on leaves by line_leave.lua).
+if redis.call('HGET', KEYS[1], 'granted') then
+  if undoing then
+    raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
+    return -3
+  end
+  return -2
+end
+local op = op_number(ARGV[3])
+local seq = op_number(redis.call('HGET', KEYS[1], 'seq'))
+if op == seq then return tonumber(redis.call('HGET', KEYS[1], 'count')) end
+if op < seq then return -2 end
+if undoing and seq ~= op_number(ARGV[6]) then
+  raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
+  return -3
+end
+local count = 0
+if ARGV[4] ~= 'all' then
+  count = redis.call('HINCRBY', KEYS[1], 'count', -tonumber(ARGV[4]))
+end
+if count > 0 then
+  redis.call('HSET', KEYS[1], 'seq', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
+  keep_fence(KEYS[2], ARGV[2] + ARGV[5])
+  return count
+end
+redis.call('DEL', KEYS[1])
+raise_tombstone(KEYS[4], ARGV[3], ARGV[5])
+keep_fence(KEYS[2], tonumber(ARGV[5]))
+if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5])) then
+  return 0
+end
+publish(KEYS[3], 'released')
+return 0

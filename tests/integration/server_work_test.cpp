@@ -1,0 +1,416 @@
+// The work a lock asks of the server, path by path: how many commands its
+// scripts run (redis.call, counted by the server's INFO commandstats, which
+// counts the commands a script runs as its own calls) and how long the
+// server spent inside the scripts. Each path runs on a private server of
+// its own, so nothing else moves the counters; the calls are asserted (the
+// budget of each path, docs/design/server-work.md), the times are only
+// printed (a loaded machine stretches them). The times come from tight loops
+// with nothing between the lock's own commands (an INFO between two calls
+// would leave the server's caches cold for the next): SLOWLOG, with its
+// threshold at 0, keeps each command's duration, and each script's median
+// is printed beside the floor's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/fair_lock.hpp"
+#include "dlock/lock.hpp"
+#include "dlock/rw_lock.hpp"
+#include "dlock_scripts.hpp"
+#include "dlock_semaphore_scripts.hpp"
+#include "hold/lock_keys.hpp"
+#include "lock/lock_scripts.hpp"
+#include "layout1_client.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using Counts = std::map<std::string, std::pair<long, long>>;  // command: (calls, usec)
+
+Counts commandstats(dlock::Client& stats) {
+    std::istringstream in(stats.command({"INFO", "commandstats"}).text);
+    Counts counts;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("cmdstat_", 0) != 0) continue;
+        const auto colon = line.find(':');
+        long calls = 0, usec = 0;
+        if (std::sscanf(line.c_str() + colon + 1, "calls=%ld,usec=%ld", &calls, &usec) == 2)
+            counts[line.substr(8, colon - 8)] = {calls, usec};
+    }
+    return counts;
+}
+
+// What one path cost the server, summed over its runs.
+struct Work {
+    long runs = 0;
+    long scripts = 0;     // EVALSHA and EVAL
+    long calls = 0;       // commands the scripts ran (and any other command of the client)
+    long script_usec = 0; // time inside the scripts, their commands included
+    Counts by_command;
+
+    void add(const Counts& before, const Counts& after) {
+        ++runs;
+        for (const auto& [name, figures] : after) {
+            if (name == "info") continue;
+            const auto it = before.find(name);
+            const long calls_delta = figures.first - (it == before.end() ? 0 : it->second.first);
+            const long usec_delta = figures.second - (it == before.end() ? 0 : it->second.second);
+            if (calls_delta == 0) continue;
+            if (name == "evalsha" || name == "eval") {
+                scripts += calls_delta;
+                script_usec += usec_delta;
+            } else {
+                calls += calls_delta;
+            }
+            by_command[name].first += calls_delta;
+            by_command[name].second += usec_delta;
+        }
+    }
+
+    double calls_per_run() const { return runs ? double(calls) / runs : 0; }
+    std::string breakdown() const {
+        std::string out;
+        for (const auto& [name, figures] : by_command) {
+            if (name == "evalsha" || name == "eval") continue;
+            char part[96];
+            std::snprintf(part, sizeof part, "%s%s %.2g (%.1f us)", out.empty() ? "" : ", ", name.c_str(),
+                          double(figures.first) / runs, double(figures.second) / double(figures.first));
+            out += part;
+        }
+        return out;
+    }
+};
+
+constexpr int runs = 200;
+
+// Runs `setup` (not counted), then `path` (counted), `runs` times.
+Work measure(dlock::Client& stats, const std::function<void()>& setup, const std::function<void()>& path,
+             const std::function<void()>& teardown = {}) {
+    Work work;
+    for (int i = 0; i < runs; ++i) {
+        if (setup) setup();
+        const auto before = commandstats(stats);
+        path();
+        work.add(before, commandstats(stats));
+        if (teardown) teardown();
+    }
+    return work;
+}
+
+void report(const char* path, const Work& work) {
+    std::printf("[server work] %-38s scripts %.2f  calls %5.2f  (%s)\n", path, double(work.scripts) / work.runs,
+                work.calls_per_run(), work.breakdown().c_str());
+}
+
+// The median duration (µs) of each command the server ran in `loop`, by
+// name, a script by its SHA1 (SLOWLOG with threshold 0).
+std::map<std::string, double> median_durations(dlock::Client& stats, const std::function<void()>& loop) {
+    stats.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    stats.command({"CONFIG", "SET", "slowlog-max-len", "1000000"});
+    stats.command({"SLOWLOG", "RESET"});
+    loop();
+    const auto log = stats.command({"SLOWLOG", "GET", "-1"});
+    stats.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+    std::map<std::string, std::vector<long>> durations;
+    for (const auto& entry : log.elements) {
+        if (entry.elements.size() < 4 || entry.elements[3].elements.empty()) continue;
+        const auto& args = entry.elements[3].elements;
+        std::string command = args[0].text;
+        for (auto& c : command) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (command == "evalsha" && args.size() > 1) command = args[1].text;
+        durations[command].push_back(entry.elements[2].integer);
+    }
+    std::map<std::string, double> medians;
+    for (auto& [command, all] : durations) {
+        std::sort(all.begin(), all.end());
+        medians[command] = double(all[all.size() / 2]);
+    }
+    return medians;
+}
+
+constexpr int timed_runs = 2000;
+
+dlock::LockOptions fixed_lease() {
+    dlock::LockOptions options;
+    options.renew = false;  // no lease keeper's renewal among the counted calls
+    return options;
+}
+
+class ServerWork : public ::testing::Test {
+protected:
+    dlock::support::RedisServer server;
+    dlock::Client client{server.uri()};
+    dlock::Client other{server.uri()};
+    dlock::Client stats{server.uri()};
+};
+
+// The floor: a bare lock (SET NX PX, then an EVALSHA of a compare-and-delete,
+// bench/floor_unlock.lua), the figure every path is compared with.
+double floor_usec(dlock::Client& client, dlock::Client& stats) {
+    std::ifstream in(DLOCK_SOURCE_DIR "/bench/floor_unlock.lua");
+    std::stringstream text;
+    text << in.rdbuf();
+    const dlock::Script unlock(text.str());
+    std::string_view k[] = {"floor"};
+    std::string_view a[] = {"token"};
+    client.eval(unlock, k, a);  // loaded
+    auto medians = median_durations(stats, [&] {
+        for (int i = 0; i < timed_runs; ++i) {
+            client.command({"SET", "floor", "token", "NX", "PX", "30000"});
+            EXPECT_EQ(client.eval(unlock, k, a).integer, 1);
+        }
+    });
+    const double usec = medians["set"] + medians[unlock.sha1()];
+    std::printf("[server work] floor: SET %.0f us + unlock script %.0f us (medians) = %.0f us\n", medians["set"],
+                medians[unlock.sha1()], usec);
+    return usec;
+}
+
+// The budget of each path of the exclusive lock (Lock; FairLock, Redlock and
+// MultiLock members and the RwLock's write side run the same scripts).
+TEST_F(ServerWork, ExclusiveLockPaths) {
+    const double floor = floor_usec(client, stats);
+    {
+        // The previous layout's scripts (tests/data/layout1/), by the same measure.
+        dlock::support::Layout1Client old(client, "work-layout1", "oldclient:1");
+        const auto old_fresh = measure(stats, {}, [&] { old.acquire(); }, [&] { old.release(); });
+        const auto old_release = measure(stats, [&] { old.acquire(); }, [&] { old.release(); });
+        report("layout 1: fresh grant", old_fresh);
+        report("layout 1: final release", old_release);
+        auto medians = median_durations(stats, [&] {
+            for (int i = 0; i < timed_runs; ++i) {
+                old.acquire();
+                old.release();
+            }
+        });
+        const double acquire = medians[old.acquire_script().sha1()], release = medians[old.release_script().sha1()];
+        std::printf("[server work] layout 1 lock+unlock of one name: acquire %.0f us + release %.0f us (medians) = %.2fx the floor\n",
+                    acquire, release, (acquire + release) / floor);
+    }
+    dlock::Lock lock(client, "work", fixed_lease());
+    lock.lock();  // warm-up: scripts loaded, inbox subscribed
+    lock.unlock();
+
+    const auto fresh = measure(stats, {}, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("fresh grant (name used before)", fresh);
+    const auto release = measure(stats, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("final release", release);
+
+    int n = 0;
+    std::string name;
+    const auto fresh_new = measure(
+        stats, [&] { name = "new-" + std::to_string(n++); },
+        [&] {
+            dlock::Lock fresh_lock(client, name, fixed_lease());
+            fresh_lock.lock();
+            fresh_lock.unlock();
+        });
+    report("fresh grant + final release, new name", fresh_new);
+    {
+        auto medians = median_durations(stats, [&] {
+            for (int i = 0; i < timed_runs; ++i) {
+                lock.lock();
+                lock.unlock();
+            }
+        });
+        const double acquire = medians[dlock::detail::acquire_script().sha1()];
+        const double release_usec = medians[dlock::detail::release_script().sha1()];
+        std::printf("[server work] lock+unlock of one name: acquire %.0f us + release %.0f us (medians) = %.2fx the floor\n",
+                    acquire, release_usec, (acquire + release_usec) / floor);
+    }
+
+    lock.lock();
+    const auto reentry = measure(stats, {}, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("re-entry", reentry);
+    const auto partial = measure(stats, [&] { lock.lock(); }, [&] { lock.unlock(); });
+    report("release of a re-entry", partial);
+    {
+        auto medians = median_durations(stats, [&] {
+            for (int i = 0; i < timed_runs; ++i) {
+                lock.lock();
+                lock.unlock();
+            }
+        });
+        std::printf("[server work] re-entry %.0f us, release of a re-entry %.0f us (medians)\n",
+                    medians[dlock::detail::acquire_script().sha1()], medians[dlock::detail::release_script().sha1()]);
+    }
+
+    dlock::Lock rival(other, "work", fixed_lease());
+    const auto busy = measure(stats, {}, [&] { EXPECT_FALSE(rival.try_lock()); });
+    report("busy answer (try_lock)", busy);
+    std::printf("[server work] busy answer %.0f us (median)\n", median_durations(stats, [&] {
+                    for (int i = 0; i < timed_runs; ++i) EXPECT_FALSE(rival.try_lock());
+                })[dlock::detail::acquire_script().sha1()]);
+
+    // The lease keeper's renewal, as it sends it (lock_service.cpp).
+    const dlock::detail::LockKeys keys("work");
+    const auto owner = stats.command({"HGET", keys.lock, "owner"}).text;
+    std::string_view k[] = {keys.lock, keys.fence()};
+    std::string_view a[] = {owner, "30000", "600000", "0"};
+    const auto renewal = measure(stats, {}, [&] {
+        EXPECT_EQ(client.eval(dlock::detail::renew_script(), k, a).integer, 1);
+    });
+    report("renewal", renewal);
+    std::printf("[server work] renewal %.0f us (median)\n", median_durations(stats, [&] {
+                    for (int i = 0; i < timed_runs; ++i) client.eval(dlock::detail::renew_script(), k, a);
+                })[dlock::detail::renew_script().sha1()]);
+    lock.unlock();
+
+    const auto fair = measure(stats, {}, [&] {
+        dlock::FairLock fair_lock(client, "fair", fixed_lease());
+        fair_lock.lock();
+        fair_lock.unlock();
+    });
+    report("FairLock fresh grant + final release", fair);
+    dlock::RwLock rw(client, "rw");
+    const auto write = measure(stats, {}, [&] {
+        rw.lock();
+        rw.unlock();
+    });
+    report("RwLock write lock+unlock", write);
+
+    const auto timed_pairs = [&](const char* what, auto& some_lock, const dlock::Script& acquire) {
+        auto medians = median_durations(stats, [&] {
+            for (int i = 0; i < timed_runs; ++i) {
+                some_lock.lock();
+                some_lock.unlock();
+            }
+        });
+        const double usec = medians[acquire.sha1()] + medians[dlock::detail::release_script().sha1()];
+        std::printf("[server work] %s: %.0f us (medians) = %.2fx the floor\n", what, usec, usec / floor);
+    };
+    dlock::FairLock fair_lock(client, "fair", fixed_lease());
+    timed_pairs("FairLock lock+unlock", fair_lock, dlock::detail::acquire_script());
+    timed_pairs("RwLock write lock+unlock", rw, dlock::detail::rw_write_acquire_script());
+
+    // Budgets: the commands each path's scripts run at most
+    // (docs/design/server-work.md; before the layout-2 scripts: 12, 11, 8, 7, 5, 3).
+    EXPECT_LE(fresh.calls_per_run(), 9);
+    EXPECT_LE(release.calls_per_run(), 4);
+    EXPECT_LE(reentry.calls_per_run(), 4);
+    EXPECT_LE(partial.calls_per_run(), 4);
+    EXPECT_LE(busy.calls_per_run(), 3.05);  // 4 for the first busy answer of a hold (it marks the hash)
+    EXPECT_LE(renewal.calls_per_run(), 3);
+    EXPECT_LE(fresh_new.calls_per_run(), 13);
+    EXPECT_LE(fair.calls_per_run(), 13);
+    EXPECT_LE(write.calls_per_run(), 21);  // its release always publishes: readers queue behind a waiting writer
+}
+
+// A release publishes only when the hash says someone was answered busy
+// ('w'): every kind that waits for an exclusive holder marks it, or it would
+// sleep until its retry timer, the holder's whole lease (30 s here).
+template <typename Wait>
+void woken_by_release(Wait wait) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri());
+    dlock::Lock lock(holder_client, "marked");
+    lock.lock();
+    std::atomic<bool> done{false};
+    std::thread waiter([&] {
+        wait(waiter_client);
+        done = true;
+    });
+    std::this_thread::sleep_for(300ms);
+    EXPECT_FALSE(done);
+    const auto released = std::chrono::steady_clock::now();
+    lock.unlock();
+    waiter.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - released, 5s) << "the waiter slept past the release";
+}
+
+TEST(WaitedMark, AReaderWaitingForALockHolderWakesOnItsRelease) {
+    woken_by_release([](dlock::Client& client) {
+        dlock::RwLock rw(client, "marked");
+        rw.lock_shared();
+        rw.unlock_shared();
+    });
+}
+
+TEST(WaitedMark, AWriterWaitingForALockHolderWakesOnItsRelease) {
+    woken_by_release([](dlock::Client& client) {
+        dlock::RwLock rw(client, "marked");
+        rw.lock();
+        rw.unlock();
+    });
+}
+
+TEST(WaitedMark, ALockWaiterWakesOnTheRelease) {
+    woken_by_release([](dlock::Client& client) {
+        dlock::Lock lock(client, "marked");
+        lock.lock();
+        lock.unlock();
+    });
+}
+
+// A reader queued behind a waiting writer's mark waits for that writer's
+// release, which a writer's hash is therefore marked for from its grant on
+// (rw_write_acquire.lua). Here the mark is made by hand, so that the reader
+// surely waits for the mark (30 s) rather than seeing the writer hold.
+TEST(WaitedMark, AReaderQueuedBehindAWaitingWriterWakesOnThatWritersRelease) {
+    dlock::support::RedisServer server;
+    dlock::Client writer_client(server.uri()), reader_client(server.uri());
+    const dlock::detail::LockKeys keys("queued");
+    const auto mark = std::to_string(server.time_us() / 1000 + 30'000);
+    server.cli({"ZADD", keys.waiting_writers(), mark, "writer-to-come:t1"});
+    server.cli({"PEXPIRE", keys.waiting_writers(), "60000"});
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+        dlock::RwLock rw(reader_client, "queued");
+        rw.lock_shared();
+        rw.unlock_shared();
+        done = true;
+    });
+    std::this_thread::sleep_for(300ms);
+    EXPECT_FALSE(done) << "the reader did not wait behind the mark";
+    dlock::RwLock writer(writer_client, "queued");
+    writer.lock();
+    server.cli({"ZREM", keys.waiting_writers(), "writer-to-come:t1"});  // no message: as a mark running out
+    const auto released = std::chrono::steady_clock::now();
+    writer.unlock();
+    reader.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - released, 5s) << "the reader slept past the writer's release";
+}
+
+// Every helper a script defines is one it uses: the prelude's other helpers
+// are left out at build time (cmake/GenerateScriptsHeader.cmake), since each
+// one a script carries is defined anew on every call.
+TEST(EmbeddedScripts, EachCarriesOnlyTheHelpersItUses) {
+    namespace s = dlock::detail::scripts;
+    const std::pair<const char*, const char*> texts[] = {
+        {"acquire", s::acquire_text},     {"release", s::release_text},
+        {"renew", s::renew_text},         {"force_release", s::force_release_text},
+        {"inspect", s::inspect_text},     {"raise_fence", s::raise_fence_text},
+        {"hand_off", s::hand_off_text},   {"line_refresh", s::line_refresh_text},
+        {"line_leave", s::line_leave_text}, {"confirm_grant", s::confirm_grant_text},
+        {"rw_write_acquire", s::rw_write_acquire_text}, {"rw_write_withdraw", s::rw_write_withdraw_text},
+        {"rw_read_acquire", s::rw_read_acquire_text},   {"rw_read_release", s::rw_read_release_text},
+        {"rw_read_renew", s::rw_read_renew_text},       {"semaphore_acquire", s::semaphore_acquire_text},
+        {"semaphore_release", s::semaphore_release_text}, {"semaphore_renew", s::semaphore_renew_text}};
+    const std::regex definition(R"(\nlocal function ([A-Za-z_0-9]+))");
+    for (const auto& [script, text] : texts) {
+        const std::string code = std::regex_replace(std::string(text), std::regex("--[^\n]*"), "");
+        for (std::sregex_iterator it(code.begin(), code.end(), definition), end; it != end; ++it) {
+            const std::string name = (*it)[1];
+            const std::regex use("[^A-Za-z_0-9]" + name + "[^A-Za-z_0-9]");
+            const auto uses = std::distance(std::sregex_iterator(code.begin(), code.end(), use), std::sregex_iterator());
+            EXPECT_GE(uses, 2) << script << " carries " << name << " but does not use it";
+        }
+    }
+    EXPECT_EQ(std::string(s::renew_text).find("grant_first_in_line"), std::string::npos);
+}
+
+}  // namespace
