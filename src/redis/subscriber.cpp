@@ -296,8 +296,10 @@ void Subscriber::notify(const std::string& channel, Subscription::Event event, s
         auto it = channels_.find(channel);
         if (it == channels_.end()) return;
         if (only_if_announced) {
-            if (!it->second.announce_resubscribe) return;
-            it->second.announce_resubscribe = false;
+            auto& entry = it->second;
+            if (!entry.announce_resubscribe && !entry.announce_first) return;
+            if (!entry.announce_resubscribe) event = Subscription::Event::subscribed;
+            entry.announce_resubscribe = entry.announce_first = false;
         }
         listeners.reserve(it->second.listeners.size());
         for (auto& [id, listener] : it->second.listeners) listeners.push_back(listener);

@@ -6,6 +6,7 @@
 // Channels are reference-counted by their listeners: the first subscribes,
 // the last unsubscribes. After a reconnect every channel is subscribed again
 // and, once the server confirms, its listeners get Event::resubscribed.
+// The first confirmation of a channel is announced too (Event::subscribed).
 // In a cluster, a channel whose slot moves (a migration, a failover: the
 // server pushes SUNSUBSCRIBE, or the slot map changes) is subscribed on its
 // new master, and its listeners get Event::resubscribed once it confirms.
@@ -73,6 +74,9 @@ private:
         Shard* shard = nullptr;  // where it is (to be) subscribed; nullptr: dropped, to be placed again
         bool active = false;
         bool announce_resubscribe = false;
+        // Until the server first confirms it: its listeners then get
+        // Event::subscribed (what was done before may have missed messages).
+        bool announce_first = true;
     };
 
     // Under mutex_: the shard a channel belongs on now (nullptr: no master
@@ -87,6 +91,8 @@ private:
     void displaced_locked(Channel& entry);
     void schedule_replace();
     void retire_unused_shards_locked();  // cluster, I/O thread
+    // A message to the channel's listeners; or, for Event::resubscribed, the
+    // announcement the channel owes (resubscribed, first subscribed, or none).
     void notify(const std::string& channel, Subscription::Event event, std::string_view payload, bool only_if_announced);
 
     const ForkGuard fork_guard_;
