@@ -103,7 +103,9 @@ public:
 
     // Adds a listener to channel. The first listener of a channel subscribes
     // it on the shared subscriber connection; the last one to leave
-    // unsubscribes. After every reconnect the channel is subscribed again and
+    // unsubscribes. The server's first confirmation of the channel comes to
+    // the listener as Event::subscribed (what it published before may have
+    // been missed). After every reconnect the channel is subscribed again and
     // the listener receives Event::resubscribed: messages may have been missed.
     Subscription subscribe(std::string channel, Subscription::Listener listener);
 
@@ -119,6 +121,11 @@ public:
     // For start-up checks; the other calls do not need it.
     void wait_connected();
     void wait_connected(std::error_code& ec) noexcept;
+    // The same, waiting at most until `deadline` (steady clock): when the
+    // attempt goes on past it, ec is errc::connect_timeout and the attempt
+    // continues (the next call may find the connection ready). For a caller
+    // whose own wait is shorter than the connect timeout.
+    void wait_connected(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept;
 
     const ServerAddress& address() const noexcept;
     const ClientOptions& options() const noexcept;

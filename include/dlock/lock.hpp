@@ -407,9 +407,10 @@ struct ForceRelease {
 // An operator's override: removes holds of name whoever holds them, of every
 // kind (the exclusive hold, readers, permits), and wakes the waiters. Each
 // holder whose hold is broken is told at once on its client's inbox (on one
-// server and behind Sentinel; in a cluster, a Lock's and RwLock's holders),
+// server and behind Sentinel; in a cluster, on an inbox in the name's slot),
 // so that its lost_token and on_lost fire within about a round trip, not at
-// the next renewal. Throws Error(invalid_argument) for a bad name, otherwise
+// the next renewal. A client's first acquisition waits (up to a command
+// timeout) for its inbox to listen, so that no hold is granted unheard. Throws Error(invalid_argument) for a bad name, otherwise
 // like Client::eval.
 ForceRelease force_release(Client& client, std::string_view name, const ForceReleaseOptions& options);
 

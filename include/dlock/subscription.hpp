@@ -18,9 +18,11 @@ public:
     enum class Event {
         message,       // a message was published on the channel
         resubscribed,  // the subscriber connection was re-established: messages may have been missed
+        subscribed,    // the server confirmed the channel for the first time: from now on no message is missed
+                       // (told once, to the listeners the channel has then; active() is true from then on)
     };
     // Runs on the client's I/O thread: it must not block. payload is empty
-    // for Event::resubscribed. It should not throw; if it does, the exception
+    // except for Event::message. It should not throw; if it does, the exception
     // is discarded, the other listeners still run, and the subscriber
     // connection is reset (every listener then gets Event::resubscribed).
     using Listener = std::function<void(Event event, std::string_view payload)>;

@@ -149,6 +149,7 @@ bool acquire_metered(AcquisitionProtocol& kind, AcquisitionCall& call, std::erro
     if ((ec = kind.usable())) return false;
     call.owner = kind.owner();
     if (!kind.prepare(call, ec)) return false;
+    kind.hear_revocations(call);
     std::optional<OwnerOperation> operation;
     if (auto* holds = kind.holds()) {
         operation.emplace(*holds, kind.name(), call.owner);

@@ -211,21 +211,6 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, Own
     return true;
 }
 
-bool LockCore::wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
-    auto active = [&](LockClock::time_point until) {
-        return name_inbox_ ? name_inbox_.wait_active(until) : service->inbox_active(until);
-    };
-    if (active(LockClock::time_point::min())) return true;
-    auto until = LockClock::now() + client->options().command_timeout;
-    if (deadline) until = std::min(until, *deadline);
-    // In slices, so that a stop request is honoured within one.
-    constexpr std::chrono::milliseconds slice{10};
-    while (!stop.stop_requested()) {
-        const auto now = LockClock::now();
-        if (now >= until || active(std::min(until, now + slice))) return false;
-    }
-    return false;
-}
 
 
 // One acquisition of a Lock (FairLock: fair_), as the engine drives it.
@@ -275,13 +260,19 @@ public:
     }
     void end_waiting() noexcept override { place_.reset(); }
 
+    void hear_revocations(AcquisitionCall& call) override {
+        (void)core_.service->wait_for_inbox(core_.name_inbox_, call.wait_until(), call.stop);
+    }
+
     // Grant notices come on the inbox: before the first sleep, make sure it
     // listens (it does at once, but for a client's first wait). If it
     // cannot (the subscriber is down), the waiter sleeps anyway: a refresh
     // of its place finds a grant it was not told of.
     Listening listen(AcquisitionCall& call, LockClock::time_point) override {
         // Not listening before: a grant may have come before it listened.
-        return {true, !core_.wait_for_inbox(call.deadline, call.stop)};
+        const bool was = core_.service->wait_for_inbox(core_.name_inbox_, LockClock::time_point::min(), call.stop);
+        if (!was) (void)core_.service->wait_for_inbox(core_.name_inbox_, call.deadline, call.stop);
+        return {true, !was};
     }
 
     // Sleeps until the grant notice, or until the holder's lease must have

@@ -126,9 +126,6 @@ private:
         return run(*call.script, views.keys, views.argv, wait_until, stop, ticket, std::move(undo));
     }
     LockClock::time_point retry_window_end() const;
-    // Waits until the client's inbox listens, up to a command timeout, the
-    // deadline or stop. True when it was listening already.
-    bool wait_for_inbox(std::optional<LockClock::time_point> deadline, std::stop_token stop);
 
     const bool fair_;
     // Cluster only: this lock's inbox (LockService::name_inbox).

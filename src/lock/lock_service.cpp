@@ -9,7 +9,9 @@
 #include "hold/lock_keys.hpp"
 #include "lock_scripts.hpp"
 #include "redis/command_format.hpp"
+#include "redis/subscriber.hpp"
 #include "replica_ack.hpp"
+#include "runtime/free_memory.hpp"
 #include "script_replies.hpp"
 
 namespace dlock::detail {
@@ -32,8 +34,10 @@ HoldCall LockIdentity::final_release(const std::string& owner, const std::string
 LockService::LockService(ClientCore& core)
     : core_(core),
       keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }),
-      line_waiters_(core, [this](auto& due) { send_line_refreshes(due); }) {
+      line_waiters_(core, [this](auto& due) { send_line_refreshes(due); }),
+      settle_timer_(core.io()) {
     core_.before_stop([this] { release_all_on_stop(); });
+    core_.on_io_shutdown([this] { settle_timer_.cancel(); });  // no timer outlives the client
     // A new master (Sentinel failover): every hold is asked for there at
     // once, so one it does not have is reported lost now rather than at the
     // next renewal; waiters try again (a release may have been missed).
@@ -52,11 +56,31 @@ std::shared_ptr<LockService> LockService::of(ClientCore& core) {
 Subscription LockService::name_inbox(const std::string& lock_key) {
     if (!core_.cluster() || core_.usable()) return {};
     try {
-        return core_.subscribe(lock_key + ":inbox:" + id(),
-                               [this](Subscription::Event event, std::string_view payload) { on_inbox(event, payload); });
+        // Its first confirmation needs no renewals: holds of this lock wait for it (wait_for_inbox).
+        return core_.subscribe(lock_key + ":inbox:" + id(), [this](Subscription::Event event, std::string_view payload) {
+            if (event != Subscription::Event::subscribed) on_inbox(event, payload);
+        });
     } catch (const Error&) {
         return {};  // closed meanwhile: renewals still find a revoked lock
     }
+}
+
+bool LockService::wait_for_inbox(const Subscription& name_inbox, std::optional<LockClock::time_point> until,
+                                 const std::stop_token& stop) const {
+    const Subscription& inbox = name_inbox ? name_inbox : inbox_;
+    if (inbox.wait_active(LockClock::time_point::min())) return true;
+    auto end = LockClock::now() + core_.options().command_timeout;
+    if (until) end = std::min(end, *until);
+    // In slices, so that a stop request is honoured within one; and not on
+    // a subscriber connection that failed (refused, timed out): the caller
+    // goes ahead without it (the subscribed event renews what it missed).
+    constexpr std::chrono::milliseconds slice{10};
+    while (!stop.stop_requested()) {
+        const auto now = LockClock::now();
+        if (now >= end || Subscriber::failing(inbox)) return false;
+        if (inbox.wait_active(std::min(end, now + slice))) return true;
+    }
+    return false;
 }
 
 void LockService::listen_to_inbox() {
@@ -70,8 +94,13 @@ void LockService::listen_to_inbox() {
 }
 
 void LockService::on_inbox(Subscription::Event event, std::string_view payload) {
+    // Holds taken before the inbox listened (their call gave up waiting for
+    // it: wait_for_inbox) may have been revoked unheard: ask the server about
+    // each at once rather than at its next renewal.
+    if (event == Subscription::Event::subscribed) return keeper_.renew_all_now();
     if (event == Subscription::Event::resubscribed) {
         core_.recorder().event(ClientEvent::resubscription);
+        give_back_memory_after_burst();
         line_waiters_.wake_all();
         return keeper_.renew_all_now();
     }
@@ -108,6 +137,15 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
         keeper_.forget(hold);
         mark_lost(hold, LostReason::revoked, core_.io());
     }
+}
+
+void LockService::give_back_memory_after_burst() {
+    // The holds' renewals, losses and the callers' retakes take a few
+    // seconds; a later reconnect within them moves the moment on.
+    settle_timer_.expires_after(std::chrono::seconds(10));
+    settle_timer_.async_wait([](std::error_code ec) {
+        if (!ec) give_back_free_memory();
+    });
 }
 
 void LockService::check_eviction_policy() {

@@ -45,6 +45,14 @@ public:
     // True once the inbox subscription is confirmed (grant notices reach
     // this client); waits until deadline at the most.
     bool inbox_active(LockClock::time_point deadline) const { return inbox_ && inbox_.wait_active(deadline); }
+    // Waits until the channel that tells this client of its holds' revocations
+    // listens (name_inbox in a cluster, else the client's inbox), up to a
+    // command timeout, `until` or stop: a hold granted before then could be
+    // revoked unheard. Not while the subscriber connection is failing (a
+    // free lock is not refused for want of notices): false at once then.
+    // True when it listens. Instant once it does.
+    bool wait_for_inbox(const Subscription& name_inbox, std::optional<LockClock::time_point> until,
+                        const std::stop_token& stop) const;
     // In a Redis Cluster, scripts tell this client about one lock's holds
     // and waits on a channel of that lock's slot (inbox_of in publish.lua):
     // a lock object listens there while it lives. Empty elsewhere, where the
@@ -69,6 +77,9 @@ private:
     void listen_to_inbox();
     void on_inbox(Subscription::Event event, std::string_view payload);
     void check_eviction_policy();
+    // After a reconnect's burst (every hold renewed, lost or taken again):
+    // once it has settled, the allocator's free pages go back (free_memory.hpp).
+    void give_back_memory_after_burst();
 
     ClientCore& core_;
     HoldRegistry holds_;
@@ -78,6 +89,7 @@ private:
     LineWaiters line_waiters_;
     Subscription inbox_;
     UnattendedCalls unattended_;
+    asio::steady_timer settle_timer_;  // I/O thread
 };
 
 }  // namespace dlock::detail

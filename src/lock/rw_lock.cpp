@@ -236,6 +236,9 @@ public:
             result.sleep = std::min<std::chrono::milliseconds>(result.sleep, renew_interval(core_.write_->options.lease));
         return result;
     }
+    void hear_revocations(AcquisitionCall& call) override {
+        (void)core_.service->wait_for_inbox(core_.name_inbox_, call.wait_until(), call.stop);
+    }
     Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
         return {signal_->ensure_subscribed({&core_.client, 1}, 1, core_.write_->keys.channel(), until, call.stop),
                 true};

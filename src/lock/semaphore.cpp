@@ -85,6 +85,7 @@ public:
         : client(std::move(client_)),
           service(LockService::of(*client)),
           identity(make_identity(std::move(name), options, *client)),
+          name_inbox(service->name_inbox(identity->semaphore_keys.permits)),
           limit_(identity->limit) {}
 
     static std::shared_ptr<const SemaphoreIdentity> make_identity(std::string name, SemaphoreOptions& options,
@@ -108,6 +109,9 @@ public:
     const std::shared_ptr<ClientCore> client;
     const std::shared_ptr<LockService> service;
     const std::shared_ptr<const SemaphoreIdentity> identity;
+    // Cluster only: where this client hears of its permits' revocations
+    // (inbox_of in publish.lua, keyed by the permits key).
+    const Subscription name_inbox;
 
 private:
     friend class SemaphoreAcquisition;  // how it acquires, driven by the engine
@@ -253,6 +257,9 @@ public:
     void wait_change(std::uint64_t seen, LockClock::time_point wake_at, const std::stop_token& stop) override {
         if (watch_) watch_->wait_change(permit_, seen, wake_at, stop);
         else pause_until(wake_at, stop);
+    }
+    void hear_revocations(AcquisitionCall& call) override {
+        (void)core_.service->wait_for_inbox(core_.name_inbox, call.wait_until(), call.stop);
     }
     Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
         const auto& channel = core_.identity->semaphore_keys.channel();

@@ -70,6 +70,10 @@ void Client::wait_connected() {
 
 void Client::wait_connected(std::error_code& ec) noexcept { ec = core_->wait_connected(); }
 
+void Client::wait_connected(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    ec = core_->wait_connected(deadline);
+}
+
 const ServerAddress& Client::address() const noexcept { return core_->address(); }
 
 const ClientOptions& Client::options() const noexcept { return core_->options(); }

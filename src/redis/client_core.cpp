@@ -240,9 +240,9 @@ Subscription ClientCore::subscribe(std::string channel, Subscription::Listener l
     return subscriber_->add(std::move(channel), std::move(listener));
 }
 
-std::error_code ClientCore::wait_connected() {
+std::error_code ClientCore::wait_connected(Clock::time_point deadline) {
     if (auto ec = usable()) return ec;
-    const auto until = Clock::now() + options_.connect_timeout + options_.command_timeout;
+    const auto until = std::min(deadline, Clock::now() + options_.connect_timeout + options_.command_timeout);
     return topology_->wait_connected(until);
 }
 

@@ -96,7 +96,8 @@ public:
     // Sentinel failover), after the connections to the old one dropped: the
     // lock layer revalidates its holds at once.
     void on_failover(std::function<void()> hook);
-    std::error_code wait_connected();
+    // Until the connect attempt ends, at most a connect and a command timeout, or `deadline`.
+    std::error_code wait_connected(Clock::time_point deadline = Clock::time_point::max());
 
     // Whether the server has `script` cached as far as this client knows
     // (known_scripts.hpp), and noting that it has: call on an answer to the

@@ -142,6 +142,22 @@ bool Subscriber::active(const std::string& channel) {
     return it != channels_.end() && it->second.active;
 }
 
+bool Subscriber::failing(const Subscription& s) {
+    if (!s.subscriber_) return true;
+    std::shared_ptr<Connection> connection;
+    {
+        std::lock_guard lock(s.subscriber_->mutex_);
+        auto it = s.subscriber_->channels_.find(s.channel_);
+        if (it == s.subscriber_->channels_.end()) return true;
+        if (!it->second.shard) return false;  // being placed (a cluster's slot map): on its way
+        connection = it->second.shard->connection;
+    }
+    if (!connection) return false;
+    // At once: ready, connecting (connect_timeout at this deadline), or the last attempt's error.
+    const auto ec = connection->wait_connected(Clock::now());
+    return ec && ec != errc::connect_timeout;
+}
+
 void Subscriber::on_ready(Shard& shard) {
     std::lock_guard lock(mutex_);
     shard.outstanding_acks.clear();  // acks of the old connection never come
@@ -284,8 +300,10 @@ void Subscriber::notify(const std::string& channel, Subscription::Event event, s
         auto it = channels_.find(channel);
         if (it == channels_.end()) return;
         if (only_if_announced) {
-            if (!it->second.announce_resubscribe) return;
-            it->second.announce_resubscribe = false;
+            auto& entry = it->second;
+            if (!entry.announce_resubscribe && !entry.announce_first) return;
+            if (!entry.announce_resubscribe) event = Subscription::Event::subscribed;
+            entry.announce_resubscribe = entry.announce_first = false;
         }
         listeners.reserve(it->second.listeners.size());
         for (auto& [id, listener] : it->second.listeners) listeners.push_back(listener);

@@ -7,6 +7,7 @@
 // Channels are reference-counted by their listeners: the first subscribes,
 // the last unsubscribes. After a reconnect every channel is subscribed again
 // and, once the server confirms, its listeners get Event::resubscribed.
+// The first confirmation of a channel is announced too (Event::subscribed).
 // In a cluster, a channel whose slot moves (a migration, a failover: the
 // server pushes SUNSUBSCRIBE, or the slot map changes) is subscribed on its
 // new master, and its listeners get Event::resubscribed once it confirms.
@@ -41,6 +42,10 @@ public:
     void remove(const std::string& channel, unsigned long long id);
     bool wait_active(const std::string& channel, Clock::time_point deadline);
     bool active(const std::string& channel);
+    // Whether the connection that carries s's channel has failed its last
+    // attempt (refused, timed out, closed) and waits to try again: the
+    // channel will not be active soon. False while it connects or is up.
+    static bool failing(const Subscription& s);
 
     void set_io_thread(std::thread::id id) { io_thread_ = id; }
     std::size_t shard_count() {
@@ -70,6 +75,9 @@ private:
         Shard* shard = nullptr;  // where it is (to be) subscribed; nullptr: dropped, to be placed again
         bool active = false;
         bool announce_resubscribe = false;
+        // Until the server first confirms it: its listeners then get
+        // Event::subscribed (what was done before may have missed messages).
+        bool announce_first = true;
     };
 
     // Under mutex_: the shard a channel belongs on now (nullptr: no master
@@ -84,6 +92,8 @@ private:
     void displaced_locked(Channel& entry);
     void schedule_replace();
     void retire_unused_shards_locked();  // sharded, I/O thread
+    // A message to the channel's listeners; or, for Event::resubscribed, the
+    // announcement the channel owes (resubscribed, first subscribed, or none).
     void notify(const std::string& channel, Subscription::Event event, std::string_view payload, bool only_if_announced);
 
     const ForkGuard fork_guard_;

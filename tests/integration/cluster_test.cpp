@@ -683,3 +683,36 @@ TEST(Cluster, AReplicaAckLockRightAfterTheClientIsMadeWaitsForTheSlotMap) {
     }
     EXPECT_TRUE(failure.empty()) << "lock() threw after " << seconds_since(started) << " s: " << failure;
 }
+
+// In a cluster every kind's holder hears a force-release at once on the
+// inbox in its name's slot (inbox_of in publish.lua), the permits of a
+// Semaphore too: before, a permit's holder learnt of it only at its next
+// renewal (a third of its 30 s lease here).
+TEST(Cluster, AForceReleaseIsToldAtOnceToEveryKindsHolder) {
+    auto& cluster = shared_cluster();
+    dlock::Client client(cluster.uri()), admin(cluster.uri());
+    auto told_within = [](std::promise<std::error_code>& told) {
+        auto future = told.get_future();
+        if (future.wait_for(5s) != std::future_status::ready) return std::error_code{};
+        return future.get();
+    };
+    {
+        std::promise<std::error_code> told;
+        dlock::Semaphore pool(client, "revoked-pool",
+                              {.limit = 2, .lease = 30s, .on_lost = [&](std::string_view, std::error_code ec) {
+                                   told.set_value(ec);
+                               }});
+        auto permit = pool.acquire();
+        ASSERT_EQ(dlock::force_release(admin, "revoked-pool", {}).broken.size(), 1u);
+        EXPECT_EQ(told_within(told), dlock::errc::lock_revoked);
+    }
+    {
+        std::promise<std::error_code> told;
+        auto lock = client.lock("revoked-lock", {.lease = 30s, .on_lost = [&](std::string_view, std::error_code ec) {
+                                                     told.set_value(ec);
+                                                 }});
+        lock.lock();
+        ASSERT_EQ(dlock::force_release(admin, "revoked-lock", {}).broken.size(), 1u);
+        EXPECT_EQ(told_within(told), dlock::errc::lock_revoked);
+    }
+}

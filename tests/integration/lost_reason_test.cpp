@@ -240,3 +240,55 @@ TEST(LostReason, EveryKindTellsIt) {
         expect_told(told, redlock, LostReason::taken_over);
     }
 }
+
+// A client's first hold, revoked before the client's inbox (where revocations
+// are told) is confirmed, is still told at once as revoked: the first
+// acquisition of a client waits for its inbox to listen. The proxy delays
+// every reply, and the client's name costs its new subscriber connection one
+// more round trip (CLIENT SETNAME) than the lock script, which the server
+// already has: without that wait, the grant arrives before the inbox listens
+// and the revocation is heard only at the next renewal, a third of 30 s later.
+TEST(LostReason, RevokedRightAfterAClientsFirstGrant) {
+    RedisServer server;
+    dlock::Client admin(server.uri());
+    {  // The server caches each kind's scripts.
+        admin.lock("warm").lock();
+        admin.lock("warm").unlock();
+        dlock::RwLock warm(admin, "warm-rw");
+        warm.lock_shared();
+        warm.unlock_shared();
+        dlock::Semaphore pool(admin, "warm-pool", {.limit = 1});
+        pool.acquire().release();
+    }
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::ClientOptions options;
+    options.client_name = "first-grant";
+    options.command_timeout = 3s;
+    for (const std::string kind : {"lock", "read", "permit"}) {
+        SCOPED_TRACE(kind);
+        dlock::Client client(proxy.uri(), options);
+        client.wait_connected();
+        proxy.delay_replies(300ms);
+        Told told;
+        const std::string name = "first-" + kind;
+        if (kind == "lock") {
+            auto lock = client.lock(name, {.lease = 30s, .on_lost = told.callback()});
+            lock.lock();
+            ASSERT_EQ(dlock::force_release(admin, name, {}).broken.size(), 1u);
+            expect_told(told, lock, LostReason::revoked);
+        } else if (kind == "read") {
+            dlock::RwLock rw(client, name, {.lease = 30s, .on_lost = told.callback()});
+            rw.lock_shared();
+            ASSERT_EQ(dlock::force_release(admin, name, {}).broken.size(), 1u);
+            EXPECT_EQ(told.get(), dlock::errc::lock_revoked);
+            EXPECT_EQ(rw.shared_lost_reason(), LostReason::revoked);
+        } else {
+            dlock::Semaphore pool(client, name, {.limit = 1, .lease = 30s, .on_lost = told.callback()});
+            auto permit = pool.acquire();
+            ASSERT_EQ(dlock::force_release(admin, name, {}).broken.size(), 1u);
+            EXPECT_EQ(told.get(), dlock::errc::lock_revoked);
+            EXPECT_EQ(permit.lost_reason(), LostReason::revoked);
+        }
+        proxy.delay_replies(0ms);
+    }
+}

@@ -29,9 +29,15 @@ ClientOptions client_options(const GlobalOptions& global) {
     return options;
 }
 
-Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const std::string& url) {
+Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const std::string& url,
+                std::optional<std::chrono::steady_clock::time_point> by) {
     auto& client = slot.emplace(url, client_options(global));
-    client.wait_connected();
+    std::error_code ec;
+    if (by) client.wait_connected(*by, ec);
+    if (ec == errc::connect_timeout && std::chrono::steady_clock::now() >= *by)
+        throw Error(errc::command_timeout, client.address().to_string() +
+                                               ": the server did not answer within the --wait time; not acquired");
+    client.wait_connected();  // at once when connected; otherwise the reason it is not
     return client;
 }
 

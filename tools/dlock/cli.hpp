@@ -46,7 +46,10 @@ ClientOptions client_options(const GlobalOptions& global);
 // Makes the client in slot and waits for its connection, so that a failure
 // to connect is reported as such (with its reason: TLS, authentication, the
 // server's refusal) rather than as a command that timed out. Throws Error.
-Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const std::string& url);
+// With `by` (a --wait's end): waits no longer than that, and a connection
+// still being made then is errc::command_timeout, "the server did not answer".
+Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const std::string& url,
+                std::optional<std::chrono::steady_clock::time_point> by = std::nullopt);
 
 // Every server the URLs name: the masters of a Redlock, or the one server
 // (connected, as connect() does).

@@ -180,7 +180,8 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
         return run_body(lock, masters.client(0));
     }
     std::optional<Client> slot;
-    auto& client = connect(slot, global, global.urls.front());
+    auto& client = connect(slot, global, global.urls.front(),
+                           options.wait ? std::optional(options.started + *options.wait) : std::nullopt);
     const LockOptions lock_options{.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost};
     if (options.permits > 0) {
         PermitLock permit(client, options.keys.front(), options.permits,
@@ -253,7 +254,7 @@ std::optional<int> acquire_watching_signals(const GlobalOptions& global, const R
     // With events on, the wait is told as soon as the first attempt is
     // answered busy: one attempt first, then the wait. (Without, the wait
     // is one call: a waited acquisition counts once in --metrics-file.)
-    const auto deadline = options.wait ? std::optional(Clock::now() + *options.wait) : std::nullopt;
+    const auto deadline = options.wait ? std::optional(options.started + *options.wait) : std::nullopt;
     std::thread acquirer([&] {
         try {
             const bool try_first = options.no_wait || events.enabled();

@@ -21,6 +21,8 @@ struct RunOptions {
     std::vector<std::string> command;
     std::chrono::milliseconds ttl{30'000};
     std::optional<std::chrono::milliseconds> wait;  // empty: as long as it takes
+    // When the command began: --wait counts from here (connecting included).
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
     bool no_wait = false;
     OnLost on_lost = OnLost::term;
     std::chrono::milliseconds grace{10'000};
