@@ -245,6 +245,10 @@ void LockService::release_all_on_stop() {
     // grant nobody will use, a place in line), rather than holding up the
     // closing program for a command timeout.
     const auto until = Clock::now() + std::min<Clock::duration>(core_.options().command_timeout, Client::max_close_wait);
+    // The waiters first: each leaves, giving back what its attempts left on
+    // the server (a writer's mark, a place in line) while the client can
+    // still send it, and a grant that came meanwhile is among the holds below.
+    (void)closing_.close(until);
     auto holds = keeper_.live_holds();
     // By script: the holds of each kind leave in one write.
     std::map<const Script*, std::vector<ClientCore::EvalCall>> calls;

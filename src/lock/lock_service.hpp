@@ -16,6 +16,7 @@
 
 #include "dlock/subscription.hpp"
 #include "hold/channel_watch.hpp"
+#include "hold/closing_gate.hpp"
 #include "hold/hold_registry.hpp"
 #include "hold/lease_keeper.hpp"
 #include "hold/line_waiters.hpp"
@@ -56,6 +57,8 @@ public:
                    const Reply& reply);
     // Calls nobody waits for; the client's close waits for them.
     UnattendedCalls& unattended() noexcept { return unattended_; }
+    // The acquisitions under way: the client's close stops them first.
+    ClosingGate& closing() noexcept { return closing_; }
 
 private:
     // Renewals due together leave in one write on the command connection.
@@ -78,6 +81,7 @@ private:
     LineWaiters line_waiters_;
     Subscription inbox_;
     UnattendedCalls unattended_;
+    ClosingGate closing_;
 };
 
 }  // namespace dlock::detail

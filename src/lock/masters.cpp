@@ -115,6 +115,9 @@ void MastersCore::finish_before_close(std::shared_ptr<FanOut> release) {
 
 void MastersCore::close() {
     if (closed_.exchange(true)) return;
+    // The waiters first (their attempts now fail client_closed): a grant
+    // that came meanwhile is among the holds released below.
+    (void)closing.close(Clock::now() + Client::max_close_wait);
     std::vector<std::shared_ptr<FanOut>> releases;
     {
         std::lock_guard lock(stragglers_mutex_);

@@ -11,6 +11,7 @@
 
 #include "dlock/client.hpp"
 #include "fan_out.hpp"
+#include "hold/closing_gate.hpp"
 #include "hold/hold_registry.hpp"
 #include "hold/lease_keeper.hpp"
 #include "hold/name_queue.hpp"
@@ -39,6 +40,8 @@ public:
     const std::vector<std::shared_ptr<ClientCore>> cores;
     OwnerIds ids;
     QueueRegistry queues;
+    // The acquisitions under way: close() stops them first.
+    ClosingGate closing;
     HoldRegistry holds;
     LeaseKeeper& keeper() noexcept { return keeper_; }
     // Drops every hold of owner on every master (release.lua with a fresh

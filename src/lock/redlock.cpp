@@ -262,6 +262,7 @@ public:
 
     const MetricsTag& metrics() const override { return core_.identity->metrics; }
     std::error_code usable() const override { return core_.masters->usable(); }
+    ClosingGate& closing() override { return core_.masters->closing; }
     const ClientOptions& client_options() const override { return core_.masters->cores.front()->options(); }
     std::chrono::milliseconds answer_time() const override { return core_.identity->node_timeout; }
     HoldRegistry* holds() override { return &core_.masters->holds; }

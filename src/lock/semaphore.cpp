@@ -190,6 +190,7 @@ public:
 
     const MetricsTag& metrics() const override { return core_.identity->metrics; }
     std::error_code usable() const override { return core_.client->usable(); }
+    ClosingGate& closing() override { return core_.service->closing(); }
     const ClientOptions& client_options() const override { return core_.client->options(); }
     std::chrono::milliseconds answer_time() const override { return core_.client->options().command_timeout; }
     const std::string& name() const override { return core_.identity->name; }
