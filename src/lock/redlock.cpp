@@ -54,7 +54,7 @@ RedlockCore::RedlockCore(std::shared_ptr<MastersCore> masters_, std::string name
                                                          std::move(metrics));
       }()),
       retry_delay(options.retry_delay),
-      object_owner_(masters->ids.new_handle_owner()) {}
+      object_owner_(masters->runtime.new_handle_owner()) {}
 
 std::string RedlockCore::current_owner() const {
     return identity->options.ownership == Ownership::handle && !OwnerScope::active() ? object_owner_
@@ -106,7 +106,7 @@ void RedlockCore::release_final(const std::shared_ptr<Hold>& hold, OwnerSlot& sl
 void RedlockCore::release(std::error_code& ec) {
     ec.clear();
     const auto owner = current_owner();
-    OwnerOperation operation(masters->holds, identity->name, owner);
+    OwnerOperation operation(masters->runtime.holds(), identity->name, owner);
     (void)operation.enter(std::nullopt, {});
     auto* slot = &operation.slot();
     {
@@ -136,7 +136,7 @@ void RedlockCore::release_outstanding() noexcept {
         for (const auto& owner : owners_.take()) {
             auto hold = hold_of(owner);
             if (!hold || hold->final()) continue;
-            OwnerOperation operation(masters->holds, identity->name, owner);
+            OwnerOperation operation(masters->runtime.holds(), identity->name, owner);
             (void)operation.enter(std::nullopt, {});
             if (!hold->begin_final_release()) continue;
             masters->keeper().forget(hold);

@@ -26,7 +26,7 @@ public:
 
     std::string current_owner() const;
     std::shared_ptr<Hold> hold_of(const std::string& owner) const {
-        return masters->holds.current(identity->name, owner);
+        return masters->runtime.holds().current(identity->name, owner);
     }
     std::vector<MasterOutcome> last_outcomes() const;
 

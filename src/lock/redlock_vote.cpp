@@ -91,7 +91,7 @@ AttemptResult RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
     const auto n = masters->size();
     const auto& keys = identity->keys;
     const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
-    const auto operation = masters->ids.next_operation_id();
+    const auto operation = masters->runtime.next_operation_id();
     const auto sent = LockClock::now();
     // Each master gets its node timeout, and the caller's deadline is kept
     // (a single attempt still gets its node timeout).
@@ -213,17 +213,17 @@ public:
 
     const MetricsTag& metrics() const override { return core_.identity->metrics; }
     std::error_code usable() const override { return core_.masters->usable(); }
-    ClosingGate& closing() override { return core_.masters->closing; }
+    ClosingGate& closing() override { return core_.masters->runtime.closing(); }
     const ClientOptions& client_options() const override { return core_.masters->cores.front()->options(); }
     std::chrono::milliseconds answer_time() const override { return core_.identity->node_timeout; }
-    HoldRegistry* holds() override { return &core_.masters->holds; }
+    HoldRegistry* holds() override { return &core_.masters->runtime.holds(); }
     const std::string& name() const override { return core_.identity->name; }
     std::string owner() const override { return core_.current_owner(); }
     // Re-entry is counted here: the masters hold one grant per owner.
     Reentry reenter(AcquisitionCall&, const std::shared_ptr<Hold>& hold, std::error_code&) override {
         return hold->recount(hold->view().count + 1) ? Reentry::reentered : Reentry::not_held;
     }
-    QueueRegistry* queues() override { return &core_.masters->queues; }
+    QueueRegistry* queues() override { return &core_.masters->runtime; }
     bool jump_queue(const AcquisitionCall&) const override { return true; }
     AttemptResult attempt(AcquisitionCall& call, bool, std::optional<LockClock::time_point>,
                           std::error_code& ec) override {
