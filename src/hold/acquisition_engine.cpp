@@ -172,8 +172,6 @@ bool acquire_metered(AcquisitionProtocol& kind, AcquisitionCall& call, std::erro
     return wait.run();
 }
 
-}  // namespace
-
 // The call's stop: the caller's, or the client's close. The close alone
 // (the caller passed none) costs nothing to make.
 class CallStop {
@@ -198,6 +196,8 @@ private:
     std::stop_token token_;
     std::optional<std::stop_callback<Forward>> from_caller_, from_close_;
 };
+
+}  // namespace
 
 bool acquire_with(AcquisitionProtocol& kind, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                   std::error_code& ec) {
