@@ -68,7 +68,12 @@ public:
     // command (or wait_connected), not here.
     explicit Client(std::string_view uri = default_server_uri, ClientOptions options = {});
     explicit Client(ServerAddress address, ClientOptions options = {});
-    // Releases every lock still held through this client, lets the lock
+    // Wakes every thread waiting to acquire through this client (every
+    // kind: Lock, FairLock, both RwLock sides, Semaphore, MultiLock): each
+    // returns errc::client_closed (false or an empty Permit from the
+    // error_code twins) having taken back what its wait left on the server
+    // (a waiting writer's mark, a place in line). Then releases every lock
+    // still held through this client, lets the lock
     // calls nobody waits for (a release of unlock_nowait, a place in line
     // given back, a grant undone, an acquisition whose caller walked away)
     // finish, fails whatever else is still in flight with

@@ -74,8 +74,10 @@ public:
     // invalid_argument unless there are an odd number, at least 3, of
     // distinct servers; invalid_uri for a malformed URL.
     explicit Masters(const std::vector<std::string>& urls, ClientOptions options = {});
-    // Releases every Redlock still held through these masters (best effort),
-    // then closes the clients. Redlocks that outlive it fail with client_closed.
+    // Wakes every thread waiting in a Redlock acquisition through these
+    // masters (it returns errc::client_closed), releases every Redlock
+    // still held through them (best effort), then closes the clients.
+    // Redlocks that outlive it fail with client_closed.
     ~Masters();
     Masters(const Masters&) = delete;
     Masters& operator=(const Masters&) = delete;

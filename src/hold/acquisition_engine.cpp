@@ -1,6 +1,9 @@
 #include "acquisition_engine.hpp"
 
 #include <algorithm>
+#include <optional>
+
+#include "dlock/error.hpp"
 
 #include "metrics/acquisition_meter.hpp"
 #include "outage.hpp"
@@ -170,14 +173,50 @@ bool acquire_metered(AcquisitionProtocol& kind, AcquisitionCall& call, std::erro
     return wait.run();
 }
 
+// The call's stop: the caller's, or the client's close. The close alone
+// (the caller passed none) costs nothing to make.
+class CallStop {
+public:
+    CallStop(const std::stop_token& caller, const std::stop_token& closing) {
+        if (!caller.stop_possible()) {
+            token_ = closing;
+            return;
+        }
+        std::stop_source merged;
+        token_ = merged.get_token();
+        from_caller_.emplace(caller, Forward{merged});
+        from_close_.emplace(closing, Forward{merged});
+    }
+    const std::stop_token& token() const { return token_; }
+
+private:
+    struct Forward {
+        std::stop_source to;
+        void operator()() const noexcept { to.request_stop(); }
+    };
+    std::stop_token token_;
+    std::optional<std::stop_callback<Forward>> from_caller_, from_close_;
+};
+
 }  // namespace
 
 bool acquire_with(AcquisitionProtocol& kind, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                   std::error_code& ec) {
     const bool single_attempt = deadline && *deadline <= LockClock::now();
     AcquisitionMeter meter(kind.metrics(), single_attempt, stop);
-    AcquisitionCall call(deadline, stop, single_attempt, meter, kind.answer_time());
-    return meter.finish(acquire_metered(kind, call, ec), ec);
+    auto& gate = kind.closing();
+    const auto pass = gate.enter();
+    if (!pass) {
+        ec = errc::client_closed;
+        return meter.finish(false, ec);
+    }
+    const CallStop call_stop(stop, gate.closing());
+    AcquisitionCall call(deadline, call_stop.token(), single_attempt, meter, kind.answer_time());
+    bool acquired = acquire_metered(kind, call, ec);
+    // Stopped by the close (the protocol gave back what it left on the
+    // server when the call ended): the caller learns why.
+    if (!acquired && !ec && gate.closed()) ec = errc::client_closed;
+    return meter.finish(acquired, ec);
 }
 
 }  // namespace dlock::detail

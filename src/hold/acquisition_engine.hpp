@@ -31,6 +31,7 @@
 #include <system_error>
 
 #include "dlock/client_options.hpp"
+#include "closing_gate.hpp"
 #include "hold.hpp"
 #include "hold_registry.hpp"
 #include "name_queue.hpp"
@@ -113,6 +114,9 @@ public:
     // What the call is.
     virtual const MetricsTag& metrics() const = 0;
     virtual std::error_code usable() const = 0;
+    // The gate of the client (or masters) the call goes through: its close
+    // stops the call, wherever it waits, and the call ends client_closed.
+    virtual ClosingGate& closing() = 0;
     virtual const ClientOptions& client_options() const = 0;  // the outage window (outage.hpp)
     // How long a single attempt waits for its answer (and the listen step at most).
     virtual std::chrono::milliseconds answer_time() const = 0;
@@ -170,7 +174,8 @@ protected:
 };
 
 // Runs the acquisition (metered): true when acquired. ec: why not, when it
-// was not contention, the deadline or stop.
+// was not contention, the deadline or stop (client_closed when the client
+// closed meanwhile).
 bool acquire_with(AcquisitionProtocol& kind, std::optional<LockClock::time_point> deadline, std::stop_token stop,
                   std::error_code& ec);
 

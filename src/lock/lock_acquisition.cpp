@@ -220,6 +220,7 @@ public:
 
     const MetricsTag& metrics() const override { return core_.identity->metrics; }
     std::error_code usable() const override { return core_.client->usable(); }
+    ClosingGate& closing() override { return core_.service->closing(); }
     const ClientOptions& client_options() const override { return core_.client->options(); }
     // One attempt waits up to a command timeout for its answer (and the
     // replicas' acknowledgement, up to its own timeout).

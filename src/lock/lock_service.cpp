@@ -32,8 +32,8 @@ HoldCall LockIdentity::final_release(const std::string& owner, const std::string
 
 
 LockService::LockService(ClientCore& core)
-    : core_(core),
-      keeper_(core, [this](auto& due, auto sent) { send_renewals(due, sent); }),
+    : HoldRuntime(core, [this](auto& due, auto sent) { send_renewals(due, sent); }),
+      core_(core),
       line_waiters_(core, [this](auto& due) { send_line_refreshes(due); }),
       settle_timer_(core.io()) {
     core_.before_stop([this] { release_all_on_stop(); });
@@ -43,7 +43,7 @@ LockService::LockService(ClientCore& core)
     // next renewal; waiters try again (a release may have been missed).
     core_.on_failover([this] {
         line_waiters_.wake_all();
-        keeper_.renew_all_now();
+        keeper().renew_all_now();
     });
     listen_to_inbox();
     check_eviction_policy();
@@ -97,12 +97,12 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // Holds taken before the inbox listened (their call gave up waiting for
     // it: wait_for_inbox) may have been revoked unheard: ask the server about
     // each at once rather than at its next renewal.
-    if (event == Subscription::Event::subscribed) return keeper_.renew_all_now();
+    if (event == Subscription::Event::subscribed) return keeper().renew_all_now();
     if (event == Subscription::Event::resubscribed) {
         core_.recorder().event(ClientEvent::resubscription);
         give_back_memory_after_burst();
         line_waiters_.wake_all();
-        return keeper_.renew_all_now();
+        return keeper().renew_all_now();
     }
     if (const auto grant = read_grant_notice(payload))
         return line_waiters_.granted(grant->name, grant->owner, {grant->token, grant->arrival});
@@ -111,9 +111,9 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // of the live holds).
     if (is_permit_revocation(payload)) {
         const auto id = permit_revoked(payload);
-        for (auto& hold : keeper_.live_holds()) {
+        for (auto& hold : keeper().live_holds()) {
             if (hold->owner != id) continue;
-            keeper_.forget(hold);
+            keeper().forget(hold);
             mark_lost(hold, LostReason::revoked, core_.io());
         }
         return;
@@ -123,7 +123,7 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     const std::string name(notice->name), owner(notice->owner);
     if (notice->reader) {
         if (auto hold = shared_holds_.current(name, owner); hold && hold->view().token == notice->token) {
-            keeper_.forget(hold);
+            keeper().forget(hold);
             mark_lost(hold, LostReason::revoked, core_.io());
         }
         return;
@@ -133,8 +133,8 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     line_waiters_.revoked(name, owner, notice->token);
     // Only the hold that was revoked: this owner may have taken the lock
     // again (a new token) before the notice arrived.
-    if (auto hold = holds_.current(name, owner); hold && hold->view().token == notice->token) {
-        keeper_.forget(hold);
+    if (auto hold = holds().current(name, owner); hold && hold->view().token == notice->token) {
+        keeper().forget(hold);
         mark_lost(hold, LostReason::revoked, core_.io());
     }
 }
@@ -237,26 +237,26 @@ void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, L
     const HoldCallViews views(call);
     eval_acknowledged_async(core_, *call.script, views.keys, views.argv, ack, read_renewed, hold->view().valid_until,
                             [this, hold, sent, wanted = ack.replicas](AcknowledgedAnswer&& answer) {
-                                if (answer.ec) return keeper_.failed(hold, answer.ec);
-                                if (!read_renewed(answer.reply)) return keeper_.refused(hold);
+                                if (answer.ec) return keeper().failed(hold, answer.ec);
+                                if (!read_renewed(answer.reply)) return keeper().refused(hold);
                                 // Extended on the master only: not yet safe from a failover.
                                 if (answer.replicas < wanted)
-                                    return keeper_.failed(hold, errc::replicas_not_acknowledged);
-                                keeper_.renewed(hold, sent);
+                                    return keeper().failed(hold, errc::replicas_not_acknowledged);
+                                keeper().renewed(hold, sent);
                             });
 }
 
 void LockService::confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
                             const Reply& reply) {
-    if (ec == errc::client_closed) return keeper_.failed(hold, ec);
+    if (ec == errc::client_closed) return keeper().failed(hold, ec);
     using Answer = LeaseKeeper::Answer;
-    if (!ec && is_grant(reply)) return keeper_.renewed(hold, sent, Answer::grant_confirmation);
+    if (!ec && is_grant(reply)) return keeper().renewed(hold, sent, Answer::grant_confirmation);
     // Refused, or not confirmed within the whole retry window: lost now.
     // Renewals could keep it, but unconfirmed it could never be released
     // (release.lua takes an unconfirmed grant's release for a late copy);
     // left alone, its short lease ends it. Unconfirmed, it is told as a
     // lease whose renewal was not confirmed; refused, as taken over.
-    keeper_.refused(hold, ec ? LostReason::expired : LostReason::taken_over, Answer::grant_confirmation);
+    keeper().refused(hold, ec ? LostReason::expired : LostReason::taken_over, Answer::grant_confirmation);
 }
 
 void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
@@ -271,9 +271,9 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
                          LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
         return;
     }
-    if (ec) return keeper_.failed(hold, ec);
-    if (read_renewed(reply)) return keeper_.renewed(hold, sent);
-    keeper_.refused(hold);
+    if (ec) return keeper().failed(hold, ec);
+    if (read_renewed(reply)) return keeper().renewed(hold, sent);
+    keeper().refused(hold);
 }
 
 void LockService::release_all_on_stop() {
@@ -283,14 +283,14 @@ void LockService::release_all_on_stop() {
     // grant nobody will use, a place in line), rather than holding up the
     // closing program for a command timeout.
     const auto until = Clock::now() + std::min<Clock::duration>(core_.options().command_timeout, Client::max_close_wait);
-    auto holds = keeper_.live_holds();
+    // The waiters first (each gives back what its attempts left on the
+    // server while the client can still send it), then every hold still
+    // ours, renewal in flight or not.
+    auto holds = close_holds(until);
     // By script: the holds of each kind leave in one write.
     std::map<const Script*, std::vector<ClientCore::EvalCall>> calls;
     std::vector<std::future<void>> done;
     for (auto& hold : holds) {
-        // Renewal in flight or not: every hold that is still ours goes.
-        if (!hold->drop()) continue;
-        keeper_.forget(hold);
         auto promise = std::make_shared<std::promise<void>>();
         done.push_back(promise->get_future());
         auto call = hold->lock->final_release(hold->owner, next_operation_id());
@@ -303,7 +303,7 @@ void LockService::release_all_on_stop() {
         if (f.wait_until(until) != std::future_status::ready) break;
     // Undos, withdrawals and places given back that are still on their way
     // (a NOSCRIPT answer's EVAL not sent yet).
-    (void)unattended_.settle_by(until);
+    (void)unattended().settle_by(until);
 }
 
 }  // namespace dlock::detail

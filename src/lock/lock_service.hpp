@@ -1,7 +1,11 @@
-// What every lock of one client shares: the client's owner and operation
-// names, the holds by (name, owner), the local wait queues, the lease
-// keeper, and the client's inbox. Made on first use and kept as long as the
-// client; when the client stops it releases every lock still held through it.
+// What every lock of one client shares: the client's hold runtime
+// (hold/hold_runtime.hpp: owner and operation names, the holds by (name,
+// owner), the local wait queues, the lease keeper, the close's gate), with
+// the single server's renewal strategy (renewals due together leave in one
+// write), and what only a single server offers: the client's inbox, its
+// waiters in servers' lines, the semaphores' channel watches and the read
+// sides' holds. Made on first use and kept as long as the client; when the
+// client stops it releases every lock still held through it.
 //
 // The inbox: one channel per client ("dlock:inbox:<client id>") on the
 // client's subscriber connection. A script that takes a lock away from its
@@ -16,24 +20,18 @@
 
 #include "dlock/subscription.hpp"
 #include "hold/channel_watch.hpp"
-#include "hold/hold_registry.hpp"
-#include "hold/lease_keeper.hpp"
+#include "hold/hold_runtime.hpp"
 #include "hold/line_waiters.hpp"
-#include "hold/name_queue.hpp"
-#include "runtime/owner_ids.hpp"
-#include "hold/unattended_calls.hpp"
 
 namespace dlock::detail {
 
-class LockService : public ClientExtension, public OwnerIds, public QueueRegistry {
+class LockService : public ClientExtension, public HoldRuntime {
 public:
     explicit LockService(ClientCore& core);
     static std::shared_ptr<LockService> of(ClientCore& core);
 
-    LeaseKeeper& keeper() noexcept { return keeper_; }
-    // Exclusive holds (Lock, the write side of an RwLock), by name and owner;
-    // the inbox's revocations look here.
-    HoldRegistry& holds() noexcept { return holds_; }
+    // holds(): the exclusive holds (Lock, the write side of an RwLock), by
+    // name and owner; the inbox's revocations look there.
     // The waiters of semaphores, by channel.
     ChannelWatches& watches() noexcept { return watches_; }
     // The read side of RwLocks, by name and owner: one owner may hold both
@@ -62,8 +60,6 @@ public:
     // from the notice (sent at `sent`): extended as by a renewal, or lost.
     void confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
                    const Reply& reply);
-    // Calls nobody waits for; the client's close waits for them.
-    UnattendedCalls& unattended() noexcept { return unattended_; }
 
 private:
     // Renewals due together leave in one write on the command connection.
@@ -82,13 +78,10 @@ private:
     void give_back_memory_after_burst();
 
     ClientCore& core_;
-    HoldRegistry holds_;
     ChannelWatches watches_;
     HoldRegistry shared_holds_;
-    LeaseKeeper keeper_;
     LineWaiters line_waiters_;
     Subscription inbox_;
-    UnattendedCalls unattended_;
     asio::steady_timer settle_timer_;  // I/O thread
 };
 

@@ -53,7 +53,7 @@ MastersCore::MastersCore(std::vector<std::unique_ptr<Client>> clients)
     : addresses(shown_addresses(clients)),
       cores(cores_of(clients)),
       clients_(std::move(clients)),
-      keeper_(*cores.front(), [this](auto& due, auto sent) { send_renewals(due, sent); }) {}
+      runtime(*cores.front(), [this](auto& due, auto sent) { send_renewals(due, sent); }) {}
 
 MastersCore::~MastersCore() { close(); }
 
@@ -91,9 +91,9 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
                              if (read_renewed(ballot.reply)) ++renewed;
                              else ++refused;
                          }
-                         if (won(n, renewed)) keeper_.renewed(held, sent);
-                         else if (cannot_win(n, refused)) keeper_.refused(held);
-                         else keeper_.failed(held, errc::no_quorum);
+                         if (won(n, renewed)) runtime.keeper().renewed(held, sent);
+                         else if (cannot_win(n, refused)) runtime.keeper().refused(held);
+                         else runtime.keeper().failed(held, errc::no_quorum);
                      });
     }
 }
@@ -101,7 +101,7 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
 std::shared_ptr<FanOut> MastersCore::send_release(const RedlockIdentity& identity, const std::string& owner) {
     const auto& keys = identity.keys;
     const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
-    const auto operation = ids.next_operation_id();
+    const auto operation = runtime.next_operation_id();
     std::string_view k[] = {keys.lock, fence, channel, tombstone};
     std::string_view a[] = {owner, identity.lease_ms, operation, "all", identity.retention_ms};
     return FanOut::send(cores, release_script(), k, a, Clock::now() + identity.node_timeout);
@@ -115,14 +115,15 @@ void MastersCore::finish_before_close(std::shared_ptr<FanOut> release) {
 
 void MastersCore::close() {
     if (closed_.exchange(true)) return;
+    // The waiters first (their attempts now fail client_closed), then every
+    // hold still ours; a release a waiter left on its way is among the stragglers.
+    const auto holds = runtime.close_holds(Clock::now() + Client::max_close_wait);
     std::vector<std::shared_ptr<FanOut>> releases;
     {
         std::lock_guard lock(stragglers_mutex_);
         releases.swap(stragglers_);
     }
-    for (auto& hold : keeper_.live_holds()) {
-        if (!hold->drop()) continue;
-        keeper_.forget(hold);
+    for (auto& hold : holds) {
         releases.push_back(send_release(static_cast<const RedlockIdentity&>(*hold->lock), hold->owner));
     }
     for (auto& release : releases) release->wait([](const auto&) { return false; });

@@ -1,6 +1,7 @@
-// What every Redlock over one set of masters shares: the masters' clients,
-// owner and operation names, the local wait queues, and a lease keeper whose
-// renewals need a majority.
+// What every Redlock over one set of masters shares: the masters' clients
+// and their hold runtime (hold/hold_runtime.hpp: owner and operation names,
+// the holds, the local wait queues, the lease keeper, the close's gate),
+// with the masters' renewal strategy: a renewal needs a majority.
 #pragma once
 
 #include <atomic>
@@ -11,10 +12,7 @@
 
 #include "dlock/client.hpp"
 #include "fan_out.hpp"
-#include "hold/hold_registry.hpp"
-#include "hold/lease_keeper.hpp"
-#include "hold/name_queue.hpp"
-#include "runtime/owner_ids.hpp"
+#include "hold/hold_runtime.hpp"
 
 namespace dlock::detail {
 
@@ -37,10 +35,7 @@ public:
 
     const std::vector<std::string> addresses;  // as Client::address() shows them: no password
     const std::vector<std::shared_ptr<ClientCore>> cores;
-    OwnerIds ids;
-    QueueRegistry queues;
-    HoldRegistry holds;
-    LeaseKeeper& keeper() noexcept { return keeper_; }
+    LeaseKeeper& keeper() noexcept { return runtime.keeper(); }
     // Drops every hold of owner on every master (release.lua with a fresh
     // operation id), each master given identity's node timeout.
     std::shared_ptr<FanOut> send_release(const RedlockIdentity& identity, const std::string& owner);
@@ -57,7 +52,10 @@ private:
     std::mutex stragglers_mutex_;
     std::vector<std::shared_ptr<FanOut>> stragglers_;
     std::atomic<bool> closed_{false};
-    LeaseKeeper keeper_;  // after cores: its timer lives on the first master's I/O context
+
+public:
+    // After cores: the keeper's timer lives on the first master's I/O context.
+    HoldRuntime runtime;
 };
 
 }  // namespace dlock::detail

@@ -49,7 +49,10 @@ struct Request {
 class MultiLockCore {
 public:
     MultiLockCore(Client& client, std::vector<std::string> names, const LockOptions& options)
-        : client_(client.core()), names_(canonical(std::move(names))), options_(options) {
+        : client_(client.core()),
+          service_(LockService::of(*client_)),
+          names_(canonical(std::move(names))),
+          options_(options) {
         locks_.reserve(names_.size());
         for (const auto& name : names_) locks_.emplace_back(client, name, options);
         // After the names passed the checks (each Lock's).
@@ -252,6 +255,7 @@ private:
     }
 
     const std::shared_ptr<ClientCore> client_;
+    const std::shared_ptr<LockService> service_;
     const std::vector<std::string> names_;
     const LockOptions options_;
     MetricsTag metrics_;  // labelled by the first name
@@ -270,6 +274,7 @@ public:
 
     const MetricsTag& metrics() const override { return core_.metrics_; }
     std::error_code usable() const override { return core_.client_->usable(); }
+    ClosingGate& closing() override { return core_.service_->closing(); }
     const ClientOptions& client_options() const override { return core_.client_->options(); }
     std::chrono::milliseconds answer_time() const override { return core_.client_->options().command_timeout; }
     const std::string& name() const override { return core_.names_.front(); }

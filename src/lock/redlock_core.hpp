@@ -26,7 +26,7 @@ public:
 
     std::string current_owner() const;
     std::shared_ptr<Hold> hold_of(const std::string& owner) const {
-        return masters->holds.current(identity->name, owner);
+        return masters->runtime.holds().current(identity->name, owner);
     }
     std::vector<MasterOutcome> last_outcomes() const;
 
@@ -48,7 +48,7 @@ public:
     const std::chrono::milliseconds retry_delay;
 
 private:
-    friend class RedlockAcquisition;  // how it acquires (redlock.cpp), driven by the engine
+    friend class RedlockAcquisition;  // how it acquires (redlock_vote.cpp), driven by the engine
 
     // One vote of every master: granted; busy (held by another: the
     // shortest lease left among its grants; a split vote: a random pause);

@@ -57,7 +57,7 @@ public:
     const std::shared_ptr<LockService> service;
 
 private:
-    friend class RwAcquisition;  // how one side acquires (rw_lock.cpp), driven by the engine
+    friend class RwAcquisition;  // how one side acquires (rw_acquisition.cpp), driven by the engine
     using Answer = ScriptAnswer;
 
     HoldRegistry& registry(RwSide side) const {

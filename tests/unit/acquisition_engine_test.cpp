@@ -31,6 +31,7 @@ public:
 
     const dlock::detail::MetricsTag& metrics() const override { return tag_; }
     std::error_code usable() const override { return {}; }
+    dlock::detail::ClosingGate& closing() override { return closing_; }
     const dlock::ClientOptions& client_options() const override { return options_; }
     std::chrono::milliseconds answer_time() const override { return 50ms; }
     const std::string& name() const override { return name_; }
@@ -54,6 +55,7 @@ public:
     void give_up() noexcept override { ++give_ups; }
 
 private:
+    dlock::detail::ClosingGate closing_;
     dlock::detail::MetricsTag tag_;
     dlock::ClientOptions options_{};
     std::string name_ = "scripted";

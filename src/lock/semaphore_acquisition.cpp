@@ -1,0 +1,163 @@
+// How a Semaphore acquires: one request per waiting thread under a permit
+// id of its own (semaphore_acquire.lua), its answer read, and the protocol
+// the engine (hold/acquisition_engine.hpp) drives, with a ChannelWatch that
+// wakes it and its place in line given back when it gives up.
+#include "dlock/error.hpp"
+#include "hold/acquisition_engine.hpp"
+#include "hold/channel_watch.hpp"
+#include "hold/outage.hpp"
+#include "hold/retried_call.hpp"
+#include "redis/server_error_text.hpp"
+#include "semaphore_core.hpp"
+#include "semaphore_replies.hpp"
+
+namespace dlock::detail {
+
+SemaphoreCore::Asked SemaphoreCore::ask(const std::string& permit, std::string_view k_text, std::string_view mode,
+                                        std::optional<LockClock::time_point> wait_until, std::stop_token stop,
+                                        std::error_code& ec) {
+    // The limit this object last set (set_limit), else its option's.
+    const auto limit_text = std::to_string(limit_.load(std::memory_order_relaxed));
+    std::string_view argv[] = {permit,
+                               k_text,
+                               identity->lease_ms,
+                               limit_text,
+                               mode,
+                               identity->waiter_lease_ms,
+                               identity->retention_ms,
+                               identity->set_limit ? "set" : ""};
+    auto call = RetriedCall::start(client, semaphore_acquire_script(), identity->acquire_keys_args(), argv,
+                                   retry_window_end(),
+                                   RetriedCall::Send::evalsha, RetriedCall::Migration::while_awaited);
+    Asked asked;
+    asked.sent = call->first_sent();
+    // The handler may outlive the Semaphore object: it keeps this core.
+    asked.known = call->wait(wait_until, stop, ec, asked.reply,
+                             [self = shared_from_this(), permit](std::error_code, Reply&&) { self->undo(permit); });
+    return asked;
+}
+
+std::shared_ptr<Hold> SemaphoreCore::take(const std::string& permit, unsigned k, LockClock::time_point sent) {
+    if (LockClock::now() >= valid_until(sent, identity->options.lease)) {
+        // Granted after so long (a paused server, a slow network) that its
+        // lease may be over: not a permit anyone may trust. Give it back.
+        undo(permit);
+        return nullptr;
+    }
+    auto hold = std::make_shared<Hold>(identity, permit, Grant{0, k, sent, sent});
+    service->keeper().track(hold, sent);
+    return hold;
+}
+
+// One acquisition of k permits, as the engine (hold/acquisition_engine.hpp)
+// drives it: every waiting thread asks the server itself, under a permit id
+// of its own, and a ChannelWatch wakes it.
+class SemaphoreAcquisition final : public AcquisitionProtocol {
+public:
+    SemaphoreAcquisition(SemaphoreCore& core, unsigned k) : core_(core), k_(k), k_text_(std::to_string(k)) {}
+
+    const MetricsTag& metrics() const override { return core_.identity->metrics; }
+    std::error_code usable() const override { return core_.client->usable(); }
+    ClosingGate& closing() override { return core_.service->closing(); }
+    const ClientOptions& client_options() const override { return core_.client->options(); }
+    std::chrono::milliseconds answer_time() const override { return core_.client->options().command_timeout; }
+    const std::string& name() const override { return core_.identity->name; }
+    bool prepare(AcquisitionCall&, std::error_code&) override {
+        if (k_ == 0) throw Error(errc::invalid_argument, "acquire of 0 permits");
+        // Over the limit is the server's to say (its limit wins over this
+        // object's, and set_limit may have raised it); over any limit is ours.
+        if (k_ > max_semaphore_limit)
+            throw Error(errc::invalid_argument, "acquire of " + k_text_ + " permits, over any limit (" +
+                                                    std::to_string(max_semaphore_limit) + ")");
+        permit_ = core_.new_permit_id(k_);
+        return true;
+    }
+
+    AttemptResult attempt(AcquisitionCall& call, bool, std::optional<LockClock::time_point> wait_until,
+                          std::error_code& ec) override {
+        const auto asked = core_.ask(permit_, k_text_, call.single_attempt ? "try" : "wait", wait_until, call.stop, ec);
+        if (!asked.known) return AttemptResult::walked_away();
+        if (ec) {
+            // It may be in line already: the same request again after an
+            // outage, or given up when the call ends.
+            if (outcome_unknown(ec)) armed_ = true;
+            if (ec == errc::wrong_type)
+                throw Error(ec, "a key of semaphore " + core_.identity->name + " (" +
+                                    core_.identity->semaphore_keys.permits + "*) holds data that is not a dlock semaphore");
+            note_server_error(ec, asked.reply);
+            return AttemptResult::failed(transient_failure(ec, asked.reply));
+        }
+        const auto answer = read_semaphore_acquire(asked.reply);
+        switch (answer.kind) {
+            case SemaphoreAcquire::Kind::malformed:
+                armed_ = true;
+                ec = errc::protocol_error;
+                return AttemptResult::failed();
+            case SemaphoreAcquire::Kind::over_limit:
+                throw Error(errc::invalid_argument, "acquire of " + k_text_ + " permits, over semaphore " +
+                                                        core_.identity->name + "'s limit of " +
+                                                        std::to_string(answer.limit));
+            case SemaphoreAcquire::Kind::stale:
+                // This id was given up or expired without our knowing (an
+                // answer lost in transit): ask again under a new one.
+                permit_ = core_.new_permit_id(k_);
+                armed_ = false;
+                return AttemptResult::again();
+            case SemaphoreAcquire::Kind::granted:
+                armed_ = false;
+                if ((hold_ = core_.take(permit_, k_, asked.sent))) return AttemptResult::granted();
+                permit_ = core_.new_permit_id(k_);  // given back: ask again under a new id
+                return AttemptResult::again();
+            case SemaphoreAcquire::Kind::not_granted: break;
+        }
+        if (!call.single_attempt) armed_ = true;  // in line on the server from here
+        // Sleep until called (our permits are free and we are first in line),
+        // until the limit changes, until the next lease or place on the
+        // server runs out, or until our place is due for its refresh.
+        const auto refresh = std::max(core_.identity->waiter_lease / 3, std::chrono::milliseconds(1));
+        return AttemptResult::busy(std::min<std::chrono::milliseconds>(answer.wake + std::chrono::milliseconds(1), refresh));
+    }
+
+    std::uint64_t generation() override { return watch_ ? watch_->generation() : 0; }
+    void wait_change(std::uint64_t seen, LockClock::time_point wake_at, const std::stop_token& stop) override {
+        if (watch_) watch_->wait_change(permit_, seen, wake_at, stop);
+        else pause_until(wake_at, stop);
+    }
+    void hear_revocations(AcquisitionCall& call) override {
+        (void)core_.service->wait_for_inbox(core_.name_inbox, call.wait_until(), call.stop);
+    }
+    Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
+        const auto& channel = core_.identity->semaphore_keys.channel();
+        watch_ = core_.service->watches().watch(channel, core_.service->id() + ":");
+        (void)watch_->ensure_subscribed(*core_.client, channel, until, call.stop);
+        return {true, true};
+    }
+    // Leaving the line (deadline, stop, failure) gives the request up on the server.
+    void give_up() noexcept override {
+        if (!armed_) return;
+        try {
+            core_.undo(permit_);
+        } catch (...) {
+            // Unsent (out of memory): the place ends waiter_lease after its last refresh.
+        }
+    }
+
+    const std::shared_ptr<Hold>& hold() const { return hold_; }
+
+private:
+    SemaphoreCore& core_;
+    const unsigned k_;
+    const std::string k_text_;
+    std::string permit_;
+    bool armed_ = false;  // the request may stand on the server: give it up when the call ends without it
+    std::shared_ptr<ChannelWatch> watch_;
+    std::shared_ptr<Hold> hold_;
+};
+
+std::shared_ptr<Hold> SemaphoreCore::acquire(unsigned k, std::optional<LockClock::time_point> deadline,
+                                             std::stop_token stop, std::error_code& ec) {
+    SemaphoreAcquisition acquisition(*this, k);
+    return acquire_with(acquisition, deadline, std::move(stop), ec) ? acquisition.hold() : nullptr;
+}
+
+}  // namespace dlock::detail
