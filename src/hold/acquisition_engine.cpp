@@ -152,7 +152,10 @@ bool acquire_metered(AcquisitionProtocol& kind, AcquisitionCall& call, std::erro
     if ((ec = kind.usable())) return false;
     call.owner = kind.owner();
     if (!kind.prepare(call, ec)) return false;
-    kind.hear_revocations(call);
+    // A single attempt is sent at once: it is asked to fail fast, and one
+    // made before the inbox listens is covered by the renewals the inbox's
+    // first confirmation sends (LockService::on_inbox).
+    if (!call.single_attempt) kind.hear_revocations(call);
     std::optional<OwnerOperation> operation;
     if (auto* holds = kind.holds()) {
         operation.emplace(*holds, kind.name(), call.owner);

@@ -123,9 +123,10 @@ public:
     // After the owner is known, before its gate: may make the call one
     // attempt (call.single_attempt, and the meter told), or refuse it (false, ec set).
     virtual bool prepare(AcquisitionCall&, std::error_code&) { return true; }
-    // Before the first attempt: makes sure a revocation of a hold this call
-    // may be granted will be heard (the client's inbox listens), waiting at
-    // most until call.wait_until(). Instant once it listens.
+    // Before the first attempt of a call that may wait: makes sure a
+    // revocation of a hold this call may be granted will be heard (the
+    // client's inbox listens), waiting at most until call.wait_until().
+    // Instant once it listens.
     virtual void hear_revocations(AcquisitionCall&) {}
 
     // The owner's gate and re-entry: kinds whose holds are named by owner.

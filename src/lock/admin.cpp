@@ -102,7 +102,11 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
     const auto confirm_by = std::min(deadline, std::chrono::steady_clock::now() + client.options().command_timeout);
     subscription.wait_active(confirm_by);
     semaphore_subscription.wait_active(confirm_by);
+    const detail::LockKeys keys(name);
+    std::string_view marked[] = {keys.lock};
     for (;;) {
+        // A release publishes only when someone waited: say that we do.
+        client.eval(detail::mark_waited_script(), marked, {});
         const LockInfo info = inspect_lock(client, name);
         if (!info.held) return true;
         // Also when a lease ends without a release (a holder that died).

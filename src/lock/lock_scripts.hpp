@@ -10,6 +10,7 @@ const Script& release_script();
 const Script& renew_script();
 const Script& force_release_script();
 const Script& inspect_script();
+const Script& mark_waited_script();
 const Script& raise_fence_script();
 const Script& hand_off_script();
 // The line of queued locks (prelude.lua, "The line").
