@@ -411,8 +411,9 @@ struct ForceRelease {
 // so that its lost_token and on_lost fire within about a round trip, not at
 // the next renewal. A client's first acquisition that may wait (not a
 // try_lock()) waits, up to a command timeout, for its inbox to listen, so
-// that no hold is granted unheard, unless the subscriber connection fails;
-// a hold granted before the inbox listened is renewed at once when it does,
+// that no hold is granted unheard, unless the subscriber connection fails
+// (once one such wait ran out unconfirmed, later ones do not wait until a
+// subscription of the client is confirmed); a hold granted before the inbox listened is renewed at once when it does,
 // so a revocation it missed is found within a round trip. Throws Error(invalid_argument) for a bad name, otherwise
 // like Client::eval.
 ForceRelease force_release(Client& client, std::string_view name, const ForceReleaseOptions& options);

@@ -58,7 +58,8 @@ Subscription LockService::name_inbox(const std::string& lock_key) {
     try {
         // Its first confirmation needs no renewals: holds of this lock wait for it (wait_for_inbox).
         return core_.subscribe(lock_key + ":inbox:" + id(), [this](Subscription::Event event, std::string_view payload) {
-            if (event != Subscription::Event::subscribed) on_inbox(event, payload);
+            if (event != Subscription::Event::subscribed) return on_inbox(event, payload);
+            inbox_unconfirmed_ = false;
         });
     } catch (const Error&) {
         return {};  // closed meanwhile: renewals still find a revoked lock
@@ -69,15 +70,21 @@ bool LockService::wait_for_inbox(const Subscription& name_inbox, std::optional<L
                                  const std::stop_token& stop) const {
     const Subscription& inbox = name_inbox ? name_inbox : inbox_;
     if (inbox.wait_active(LockClock::time_point::min())) return true;
-    auto end = LockClock::now() + core_.options().command_timeout;
-    if (until) end = std::min(end, *until);
+    // Its subscription was not confirmed within a whole command timeout
+    // before: waiting again would delay every acquisition by as much.
+    if (inbox_unconfirmed_) return false;
+    const auto timed_out = LockClock::now() + core_.options().command_timeout;
+    const auto end = until ? std::min(timed_out, *until) : timed_out;
     // In slices, so that a stop request is honoured within one; and not on
     // a subscriber connection that failed (refused, timed out): the caller
     // goes ahead without it (the subscribed event renews what it missed).
     constexpr std::chrono::milliseconds slice{10};
     while (!stop.stop_requested()) {
         const auto now = LockClock::now();
-        if (now >= end || Subscriber::failing(inbox)) return false;
+        if (now >= end || Subscriber::failing(inbox)) {
+            if (now >= timed_out) inbox_unconfirmed_ = true;
+            return false;
+        }
         if (inbox.wait_active(std::min(end, now + slice))) return true;
     }
     return false;
@@ -97,7 +104,10 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // Holds taken before the inbox listened (their call gave up waiting for
     // it: wait_for_inbox) may have been revoked unheard: ask the server about
     // each at once rather than at its next renewal.
-    if (event == Subscription::Event::subscribed) return keeper().renew_all_now();
+    if (event == Subscription::Event::subscribed) {
+        inbox_unconfirmed_ = false;
+        return keeper().renew_all_now();
+    }
     if (event == Subscription::Event::resubscribed) {
         core_.recorder().event(ClientEvent::resubscription);
         give_back_memory_after_burst();

@@ -16,6 +16,7 @@
 // (line_waiters.hpp).
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "dlock/subscription.hpp"
@@ -48,7 +49,10 @@ public:
     // command timeout, `until` or stop: a hold granted before then could be
     // revoked unheard. Not while the subscriber connection is failing (a
     // free lock is not refused for want of notices): false at once then.
-    // True when it listens. Instant once it does.
+    // Once a wait has run its whole command timeout unconfirmed (a server
+    // that refuses the SUBSCRIBE, a subscriber connection that does not
+    // answer), later calls do not wait again until a subscription of this
+    // client is confirmed. True when it listens. Instant once it does.
     bool wait_for_inbox(const Subscription& name_inbox, std::optional<LockClock::time_point> until,
                         const std::stop_token& stop) const;
     // In a Redis Cluster, scripts tell this client about one lock's holds
@@ -83,6 +87,9 @@ private:
     LineWaiters line_waiters_;
     Subscription inbox_;
     asio::steady_timer settle_timer_;  // I/O thread
+    // A wait_for_inbox ran its command timeout out and no subscription
+    // (the inbox, a name inbox) has been confirmed since.
+    mutable std::atomic<bool> inbox_unconfirmed_{false};
 };
 
 }  // namespace dlock::detail

@@ -292,3 +292,28 @@ TEST(LostReason, RevokedRightAfterAClientsFirstGrant) {
         proxy.delay_replies(0ms);
     }
 }
+
+// A server that refuses this client's SUBSCRIBE (an ACL user without
+// channels, Redis 7's default for a new user): the inbox never listens. The
+// first waiting acquisition waits a command timeout for it; the later ones
+// must not each wait as long again before taking a free lock.
+TEST(LostReason, AnInboxNeverConfirmedDelaysOnlyTheFirstAcquisition) {
+    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
+    dlock::ClientOptions options;
+    options.command_timeout = 2s;
+    dlock::Client client("redis://nochannels:pw@127.0.0.1:" + std::to_string(server.port()), options);
+    client.wait_connected();
+    auto first = client.lock("unheard-0");
+    first.lock();  // may wait up to the command timeout for the inbox
+    first.unlock();
+    for (int i = 1; i <= 3; ++i) {
+        auto lock = client.lock("unheard-" + std::to_string(i));
+        const auto started = Clock::now();
+        lock.lock();
+        const auto took = Clock::now() - started;
+        EXPECT_LT(took, options.command_timeout / 2) << "a free lock, call " << i;
+        EXPECT_TRUE(lock.try_lock_for(0ms)) << "re-entry";
+        lock.unlock();
+        lock.unlock();
+    }
+}
