@@ -213,3 +213,18 @@ TEST(CliErrors, WaitEndsAtTheDeadlineAlsoWhileTheConnectionIsBeingMade) {
         EXPECT_LT(took, 0.5 + slack) << how << " took " << took << " s";
     }
 }
+
+// A --wait of 0 (or a few ms) still connects and makes one attempt, as
+// flock -w 0 does: a free lock is taken (before, connecting counted against
+// the wait and the run ended with 69, "the server did not answer").
+TEST(CliErrors, AWaitOfZeroStillTakesAFreeLock) {
+    RedisServer server;
+    const std::vector<std::vector<std::string>> waits = {{"--wait", "0"}, {"-w", "0"}, {"--wait", "1ms"}};
+    for (const auto& wait : waits) {
+        std::vector<std::string> args = {"--url", server.uri(), "run"};
+        args.insert(args.end(), wait.begin(), wait.end());
+        args.insert(args.end(), {"free-now", "--", "true"});
+        const auto f = dlock_cli(args);
+        EXPECT_EQ(f.code, 0) << wait[0] << " " << wait[1] << ": " << f.err;
+    }
+}

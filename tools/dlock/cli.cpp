@@ -33,8 +33,8 @@ Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const 
                 std::optional<std::chrono::steady_clock::time_point> by) {
     auto& client = slot.emplace(url, client_options(global));
     std::error_code ec;
-    if (by) client.wait_connected(*by, ec);
-    if (ec == errc::connect_timeout && std::chrono::steady_clock::now() >= *by)
+    if (by) client.wait_connected(*by + connect_grace, ec);
+    if (ec == errc::connect_timeout && std::chrono::steady_clock::now() >= *by + connect_grace)
         throw Error(errc::command_timeout, client.address().to_string() +
                                                ": the server did not answer within the --wait time; not acquired");
     client.wait_connected();  // at once when connected; otherwise the reason it is not
@@ -206,11 +206,13 @@ std::string about_master(const Client& master, const std::string& text) {
     return rest.find(address) != std::string::npos ? rest : address + ": " + rest;
 }
 
-bool enough_masters_reachable(Masters& masters) {
+bool enough_masters_reachable(Masters& masters, std::optional<std::chrono::steady_clock::time_point> by) {
     std::size_t reachable = 0;
     for (std::size_t i = 0; i < masters.size(); ++i) {
         std::error_code ec;
-        masters.client(i).wait_connected(ec);
+        // The masters connect at once, side by side: one deadline for all.
+        if (by) masters.client(i).wait_connected(*by + connect_grace, ec);
+        else masters.client(i).wait_connected(ec);
         if (ec) complain("cannot use " + masters.client(i).address().to_string() + ": " + ec.message());
         else ++reachable;
     }

@@ -46,8 +46,11 @@ ClientOptions client_options(const GlobalOptions& global);
 // Makes the client in slot and waits for its connection, so that a failure
 // to connect is reported as such (with its reason: TLS, authentication, the
 // server's refusal) rather than as a command that timed out. Throws Error.
-// With `by` (a --wait's end): waits no longer than that, and a connection
-// still being made then is errc::command_timeout, "the server did not answer".
+// With `by` (a --wait's end): waits no longer than that and connect_grace
+// (a --wait of 0 still connects, then makes one attempt, as flock -w 0
+// does), and a connection still being made then is errc::command_timeout,
+// "the server did not answer".
+inline constexpr std::chrono::milliseconds connect_grace{200};
 Client& connect(std::optional<Client>& slot, const GlobalOptions& global, const std::string& url,
                 std::optional<std::chrono::steady_clock::time_point> by = std::nullopt);
 
@@ -113,7 +116,9 @@ std::string about_master(const Client& master, const std::string& text);
 
 // Waits for each master's connection; complains about those that fail.
 // True when a majority is reachable.
-bool enough_masters_reachable(Masters& masters);
+// Each master's connection, waited for up to `by` (and connect_grace) when given.
+bool enough_masters_reachable(Masters& masters,
+                              std::optional<std::chrono::steady_clock::time_point> by = std::nullopt);
 
 struct StatusOptions {
     std::string key;

@@ -174,7 +174,9 @@ int with_lock(const GlobalOptions& global, const RunOptions& options, Body body)
             return exit_usage;
         }
         Masters masters(global.urls, client_options(global));
-        if (!enough_masters_reachable(masters)) return exit_unavailable;
+        if (!enough_masters_reachable(masters, options.wait ? std::optional(options.started + *options.wait)
+                                                            : std::nullopt))
+            return exit_unavailable;
         Redlock lock(masters, options.keys.front(),
                      {.lease = options.ttl, .ownership = Ownership::handle, .on_lost = on_lost});
         return run_body(lock, masters.client(0));
