@@ -11,6 +11,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "eventually.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -24,11 +25,13 @@ struct Inbox {
     std::condition_variable changed;
     std::vector<std::string> messages;
     int resubscribed = 0;
+    int subscribed = 0;  // first confirmations
 
     dlock::Subscription::Listener listener() {
         return [this](Event e, std::string_view payload) {
             std::lock_guard lock(mutex);
             if (e == Event::message) messages.emplace_back(payload);
+            else if (e == Event::subscribed) ++subscribed;
             else ++resubscribed;
             changed.notify_all();
         };
@@ -40,6 +43,10 @@ struct Inbox {
     bool wait_resubscribed(int n, std::chrono::milliseconds timeout = 10s) {
         std::unique_lock lock(mutex);
         return changed.wait_for(lock, timeout, [&] { return resubscribed >= n; });
+    }
+    int subscribed_count() {
+        std::lock_guard lock(mutex);
+        return subscribed;
     }
 };
 
@@ -119,6 +126,8 @@ TEST(Subscriber, TenThousandChannelsShareOneConnection) {
     constexpr int channels = 10'000;
     for (int i = 0; i < channels; ++i) subs.push_back(client.subscribe("lock:" + std::to_string(i), inbox.listener()));
     for (auto& s : subs) ASSERT_TRUE(s.wait_active(soon()));
+    // Each channel's first confirmation is told once, as Event::subscribed.
+    EXPECT_TRUE(dlock::support::eventually([&] { return inbox.subscribed_count() == channels; }));
     EXPECT_EQ(pubsub_connections(server), 1);
     EXPECT_EQ(server.cli({"PUBSUB", "NUMSUB", "lock:9999"}), "lock:9999\n1");
     client.command({"PUBLISH", "lock:4242", "x"});
@@ -128,6 +137,7 @@ TEST(Subscriber, TenThousandChannelsShareOneConnection) {
     ASSERT_TRUE(inbox.wait_resubscribed(channels, 20s));
     for (auto& s : subs) ASSERT_TRUE(s.wait_active(soon()));
     EXPECT_EQ(pubsub_connections(server), 1);
+    EXPECT_EQ(inbox.subscribed_count(), channels) << "a re-subscription is not a first confirmation";
     subs.clear();
 }
 
