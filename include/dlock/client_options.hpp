@@ -87,11 +87,17 @@ struct ClientOptions {
     std::size_t max_string_bytes = std::size_t{512} << 20;
     std::size_t max_array_elements = std::size_t{16} << 20;
     std::size_t max_reply_overhead = std::size_t{16} << 20;
-    // Told once per Client about a server setting that weakens locks: today,
-    // a maxmemory-policy other than noeviction, under which Redis may evict
-    // lock keys (a held lock vanishes; a fence counter restarts). Checked
-    // with CONFIG GET when the first lock is made through this Client, if
-    // the server lets us read it. Runs on the I/O thread; must not block.
+    // Told once per Client about each server setting that weakens locks:
+    // - a maxmemory-policy other than noeviction, under which Redis may evict
+    //   lock keys (a held lock vanishes; a fence counter restarts). Checked
+    //   with CONFIG GET when the first lock is made through this Client, if
+    //   the server lets us read it;
+    // - the server refusing a SUBSCRIBE (NOPERM: an ACL user without rights
+    //   on dlock's channels), with the channel and the server's error: a
+    //   force-release is then heard only at the hold's next renewal, and a
+    //   waiter notices a release only when it tries again
+    //   (Subscription::refused). Told at the first refusal.
+    // Runs on the I/O thread; must not block.
     // Default none (the dlock command prints it to stderr).
     std::function<void(std::string_view message)> on_warning;
     // Where this client's locks record what they do (metrics.hpp). Default

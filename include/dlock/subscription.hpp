@@ -37,10 +37,17 @@ public:
     ~Subscription();
 
     // True once the server has confirmed the SUBSCRIBE, so no message
-    // published from then on is missed. Waits until deadline at the most.
-    // Always false in a forked child.
+    // published from then on is missed. Waits until deadline at the most,
+    // and returns false at once while the channel is refused(). Always false
+    // in a forked child.
     bool wait_active(std::chrono::steady_clock::time_point deadline) const;
     bool active() const;
+    // The server answered the SUBSCRIBE with an error (NOPERM: an ACL user
+    // without rights on the channel): the channel does not listen. It is
+    // subscribed again when the subscriber connection reconnects; until
+    // then refused() stays true. The client's ClientOptions::on_warning is
+    // told of the first refusal, with the server's error.
+    bool refused() const;
 
     const std::string& channel() const noexcept { return channel_; }
     explicit operator bool() const noexcept { return subscriber_ != nullptr; }

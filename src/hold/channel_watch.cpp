@@ -56,7 +56,8 @@ bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& chan
     while (!stop.stop_requested()) {
         const auto until = std::min(deadline, LockClock::now() + slice);
         if (subscription->wait_active(until)) return true;
-        if (until >= deadline) return false;
+        // Refused (an ACL without the channel): it will not listen, however long we wait.
+        if (until >= deadline || subscription->refused()) return false;
     }
     return false;
 }

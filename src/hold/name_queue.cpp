@@ -129,7 +129,7 @@ bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> s
                 ++active;
                 break;
             }
-            if (until >= deadline) break;
+            if (until >= deadline || subscription.refused()) break;  // refused: it will not listen
         }
     }
     return active >= needed;

@@ -88,6 +88,52 @@ void Subscriber::send_counted(Shard& shard, bool subscribe, const std::vector<st
     // Not ready: nothing is sent, and on_ready subscribes every channel.
     if (!shard.connection->send_if_ready(bytes)) return;
     for (auto channel : channels) ++shard.outstanding_acks[std::string(channel)];
+    const std::size_t per_command = sharded_ ? 1 : channels_per_command;
+    for (std::size_t i = 0; i < channels.size(); i += per_command) {
+        auto& sent = shard.sent.emplace_back(Shard::Sent{subscribe, {}});
+        for (std::size_t j = i; j < std::min(channels.size(), i + per_command); ++j) sent.channels.emplace_back(channels[j]);
+    }
+}
+
+void Subscriber::acknowledged_locked(Shard& shard) {
+    if (shard.sent.empty()) return;
+    auto& oldest = shard.sent.front();
+    if (++oldest.acked >= oldest.channels.size()) shard.sent.pop_front();
+}
+
+std::string Subscriber::refused_locked(Shard& shard, const Reply& reply) {
+    if (shard.sent.empty()) return {};
+    auto command = std::move(shard.sent.front());
+    shard.sent.pop_front();
+    std::string first_refused;
+    // One error refuses a whole command, but the user may lack rights on
+    // some of its channels only (a reconnect subscribes them all at once):
+    // each is asked for again on its own, and only a channel refused alone
+    // counts as refused.
+    const bool alone = command.channels.size() == 1;
+    std::vector<std::string_view> again;
+    // Its channels not acknowledged yet get no acknowledgement now.
+    for (std::size_t i = command.acked; i < command.channels.size(); ++i) {
+        const auto& name = command.channels[i];
+        auto ack = shard.outstanding_acks.find(name);
+        if (ack != shard.outstanding_acks.end() && --ack->second == 0) shard.outstanding_acks.erase(ack);
+        if (!command.subscribe || shard.outstanding_acks.count(name)) continue;
+        auto it = channels_.find(name);
+        if (it == channels_.end() || it->second.shard != &shard) continue;
+        if (!alone) {
+            again.push_back(it->first);
+            continue;
+        }
+        it->second.refused = reply.text.empty() ? std::string("refused") : reply.text;
+        if (first_refused.empty()) first_refused = name;
+    }
+    for (auto name : again) send_counted(shard, true, {name});
+    if (first_refused.empty() || warned_of_refusal_ || !options_.on_warning) return {};
+    warned_of_refusal_ = true;
+    return "the server refused to subscribe to " + first_refused + " (" + reply.text +
+           "): a force-release reaches this client's holders only at their next renewal, and its waiters notice "
+           "a release only when they try again; give the ACL user pub/sub rights on dlock's channels "
+           "(for example ACL SETUSER <user> allchannels)";
 }
 
 Subscription Subscriber::add(std::string channel, Subscription::Listener listener) {
@@ -129,10 +175,21 @@ void Subscriber::remove(const std::string& channel, unsigned long long id) {
 bool Subscriber::wait_active(const std::string& channel, Clock::time_point deadline) {
     if (fork_guard_.forked()) return false;  // only the parent's I/O thread could confirm it
     std::unique_lock lock(mutex_);
-    return confirmed_.wait_until(lock, deadline, [&] {
+    bool active = false;
+    confirmed_.wait_until(lock, deadline, [&] {
         auto it = channels_.find(channel);
-        return it != channels_.end() && it->second.active;
+        if (it == channels_.end()) return false;
+        active = it->second.active;
+        return active || !it->second.refused.empty();
     });
+    return active;
+}
+
+bool Subscriber::refused(const std::string& channel) {
+    if (fork_guard_.forked()) return false;
+    std::lock_guard lock(mutex_);
+    auto it = channels_.find(channel);
+    return it != channels_.end() && !it->second.refused.empty();
 }
 
 bool Subscriber::active(const std::string& channel) {
@@ -149,6 +206,7 @@ bool Subscriber::failing(const Subscription& s) {
         std::lock_guard lock(s.subscriber_->mutex_);
         auto it = s.subscriber_->channels_.find(s.channel_);
         if (it == s.subscriber_->channels_.end()) return true;
+        if (!it->second.refused.empty()) return true;
         if (!it->second.shard) return false;  // being placed (a cluster's slot map): on its way
         connection = it->second.shard->connection;
     }
@@ -161,6 +219,7 @@ bool Subscriber::failing(const Subscription& s) {
 void Subscriber::on_ready(Shard& shard) {
     std::lock_guard lock(mutex_);
     shard.outstanding_acks.clear();  // acks of the old connection never come
+    shard.sent.clear();
     std::vector<std::string_view> names;
     for (auto& [name, entry] : channels_) {
         if (entry.shard != &shard) continue;
@@ -168,6 +227,7 @@ void Subscriber::on_ready(Shard& shard) {
         // messages; tell its listeners once the server confirms again.
         entry.announce_resubscribe = entry.active || entry.announce_resubscribe;
         entry.active = false;
+        entry.refused.clear();  // asked again now
         names.push_back(name);
     }
     if (!names.empty()) send_counted(shard, true, names);
@@ -180,11 +240,30 @@ void Subscriber::displaced_locked(Channel& entry) {
 }
 
 void Subscriber::on_push(Shard& shard, Reply&& reply) {
+    if (reply.is_error() && (!sharded_ || reply.text.starts_with("NOPERM"))) {
+        // A refusal (an ACL without rights on the channel): the channel does
+        // not listen, and waiting for it would wait in vain.
+        std::string warning;
+        {
+            std::lock_guard lock(mutex_);
+            warning = refused_locked(shard, reply);
+        }
+        confirmed_.notify_all();
+        if (!warning.empty()) {
+            try {
+                options_.on_warning(warning);
+            } catch (...) {
+                // A warning hook must not take the I/O thread down.
+            }
+        }
+        return;
+    }
     if (sharded_ && reply.is_error()) {
         // An SSUBSCRIBE that reached a node not serving its slot (MOVED):
         // its channels there are placed again once the map is refreshed.
         {
             std::lock_guard lock(mutex_);
+            if (!shard.sent.empty()) shard.sent.pop_front();  // the command it answers
             for (auto& [name, entry] : channels_) {
                 if (entry.shard != &shard || entry.active) continue;
                 shard.outstanding_acks.erase(name);
@@ -205,6 +284,7 @@ void Subscriber::on_push(Shard& shard, Reply&& reply) {
             std::lock_guard lock(mutex_);
             auto ack = shard.outstanding_acks.find(channel);
             auto it = channels_.find(channel);
+            if (ack != shard.outstanding_acks.end()) acknowledged_locked(shard);
             if (ack == shard.outstanding_acks.end()) {
                 // Not an answer to us: the server dropped the channel (its
                 // slot moved away, or the node became a replica).
@@ -216,6 +296,7 @@ void Subscriber::on_push(Shard& shard, Reply&& reply) {
                 if (shard.outstanding_acks.count(channel)) return;  // a later one is still on its way
                 if (it == channels_.end() || it->second.shard != &shard) return;
                 it->second.active = true;
+                it->second.refused.clear();
             }
         }
         if (dropped) {
@@ -345,5 +426,7 @@ bool Subscription::wait_active(std::chrono::steady_clock::time_point deadline) c
 }
 
 bool Subscription::active() const { return subscriber_ && subscriber_->active(channel_); }
+
+bool Subscription::refused() const { return subscriber_ && subscriber_->refused(channel_); }
 
 }  // namespace dlock

@@ -17,12 +17,14 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/condition.hpp"
 #include "connection.hpp"
@@ -45,7 +47,9 @@ public:
     // Whether the connection that carries s's channel has failed its last
     // attempt (refused, timed out, closed) and waits to try again: the
     // channel will not be active soon. False while it connects or is up.
+    // True too while the server refuses the channel (Subscription::refused).
     static bool failing(const Subscription& s);
+    bool refused(const std::string& channel);
 
     void set_io_thread(std::thread::id id) { io_thread_ = id; }
     std::size_t shard_count() {
@@ -69,6 +73,16 @@ private:
         // only when none are outstanding; an ack left over from an earlier
         // unsubscribe-and-subscribe does not count. Reset on reconnect.
         std::unordered_map<std::string, unsigned> outstanding_acks;
+        // The (S)SUBSCRIBE/(S)UNSUBSCRIBE commands sent on the current
+        // connection and not yet fully answered, oldest first: the server
+        // answers a command with one acknowledgement per channel, or with
+        // one error (NOPERM), which belongs to the oldest. Reset on reconnect.
+        struct Sent {
+            bool subscribe;
+            std::vector<std::string> channels;
+            std::size_t acked = 0;
+        };
+        std::deque<Sent> sent;
     };
     struct Channel {
         std::map<unsigned long long, ListenerPtr> listeners;
@@ -78,6 +92,9 @@ private:
         // Until the server first confirms it: its listeners then get
         // Event::subscribed (what was done before may have missed messages).
         bool announce_first = true;
+        // The server's error for its last SUBSCRIBE on the current
+        // connection (empty: not refused).
+        std::string refused;
     };
 
     // Under mutex_: the shard a channel belongs on now (nullptr: no master
@@ -88,6 +105,12 @@ private:
     // Sends a (S)SUBSCRIBE or (S)UNSUBSCRIBE on shard and counts its acks. Under mutex_.
     void send_counted(Shard& shard, bool subscribe, const std::vector<std::string_view>& channels);
     void on_push(Shard& shard, Reply&& reply);
+    // An acknowledgement of the oldest command sent on shard: it is done once
+    // each of its channels has one. Under mutex_.
+    void acknowledged_locked(Shard& shard);
+    // The server refused the oldest command sent on shard (reply: its
+    // error). Returns the warning to give, if this is the first refusal.
+    std::string refused_locked(Shard& shard, const Reply& reply);
     // A channel the server dropped on its own (its slot moved): placed again soon.
     void displaced_locked(Channel& entry);
     void schedule_replace();
@@ -111,6 +134,7 @@ private:
     bool started_ = false, shut_down_ = false;
     std::unique_ptr<asio::steady_timer> replace_timer_;  // sharded; I/O thread
     bool replace_scheduled_ = false;
+    bool warned_of_refusal_ = false;  // ClientOptions::on_warning is told once
 
     // Held while listeners run, so remove() can promise that its listener is
     // not running and will not run once it returns.

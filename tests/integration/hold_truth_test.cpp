@@ -15,6 +15,7 @@
 #include "dlock/redlock.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "warnings.hpp"
 #include "warm_up.hpp"
 #include "tcp_proxy.hpp"
 
@@ -547,22 +548,15 @@ TEST(HoldTruth, TokensKeepGrowingAfterTheFenceExpiresIsEvictedOrTheServerRestart
 TEST(HoldTruth, AnEvictingMaxmemoryPolicyIsWarnedOfOnce) {
     dlock::support::RedisServer evicting({.extra_args = {"--maxmemory-policy", "allkeys-lru"}});
     dlock::support::RedisServer safe;
-    std::mutex mutex;
-    std::vector<std::string> warnings;
+    dlock::support::Warnings told;
     dlock::ClientOptions options;
-    options.on_warning = [&](std::string_view message) {
-        std::lock_guard lock(mutex);
-        warnings.emplace_back(message);
-    };
+    options.on_warning = told.hook();
     {
         dlock::Client client(evicting.uri(), options);
         auto a = client.lock("a"), b = client.lock("b");
         a.lock();
         a.unlock();
-        ASSERT_TRUE(eventually([&] {
-            std::lock_guard lock(mutex);
-            return !warnings.empty();
-        }, 2s));
+        ASSERT_TRUE(eventually([&] { return !told.told().empty(); }, 2s));
     }
     {
         dlock::Client client(safe.uri(), options);
@@ -571,7 +565,7 @@ TEST(HoldTruth, AnEvictingMaxmemoryPolicyIsWarnedOfOnce) {
         a.unlock();
         std::this_thread::sleep_for(200ms);
     }
-    std::lock_guard lock(mutex);
+    const auto warnings = told.told();
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_NE(warnings[0].find("allkeys-lru"), std::string::npos) << warnings[0];
 }

@@ -21,6 +21,7 @@
 #include "eventually.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "warnings.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -295,18 +296,18 @@ TEST(LostReason, RevokedRightAfterAClientsFirstGrant) {
 
 // A server that refuses this client's SUBSCRIBE (an ACL user without
 // channels, Redis 7's default for a new user): the inbox never listens. The
-// first waiting acquisition waits a command timeout for it; the later ones
-// must not each wait as long again before taking a free lock.
-TEST(LostReason, AnInboxNeverConfirmedDelaysOnlyTheFirstAcquisition) {
+// client is warned, with the server's error; no acquisition waits for the
+// inbox (the server's refusal is known at once), and a waiter whose wake-up
+// channel is refused still gets the lock once it is released, by trying again.
+TEST(LostReason, ARefusedInboxIsWarnedOfAndDelaysNoAcquisition) {
     RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
+    dlock::support::Warnings told;
     dlock::ClientOptions options;
-    options.command_timeout = 2s;
+    options.command_timeout = 4s;
+    options.on_warning = told.hook();
     dlock::Client client("redis://nochannels:pw@127.0.0.1:" + std::to_string(server.port()), options);
     client.wait_connected();
-    auto first = client.lock("unheard-0");
-    first.lock();  // may wait up to the command timeout for the inbox
-    first.unlock();
-    for (int i = 1; i <= 3; ++i) {
+    for (int i = 0; i <= 3; ++i) {
         auto lock = client.lock("unheard-" + std::to_string(i));
         const auto started = Clock::now();
         lock.lock();
@@ -316,4 +317,22 @@ TEST(LostReason, AnInboxNeverConfirmedDelaysOnlyTheFirstAcquisition) {
         lock.unlock();
         lock.unlock();
     }
+    const auto warnings = told.told();
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("dlock:inbox:"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("NOPERM"), std::string::npos) << warnings[0];
+    dlock::Client other("redis://nochannels:pw@127.0.0.1:" + std::to_string(server.port()), options);
+    auto held = other.lock("unheard-busy", {.lease = 1s});
+    held.lock();
+    auto waiter = client.lock("unheard-busy", {.lease = 1s});
+    auto got = std::async(std::launch::async, [&] {
+        const auto started = Clock::now();
+        EXPECT_TRUE(waiter.try_lock_for(20s));
+        waiter.unlock();
+        return Clock::now() - started;
+    });
+    std::this_thread::sleep_for(300ms);
+    held.unlock();
+    const auto waited = got.get();
+    EXPECT_LT(waited, 300ms + options.command_timeout) << "the waiter waited for its refused channel";
 }

@@ -13,6 +13,7 @@
 #include "dlock/error.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "warnings.hpp"
 
 using namespace std::chrono_literals;
 using Event = dlock::Subscription::Event;
@@ -211,4 +212,49 @@ TEST(Subscriber, WhatAForkedChildDestroysLeavesTheParentSubscribed) {
     ASSERT_TRUE(inbox.wait_messages(1));
     EXPECT_EQ(inbox.messages[0], "after");
     EXPECT_EQ(client->command({"ECHO", "parent"}).text, "parent");
+}
+
+// An ACL user with rights on some channels only: the server answers the
+// SUBSCRIBE of another with NOPERM. The refused channel says so at once
+// (no wait for a confirmation that never comes), the client is warned once
+// with the server's error, and the channels it may use still listen.
+TEST(Subscriber, ARefusedChannelSaysSoAtOnceAndIsWarnedOfOnce) {
+    dlock::support::RedisServer server({.acl_users = {{"some", "on", ">pw", "~*", "resetchannels", "&open*", "+@all"}}});
+    dlock::support::Warnings told;
+    dlock::ClientOptions options;
+    options.on_warning = told.hook();
+    dlock::Client client("redis://some:pw@127.0.0.1:" + std::to_string(server.port()), options);
+    Inbox open, closed, closed_too;
+    auto before = client.subscribe("open-before", open.listener());
+    auto refused = client.subscribe("closed", closed.listener());
+    auto refused_too = client.subscribe("closed-too", closed_too.listener());
+    auto after = client.subscribe("open-after", open.listener());
+    ASSERT_TRUE(before.wait_active(soon()));
+    ASSERT_TRUE(after.wait_active(soon()));
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_FALSE(refused.wait_active(started + 10s));
+    EXPECT_FALSE(refused_too.wait_active(started + 10s));
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 5s) << "a refused channel is waited for in vain";
+    EXPECT_TRUE(refused.refused());
+    EXPECT_TRUE(refused_too.refused());
+    EXPECT_FALSE(before.refused());
+    EXPECT_FALSE(after.refused());
+    EXPECT_EQ(client.command({"PUBLISH", "open-after", "hello"}).integer, 1);
+    ASSERT_TRUE(open.wait_messages(1));
+    EXPECT_EQ(closed.subscribed_count(), 0);
+    // A reconnect subscribes every channel in one command, which the server
+    // refuses whole: the allowed channels still listen after it.
+    server.restart();
+    ASSERT_TRUE(open.wait_resubscribed(2)) << "no resubscribed event after restart";
+    ASSERT_TRUE(before.wait_active(soon()));
+    ASSERT_TRUE(after.wait_active(soon()));
+    EXPECT_FALSE(refused.wait_active(soon()));
+    EXPECT_TRUE(refused.refused());
+    EXPECT_EQ(server.cli({"PUBLISH", "open-before", "again"}), "1");
+    ASSERT_TRUE(open.wait_messages(2));
+    const auto warnings = told.told();
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("closed"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("NOPERM"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("ACL SETUSER"), std::string::npos) << warnings[0];
 }
