@@ -6,6 +6,7 @@
 // renewal's script (renewal_refused).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
 #include <optional>
 #include <sstream>
@@ -335,4 +336,121 @@ TEST(LostReason, ARefusedInboxIsWarnedOfAndDelaysNoAcquisition) {
     held.unlock();
     const auto waited = got.get();
     EXPECT_LT(waited, 300ms + options.command_timeout) << "the waiter waited for its refused channel";
+}
+
+namespace {
+
+// How long `wait` (which takes the lock and gives it back) takes when
+// `release` lets it go 300 ms after it began; fails the test past 3.3 s.
+void expect_woken_soon(const std::function<bool()>& wait, const std::function<void()>& release) {
+    auto got = std::async(std::launch::async, [&] {
+        const auto started = Clock::now();
+        EXPECT_TRUE(wait());
+        return Clock::now() - started;
+    });
+    std::this_thread::sleep_for(300ms);
+    release();
+    const auto waited = got.get();
+    EXPECT_LT(waited, 300ms + 3s) << "the waiter slept "
+                                  << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                                  << " ms for a release 300 ms after it began to wait";
+}
+
+std::string no_channels_uri(const RedisServer& server) {
+    return "redis://nochannels:pw@127.0.0.1:" + std::to_string(server.port());
+}
+
+}  // namespace
+
+// The same refused client, waiting as a reader behind a writer that holds a
+// lease of the default length, and as a semaphore's waiter: the documented
+// cost of a refused channel is that the waiter notices the release "when it
+// tries again". It must try again soon (as a Lock's waiter does, within its
+// place's refresh), not sleep the rest of the holder's 30 s lease.
+TEST(LostReason, WaitersWhoseChannelIsRefusedNoticeAReleaseSoon) {
+    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
+    dlock::Client client(no_channels_uri(server));
+    dlock::Client other(no_channels_uri(server));
+    auto writer = other.rw_lock("unheard-rw");
+    writer.lock();
+    auto reader = client.rw_lock("unheard-rw");
+    expect_woken_soon([&] { return reader.try_lock_shared_for(40s) && (reader.unlock_shared(), true); },
+                      [&] { writer.unlock(); });
+    dlock::Semaphore held(other, "unheard-s", {.limit = 1});
+    auto permit = held.acquire();
+    dlock::Semaphore waiting(client, "unheard-s", {.limit = 1});
+    expect_woken_soon([&] { return static_cast<bool>(waiting.try_acquire_for(40s)); }, [&] {
+        std::error_code ec;
+        permit.release(ec);  // fails with "can't publish" (ASemaphoreReleaseWorksForAnAclUserWithoutChannels)
+    });
+}
+
+// An ACL user without channel rights (Redis 7's default for a new user) is
+// documented as costing only notices (ClientOptions::on_warning). But the
+// release scripts PUBLISH, which the same ACL refuses inside a script: a
+// semaphore's last permit back publishes 'free', so every such release fails.
+TEST(LostReason, ASemaphoreReleaseWorksForAnAclUserWithoutChannels) {
+    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
+    dlock::Client client(no_channels_uri(server));
+    dlock::Semaphore pool(client, "unheard-pool", {.limit = 1});
+    auto permit = pool.acquire();
+    std::error_code ec;
+    permit.release(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_FALSE(pool.try_acquire_for(0ms) ? false : true) << "the permit was not given back";
+}
+
+// The same user releasing a Lock someone waits for: release.lua grants the
+// lock to the waiter, then its PUBLISH of the grant notice is refused.
+TEST(LostReason, ALockReleaseWithAWaiterWorksForAnAclUserWithoutChannels) {
+    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
+    dlock::Client client(no_channels_uri(server));
+    dlock::Client other(no_channels_uri(server));
+    std::mutex mutex;
+    std::vector<std::string> unlock_errors;
+    auto held = other.lock("unheard-lock", {.on_unlock_error = [&](std::string_view, std::error_code ec) {
+                                                std::lock_guard lock(mutex);
+                                                unlock_errors.push_back(ec.message());
+                                            }});
+    held.lock();
+    auto waiter = client.lock("unheard-lock");
+    expect_woken_soon([&] { return waiter.try_lock_for(40s) && (waiter.unlock(), true); }, [&] {
+        std::error_code ec;
+        held.unlock(ec);
+        EXPECT_FALSE(ec) << ec.message();
+    });
+    std::lock_guard lock(mutex);
+    for (const auto& e : unlock_errors) ADD_FAILURE() << "on_unlock_error: " << e;
+}
+
+// A client whose inbox SUBSCRIBE met a script running past
+// busy-reply-threshold (-BUSY: a passing state, the user has every right):
+// once the script is killed, a force-release of its hold must still be told
+// within about a round trip, not at the next renewal (a third of the lease).
+TEST(LostReason, AnInboxSubscribedWhileAScriptRanStillHearsARevocation) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client admin(server.uri());
+    // The subscriber connection is up (its first channel confirmed) before the script runs.
+    auto warm = client.subscribe("warm", [](dlock::Subscription::Event, std::string_view) {});
+    ASSERT_TRUE(warm.wait_active(Clock::now() + 5s));
+    ASSERT_EQ(server.cli({"CONFIG", "SET", "busy-reply-threshold", "100"}), "OK");
+    auto script = std::async(std::launch::async, [&] { return server.cli({"EVAL", "while true do end", "0"}); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"PING"}).find("BUSY") != std::string::npos; }));
+    Told told;
+    auto lock = client.lock("busy-inbox", {.on_lost = told.callback()});  // the client's first lock: its inbox subscribes
+    std::this_thread::sleep_for(300ms);
+    server.cli({"SCRIPT", "KILL"});
+    script.get();
+    ASSERT_EQ(server.cli({"PING"}), "PONG");
+    lock.lock();
+    std::this_thread::sleep_for(200ms);
+    const auto revoked_at = Clock::now();
+    ASSERT_TRUE(dlock::force_release(admin, "busy-inbox"));
+    const auto ec = told.get(15s);
+    ASSERT_TRUE(ec) << "on_lost was not called within 15 s";
+    EXPECT_LT(told.when() - revoked_at, 2s)
+        << "told " << std::chrono::duration_cast<std::chrono::milliseconds>(told.when() - revoked_at).count()
+        << " ms after the force-release, as " << ec.message();
+    EXPECT_EQ(dlock::lost_reason_of(ec), LostReason::revoked) << ec.message();
 }

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <mutex>
 
@@ -257,4 +258,32 @@ TEST(Subscriber, ARefusedChannelSaysSoAtOnceAndIsWarnedOfOnce) {
     EXPECT_NE(warnings[0].find("closed"), std::string::npos) << warnings[0];
     EXPECT_NE(warnings[0].find("NOPERM"), std::string::npos) << warnings[0];
     EXPECT_NE(warnings[0].find("ACL SETUSER"), std::string::npos) << warnings[0];
+}
+
+// A SUBSCRIBE that meets a script running past busy-reply-threshold is
+// answered -BUSY: a passing state of the server, not an ACL refusal. Once
+// the script is killed, the channel must listen (and the client is not told
+// to fix its ACL user, which has every right).
+TEST(Subscriber, ABusyScriptDoesNotRefuseAChannelForGood) {
+    dlock::support::RedisServer server;
+    dlock::support::Warnings told;
+    dlock::ClientOptions options;
+    options.on_warning = told.hook();
+    dlock::Client client(server.uri(), options);
+    Inbox warm_inbox, late_inbox;
+    auto warm = client.subscribe("warm", warm_inbox.listener());
+    ASSERT_TRUE(warm.wait_active(soon()));  // the subscriber connection is up
+    ASSERT_EQ(server.cli({"CONFIG", "SET", "busy-reply-threshold", "100"}), "OK");
+    auto script = std::async(std::launch::async, [&] { return server.cli({"EVAL", "while true do end", "0"}); });
+    ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"PING"}).find("BUSY") != std::string::npos; }));
+    auto late = client.subscribe("late", late_inbox.listener());
+    std::this_thread::sleep_for(300ms);  // its SUBSCRIBE is answered -BUSY
+    const bool refused_while_busy = late.refused();
+    server.cli({"SCRIPT", "KILL"});
+    script.get();
+    ASSERT_EQ(server.cli({"PING"}), "PONG");
+    EXPECT_TRUE(late.wait_active(std::chrono::steady_clock::now() + 10s))
+        << "refused() while busy: " << refused_while_busy << ", now: " << late.refused();
+    EXPECT_EQ(server.cli({"PUBLISH", "late", "hello"}), "1") << "nobody listens on the channel";
+    for (const auto& warning : told.told()) EXPECT_EQ(warning.find("ACL"), std::string::npos) << warning;
 }
