@@ -6,7 +6,9 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <atomic>
 #include <future>
+#include <optional>
 #include <memory>
 #include <mutex>
 
@@ -14,6 +16,7 @@
 #include "dlock/error.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "scripted_server.hpp"
 #include "warnings.hpp"
 
 using namespace std::chrono_literals;
@@ -286,4 +289,95 @@ TEST(Subscriber, ABusyScriptDoesNotRefuseAChannelForGood) {
         << "refused() while busy: " << refused_while_busy << ", now: " << late.refused();
     EXPECT_EQ(server.cli({"PUBLISH", "late", "hello"}), "1") << "nobody listens on the channel";
     for (const auto& warning : told.told()) EXPECT_EQ(warning.find("ACL"), std::string::npos) << warning;
+}
+
+// The warning hook runs on the I/O thread; one that calls back into the
+// client without blocking (subscribes, asks a subscription, drops one) must
+// not deadlock it.
+TEST(Subscriber, AWarningHookMayCallBackIntoTheClient) {
+    dlock::support::RedisServer server({.acl_users = {{"some", "on", ">pw", "~*", "resetchannels", "&open*", "+@all"}}});
+    std::mutex mutex;
+    std::optional<dlock::Subscription> from_hook, refused;
+    std::atomic<bool> asked{false};
+    dlock::Client* self = nullptr;
+    dlock::ClientOptions options;
+    options.on_warning = [&](std::string_view) {
+        std::lock_guard lock(mutex);
+        asked = refused && refused->refused();
+        refused.reset();  // its last listener: UNSUBSCRIBE from the I/O thread
+        from_hook.emplace(self->subscribe("open-from-hook", [](Event, std::string_view) {}));
+    };
+    dlock::Client client("redis://some:pw@127.0.0.1:" + std::to_string(server.port()), options);
+    self = &client;
+    {
+        std::lock_guard lock(mutex);
+        refused.emplace(client.subscribe("closed", [](Event, std::string_view) {}));
+    }
+    ASSERT_TRUE(dlock::support::eventually([&] {
+        std::lock_guard lock(mutex);
+        return from_hook.has_value();
+    }));
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(from_hook->wait_active(soon()));
+    EXPECT_TRUE(asked.load());
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
+}
+
+// A hostile server answering SUBSCRIBE with errors (one more than there are
+// commands), odd arrays and late acknowledgements: the client neither
+// crashes nor waits for the channel past the deadline, and its other
+// connection still works.
+TEST(Subscriber, AHostileServersSubscribeAnswersAreSurvived) {
+    using dlock::support::ScriptedServer;
+    ScriptedServer hostile([](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "SUBSCRIBE" || command[0] == "UNSUBSCRIBE") {
+            std::string out = "-ERR one\r\n-ERR two with nothing pending\r\n*1\r\n:1\r\n*3\r\n:1\r\n*0\r\n$-1\r\n";
+            out += ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(""), ":1\r\n"});
+            for (std::size_t i = 1; i < command.size(); ++i)
+                out += ScriptedServer::array({ScriptedServer::bulk("subscribe"), ScriptedServer::bulk(command[i]), ":1\r\n"});
+            out += "-NOPERM three\r\n";
+            return out;
+        }
+        return "-ERR unknown\r\n";
+    });
+    dlock::Client client("redis://127.0.0.1:" + std::to_string(hostile.port()));
+    const auto started = std::chrono::steady_clock::now();
+    auto a = client.subscribe("a", [](Event, std::string_view) {});
+    auto b = client.subscribe("b", [](Event, std::string_view) {});
+    (void)a.wait_active(started + 3s);
+    (void)b.wait_active(started + 3s);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 4s);
+    a = dlock::Subscription();
+    auto c = client.subscribe("c", [](Event, std::string_view) {});
+    (void)c.wait_active(std::chrono::steady_clock::now() + 3s);
+    EXPECT_EQ(client.command({"PING"}).text, "PONG");
+}
+
+// SUBSCRIBE, UNSUBSCRIBE and SUBSCRIBE of one channel in flight together,
+// for a refused channel and an allowed one: each ends where its last command
+// says (refused at once; listening), whatever the order of errors and acks.
+TEST(Subscriber, ResubscribingWhileAnswersAreInFlightEndsRight) {
+    dlock::support::RedisServer server({.acl_users = {{"some", "on", ">pw", "~*", "resetchannels", "&open*", "+@all"}}});
+    dlock::Client client("redis://some:pw@127.0.0.1:" + std::to_string(server.port()));
+    Inbox warm_inbox;
+    auto warm = client.subscribe("open-warm", warm_inbox.listener());
+    ASSERT_TRUE(warm.wait_active(soon()));
+    for (int round = 0; round < 20; ++round) {
+        Inbox open, closed;
+        std::optional<dlock::Subscription> o(client.subscribe("open-x", open.listener()));
+        std::optional<dlock::Subscription> c(client.subscribe("closed-x", closed.listener()));
+        o.reset();
+        c.reset();
+        o.emplace(client.subscribe("open-x", open.listener()));
+        c.emplace(client.subscribe("closed-x", closed.listener()));
+        const auto started = std::chrono::steady_clock::now();
+        EXPECT_FALSE(c->wait_active(started + 5s)) << round;
+        EXPECT_TRUE(c->refused()) << round;
+        EXPECT_LT(std::chrono::steady_clock::now() - started, 2s) << round;
+        ASSERT_TRUE(o->wait_active(soon())) << round;
+        EXPECT_FALSE(o->refused()) << round;
+        EXPECT_EQ(server.cli({"PUBLISH", "open-x", "m"}), "1") << round;
+    }
 }
