@@ -15,6 +15,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_lock.hpp"
 #include "dlock/multi_lock.hpp"
 #include "dlock/redlock.hpp"
 #include "dlock/rw_lock.hpp"
@@ -453,4 +454,45 @@ TEST(LostReason, AnInboxSubscribedWhileAScriptRanStillHearsARevocation) {
         << "told " << std::chrono::duration_cast<std::chrono::milliseconds>(told.when() - revoked_at).count()
         << " ms after the force-release, as " << ec.message();
     EXPECT_EQ(dlock::lost_reason_of(ec), LostReason::revoked) << ec.message();
+}
+
+// Waits with a deadline on a client whose channels are all refused, each
+// kind, on names held elsewhere: each gives up by its deadline plus a round
+// trip or so, not after a command timeout spent waiting for a channel.
+TEST(LostReason, DeadlinesHoldWhenEveryChannelIsRefused) {
+    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
+    dlock::ClientOptions options;
+    options.command_timeout = 4s;
+    dlock::Client other(no_channels_uri(server), options);
+    auto l = other.lock("dl-lock");
+    dlock::FairLock f(other, "dl-fair");
+    auto w = other.rw_lock("dl-rw");
+    dlock::Semaphore s(other, "dl-sem", {.limit = 1});
+    l.lock();
+    f.lock();
+    w.lock();
+    auto permit = s.acquire();
+    dlock::Client client(no_channels_uri(server), options);
+    auto l2 = client.lock("dl-lock");
+    dlock::FairLock f2(client, "dl-fair");
+    auto r2 = client.rw_lock("dl-rw");
+    auto w2 = client.rw_lock("dl-rw");
+    dlock::Semaphore s2(client, "dl-sem", {.limit = 1});
+    const std::vector<std::pair<std::string, std::function<bool()>>> tries{
+        {"Lock", [&] { return l2.try_lock_for(300ms); }},
+        {"FairLock", [&] { return f2.try_lock_for(300ms); }},
+        {"RwLock read", [&] { return r2.try_lock_shared_for(300ms); }},
+        {"RwLock write", [&] { return w2.try_lock_for(300ms); }},
+        {"Semaphore", [&] { return static_cast<bool>(s2.try_acquire_for(300ms)); }},
+    };
+    for (int round = 0; round < 2; ++round) {
+        for (const auto& [kind, bounded_try] : tries) {
+            const auto started = Clock::now();
+            EXPECT_FALSE(bounded_try()) << kind;
+            const auto took = Clock::now() - started;
+            EXPECT_LT(took, 300ms + 700ms)
+                << kind << " (round " << round << ") took "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+        }
+    }
 }
