@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -116,4 +117,57 @@ TEST(ClusterMap, AClientClosesWhileItsPeriodicRefreshIsDue) {
         if (closing.wait_for(10s) != std::future_status::ready) ++hung;  // the detached close is left behind
     }
     EXPECT_EQ(hung, 0) << "a Client's close did not return";
+}
+
+// Sharded pub/sub against a scripted node that serves every slot: its first
+// SSUBSCRIBE (of "x") is answered MOVED while the SSUBSCRIBE of "y" waits
+// behind it; then "z" is refused (NOPERM). Each answer belongs to its own
+// command: z is refused at once and named in the warning; x and y, which
+// the node confirmed, are not refused.
+TEST(ClusterMap, AnSsubscribeRefusedAfterAMovedOneIsToldForItsOwnChannel) {
+    std::atomic<int> seed_port{0};
+    std::atomic<bool> moved_once{false};
+    ScriptedServer node([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "CLUSTER")
+            return ScriptedServer::array({ScriptedServer::array(
+                {":0\r\n", ":16383\r\n",
+                 ScriptedServer::array({ScriptedServer::bulk("127.0.0.1"), ":" + std::to_string(seed_port) + "\r\n"})})});
+        if ((command[0] == "SSUBSCRIBE" || command[0] == "SUNSUBSCRIBE") && command.size() == 2) {
+            if (command[0] == "SSUBSCRIBE" && command[1] == "x" && !moved_once.exchange(true)) {
+                std::this_thread::sleep_for(200ms);  // y's SSUBSCRIBE arrives meanwhile
+                return "-MOVED 16287 127.0.0.1:" + std::to_string(seed_port) + "\r\n";
+            }
+            if (command[0] == "SSUBSCRIBE" && command[1] == "z") return "-NOPERM no rights on channel z\r\n";
+            const std::string kind = command[0] == "SSUBSCRIBE" ? "ssubscribe" : "sunsubscribe";
+            return ScriptedServer::array({ScriptedServer::bulk(kind), ScriptedServer::bulk(command[1]), ":1\r\n"});
+        }
+        return "+OK\r\n";
+    });
+    seed_port = node.port();
+    std::mutex mutex;
+    std::vector<std::string> warnings;
+    dlock::ClientOptions options;
+    options.on_warning = [&](std::string_view message) {
+        std::lock_guard lock(mutex);
+        warnings.emplace_back(message);
+    };
+    dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(node.port()), options);
+    // The slot map is in and the node's connection up: x and y go in this order.
+    auto warm = client.subscribe("warm", [](dlock::Subscription::Event, std::string_view) {});
+    ASSERT_TRUE(warm.wait_active(Clock::now() + 5s));
+    auto x = client.subscribe("x", [](dlock::Subscription::Event, std::string_view) {});
+    auto y = client.subscribe("y", [](dlock::Subscription::Event, std::string_view) {});
+    ASSERT_TRUE(x.wait_active(Clock::now() + 5s));
+    ASSERT_TRUE(y.wait_active(Clock::now() + 5s));
+    auto z = client.subscribe("z", [](dlock::Subscription::Event, std::string_view) {});
+    const auto started = Clock::now();
+    EXPECT_FALSE(z.wait_active(started + 3s));
+    EXPECT_LT(Clock::now() - started, 1s) << "the refused channel was waited for in vain";
+    EXPECT_TRUE(z.refused());
+    EXPECT_FALSE(x.refused()) << "x was confirmed, yet marked refused";
+    EXPECT_FALSE(y.refused()) << "y was confirmed, yet marked refused";
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("subscribe to z "), std::string::npos) << warnings[0];
 }
