@@ -496,3 +496,21 @@ TEST(LostReason, DeadlinesHoldWhenEveryChannelIsRefused) {
         }
     }
 }
+
+// The same user as an operator: force_release removes the hold, then its
+// PUBLISH of the revocation is refused, and the operator is told it failed.
+TEST(LostReason, AForceReleaseWorksForAnAclUserWithoutChannels) {
+    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
+    dlock::Client client(no_channels_uri(server));
+    dlock::Client admin(no_channels_uri(server));
+    auto held = client.lock("unheard-force");
+    held.lock();
+    std::string error;
+    try {
+        EXPECT_TRUE(dlock::force_release(admin, "unheard-force"));
+    } catch (const dlock::Error& e) {
+        error = e.what();
+    }
+    EXPECT_EQ(error, "") << "force_release threw";
+    EXPECT_EQ(server.cli({"EXISTS", key_of("unheard-force")}), "0") << "the hold was not removed";
+}
