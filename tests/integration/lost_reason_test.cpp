@@ -361,6 +361,13 @@ std::string no_channels_uri(const RedisServer& server) {
     return "redis://nochannels:pw@127.0.0.1:" + std::to_string(server.port());
 }
 
+// A server whose user "nochannels" has no pub/sub rights, and two clients of that user.
+struct NoChannels {
+    RedisServer server{{.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}}};
+    dlock::Client client{no_channels_uri(server)};
+    dlock::Client other{no_channels_uri(server)};
+};
+
 }  // namespace
 
 // The same refused client, waiting as a reader behind a writer that holds a
@@ -369,9 +376,9 @@ std::string no_channels_uri(const RedisServer& server) {
 // tries again". It must try again soon (as a Lock's waiter does, within its
 // place's refresh), not sleep the rest of the holder's 30 s lease.
 TEST(LostReason, WaitersWhoseChannelIsRefusedNoticeAReleaseSoon) {
-    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
-    dlock::Client client(no_channels_uri(server));
-    dlock::Client other(no_channels_uri(server));
+    NoChannels setup;
+    auto& client = setup.client;
+    auto& other = setup.other;
     auto writer = other.rw_lock("unheard-rw");
     writer.lock();
     auto reader = client.rw_lock("unheard-rw");
@@ -404,9 +411,9 @@ TEST(LostReason, ASemaphoreReleaseWorksForAnAclUserWithoutChannels) {
 // The same user releasing a Lock someone waits for: release.lua grants the
 // lock to the waiter, then its PUBLISH of the grant notice is refused.
 TEST(LostReason, ALockReleaseWithAWaiterWorksForAnAclUserWithoutChannels) {
-    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
-    dlock::Client client(no_channels_uri(server));
-    dlock::Client other(no_channels_uri(server));
+    NoChannels setup;
+    auto& client = setup.client;
+    auto& other = setup.other;
     std::mutex mutex;
     std::vector<std::string> unlock_errors;
     auto held = other.lock("unheard-lock", {.on_unlock_error = [&](std::string_view, std::error_code ec) {
@@ -500,9 +507,9 @@ TEST(LostReason, DeadlinesHoldWhenEveryChannelIsRefused) {
 // The same user as an operator: force_release removes the hold, then its
 // PUBLISH of the revocation is refused, and the operator is told it failed.
 TEST(LostReason, AForceReleaseWorksForAnAclUserWithoutChannels) {
-    RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
-    dlock::Client client(no_channels_uri(server));
-    dlock::Client admin(no_channels_uri(server));
+    NoChannels setup;
+    auto& client = setup.client;
+    auto& admin = setup.other;
     auto held = client.lock("unheard-force");
     held.lock();
     std::string error;
@@ -512,5 +519,5 @@ TEST(LostReason, AForceReleaseWorksForAnAclUserWithoutChannels) {
         error = e.what();
     }
     EXPECT_EQ(error, "") << "force_release threw";
-    EXPECT_EQ(server.cli({"EXISTS", key_of("unheard-force")}), "0") << "the hold was not removed";
+    EXPECT_EQ(setup.server.cli({"EXISTS", key_of("unheard-force")}), "0") << "the hold was not removed";
 }
