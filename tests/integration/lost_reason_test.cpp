@@ -455,6 +455,11 @@ TEST(LostReason, AnInboxSubscribedWhileAScriptRanStillHearsARevocation) {
     std::this_thread::sleep_for(200ms);
     const auto revoked_at = Clock::now();
     ASSERT_TRUE(dlock::force_release(admin, "busy-inbox"));
+    // Another client takes the name; a second later the first must no longer believe it holds it.
+    auto taker = admin.lock("busy-inbox");
+    ASSERT_TRUE(taker.try_lock());
+    std::this_thread::sleep_for(1s);
+    EXPECT_FALSE(lock.is_held()) << "two holders believe they hold busy-inbox, 1 s after the force-release";
     const auto ec = told.get(15s);
     ASSERT_TRUE(ec) << "on_lost was not called within 15 s";
     EXPECT_LT(told.when() - revoked_at, 2s)
