@@ -101,17 +101,22 @@ void Subscriber::acknowledged_locked(Shard& shard) {
     if (++oldest.acked >= oldest.channels.size()) shard.sent.pop_front();
 }
 
-std::string Subscriber::refused_locked(Shard& shard, const Reply& reply) {
-    if (shard.sent.empty()) return {};
+Subscriber::Refusal Subscriber::refused_locked(Shard& shard, const Reply& reply) {
+    Refusal refusal;
+    if (shard.sent.empty()) return refusal;  // no command of ours waits: not an answer to us
     auto command = std::move(shard.sent.front());
     shard.sent.pop_front();
-    std::string first_refused;
+    // NOPERM (an ACL without rights on the channel) is for good, until a
+    // reconnect. Any other error (BUSY while a script runs too long, MOVED
+    // in a cluster, ...) passes: the channel is placed and asked for again.
+    const bool forbidden = reply.text.starts_with("NOPERM");
     // One error refuses a whole command, but the user may lack rights on
     // some of its channels only (a reconnect subscribes them all at once):
     // each is asked for again on its own, and only a channel refused alone
     // counts as refused.
     const bool alone = command.channels.size() == 1;
     std::vector<std::string_view> again;
+    std::string first_refused;
     // Its channels not acknowledged yet get no acknowledgement now.
     for (std::size_t i = command.acked; i < command.channels.size(); ++i) {
         const auto& name = command.channels[i];
@@ -119,21 +124,25 @@ std::string Subscriber::refused_locked(Shard& shard, const Reply& reply) {
         if (ack != shard.outstanding_acks.end() && --ack->second == 0) shard.outstanding_acks.erase(ack);
         if (!command.subscribe || shard.outstanding_acks.count(name)) continue;
         auto it = channels_.find(name);
-        if (it == channels_.end() || it->second.shard != &shard) continue;
-        if (!alone) {
+        if (it == channels_.end() || it->second.shard != &shard || it->second.active) continue;
+        if (!forbidden) {
+            displaced_locked(it->second);
+            refusal.place_again = true;
+        } else if (!alone) {
             again.push_back(it->first);
-            continue;
+        } else {
+            it->second.refused = reply.text;
+            if (first_refused.empty()) first_refused = name;
         }
-        it->second.refused = reply.text.empty() ? std::string("refused") : reply.text;
-        if (first_refused.empty()) first_refused = name;
     }
     for (auto name : again) send_counted(shard, true, {name});
-    if (first_refused.empty() || warned_of_refusal_ || !options_.on_warning) return {};
+    if (first_refused.empty() || warned_of_refusal_ || !options_.on_warning) return refusal;
     warned_of_refusal_ = true;
-    return "the server refused to subscribe to " + first_refused + " (" + reply.text +
-           "): a force-release reaches this client's holders only at their next renewal, and its waiters notice "
-           "a release only when they try again; give the ACL user pub/sub rights on dlock's channels "
-           "(for example ACL SETUSER <user> allchannels)";
+    refusal.warning = "the server refused to subscribe to " + first_refused + " (" + reply.text +
+                      "): a force-release reaches this client's holders only at their next renewal, and its "
+                      "waiters notice a release only when they try again; give the ACL user pub/sub rights on "
+                      "dlock's channels (for example ACL SETUSER <user> allchannels)";
+    return refusal;
 }
 
 Subscription Subscriber::add(std::string channel, Subscription::Listener listener) {
@@ -240,37 +249,26 @@ void Subscriber::displaced_locked(Channel& entry) {
 }
 
 void Subscriber::on_push(Shard& shard, Reply&& reply) {
-    if (reply.is_error() && (!sharded_ || reply.text.starts_with("NOPERM"))) {
-        // A refusal (an ACL without rights on the channel): the channel does
-        // not listen, and waiting for it would wait in vain.
-        std::string warning;
+    if (reply.is_error()) {
+        // The answer to our oldest (S)SUBSCRIBE: refused for good (NOPERM),
+        // or to be asked for again (MOVED: once the slot map is refreshed).
+        Refusal refusal;
         {
             std::lock_guard lock(mutex_);
-            warning = refused_locked(shard, reply);
+            refusal = refused_locked(shard, reply);
         }
-        confirmed_.notify_all();
-        if (!warning.empty()) {
+        // Warned before the waiters see the refusal, so whoever sees it can
+        // count on the warning having been given.
+        if (!refusal.warning.empty()) {
             try {
-                options_.on_warning(warning);
+                options_.on_warning(refusal.warning);
             } catch (...) {
                 // A warning hook must not take the I/O thread down.
             }
         }
-        return;
-    }
-    if (sharded_ && reply.is_error()) {
-        // An SSUBSCRIBE that reached a node not serving its slot (MOVED):
-        // its channels there are placed again once the map is refreshed.
-        {
-            std::lock_guard lock(mutex_);
-            if (!shard.sent.empty()) shard.sent.pop_front();  // the command it answers
-            for (auto& [name, entry] : channels_) {
-                if (entry.shard != &shard || entry.active) continue;
-                shard.outstanding_acks.erase(name);
-                displaced_locked(entry);
-            }
-        }
-        topology_->refresh_soon();
+        confirmed_.notify_all();
+        if (!refusal.place_again) return;
+        if (sharded_) topology_->refresh_soon();
         return schedule_replace();
     }
     if (!reply.is_array() || reply.elements.size() < 3) return;
@@ -309,7 +307,6 @@ void Subscriber::on_push(Shard& shard, Reply&& reply) {
 }
 
 void Subscriber::schedule_replace() {
-    if (!sharded_) return;
     asio::post(io_, [weak = weak_from_this()] {
         auto self = weak.lock();
         if (!self || self->replace_scheduled_) return;
@@ -329,7 +326,6 @@ void Subscriber::schedule_replace() {
 }
 
 void Subscriber::replace_channels() {
-    if (!sharded_) return;
     bool unplaced = false;
     {
         std::lock_guard lock(mutex_);
@@ -347,7 +343,7 @@ void Subscriber::replace_channels() {
             entry.shard = target;
             send_counted(*target, true, {name});
         }
-        retire_unused_shards_locked();
+        if (sharded_) retire_unused_shards_locked();
     }
     if (unplaced) schedule_replace();
 }

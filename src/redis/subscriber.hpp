@@ -57,8 +57,9 @@ public:
         return shards_.size();
     }
 
-    // Sharded: moves every channel whose slot another master serves now
-    // (and subscribes again those the server dropped). I/O thread.
+    // Moves every channel whose slot another master serves now (sharded),
+    // and subscribes again those the server dropped or answered with an
+    // error that passes (BUSY, MOVED). I/O thread.
     void replace_channels();
 
 private:
@@ -108,9 +109,14 @@ private:
     // An acknowledgement of the oldest command sent on shard: it is done once
     // each of its channels has one. Under mutex_.
     void acknowledged_locked(Shard& shard);
-    // The server refused the oldest command sent on shard (reply: its
-    // error). Returns the warning to give, if this is the first refusal.
-    std::string refused_locked(Shard& shard, const Reply& reply);
+    // The server answered the oldest command sent on shard with an error
+    // (reply). NOPERM refuses its channels for good (until a reconnect);
+    // another error (BUSY, MOVED) leaves them to be placed again. Under mutex_.
+    struct Refusal {
+        std::string warning;      // to give: the client's first refusal
+        bool place_again = false;  // schedule_replace()
+    };
+    Refusal refused_locked(Shard& shard, const Reply& reply);
     // A channel the server dropped on its own (its slot moved): placed again soon.
     void displaced_locked(Channel& entry);
     void schedule_replace();

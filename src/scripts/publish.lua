@@ -14,11 +14,14 @@ local function in_cluster()
   return cluster_mode
 end
 
+-- A notice is best effort (a client that misses one finds out at its next
+-- renewal or attempt), so one the server refuses (an ACL user without
+-- rights on the channel) must not fail the script after its writes.
 local function publish(channel, message)
   if in_cluster() then
-    redis.call('SPUBLISH', channel, message)
+    redis.pcall('SPUBLISH', channel, message)
   else
-    redis.call('PUBLISH', channel, message)
+    redis.pcall('PUBLISH', channel, message)
   end
 end
 
