@@ -148,6 +148,8 @@ class Redlock {
 public:
     // Throws Error(invalid_argument) for a bad name or option. Talks to no server.
     Redlock(Masters& masters, std::string name, RedlockOptions options = {});
+    // A moved-from Redlock holds nothing: its calls give
+    // errc::invalid_argument (thrown, or in ec) until another is assigned to it.
     Redlock(Redlock&&) noexcept;
     Redlock& operator=(Redlock&&) noexcept;
     // Releases every hold still made through this object (best effort).

@@ -124,6 +124,8 @@ public:
     // max_lock_name_bytes, a lease outside min_lease..max_lease or a
     // retention outside 1 s..30 days. Talks to no server.
     RwLock(Client& client, std::string name, RwLockOptions options = {});
+    // A moved-from RwLock holds nothing: its calls give
+    // errc::invalid_argument (thrown, or in ec) until another is assigned to it.
     RwLock(RwLock&&) noexcept;
     RwLock& operator=(RwLock&&) noexcept;
     // Releases the holds (both sides) made through this object and not
@@ -150,6 +152,8 @@ public:
     [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
         return acquire_until(false, steady_deadline_at(deadline));
     }
+    // As try_lock_until, with a failure in ec instead of thrown.
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept;
     [[nodiscard]] bool try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
     // Releases one write hold. Never throws; failures go to on_unlock_error.
     void unlock() noexcept;
@@ -173,6 +177,7 @@ public:
     [[nodiscard]] bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& deadline) {
         return acquire_until(true, steady_deadline_at(deadline));
     }
+    bool try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept;
     [[nodiscard]] bool try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
     // Releases one read hold. Never throws; failures go to on_unlock_error.
     void unlock_shared() noexcept;

@@ -61,19 +61,7 @@ inline void report_unlock_error(const LockIdentity& identity, std::error_code ec
     }
 }
 
-// The error_code twins of both lock kinds: nothing escapes.
-template <typename Core>
-bool acquire_noexcept(Core& core, LockClock::time_point deadline, std::error_code& ec) noexcept {
-    try {
-        return core.acquire(deadline, {}, ec);
-    } catch (const Error& e) {
-        ec = e.code();
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-    }
-    return false;
-}
-
+// unlock(ec) of a hold an asynchronous acquisition made: nothing escapes.
 template <typename Core>
 void release_noexcept(Core& core, std::error_code& ec) noexcept {
     try {

@@ -9,6 +9,7 @@
 #include "hold/async_hold_state.hpp"
 #include "hold/hold_queries.hpp"
 #include "lock_core.hpp"
+#include "public_surface.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
 #include "metrics/acquisition_meter.hpp"
@@ -212,10 +213,10 @@ void LockCore::release_outstanding() noexcept {
 
 namespace {
 
-detail::LockCore& checked(const std::shared_ptr<detail::LockCore>& core) {
-    if (!core) throw Error(errc::invalid_argument, "use of a moved-from dlock::Lock");
-    return *core;
-}
+struct LockAccess : detail::OwnedAccess<detail::LockCore> {
+    static constexpr const char* kind = "dlock::Lock";
+};
+using Surface = detail::PublicSurface<LockAccess>;
 
 }  // namespace
 
@@ -244,65 +245,31 @@ Lock::~Lock() {
     if (core_) core_->release_outstanding();
 }
 
-void Lock::lock() {
-    std::error_code ec;
-    checked(core_).acquire(std::nullopt, {}, ec);
-    throw_if(ec, "lock " + name());
-}
+void Lock::lock() { (void)Surface::acquire(core_, {}, std::nullopt, {}, "lock"); }
 
-bool Lock::lock(std::stop_token stop) {
-    std::error_code ec;
-    bool acquired = checked(core_).acquire(std::nullopt, stop, ec);
-    throw_if(ec, "lock " + name());
-    return acquired;
-}
+bool Lock::lock(std::stop_token stop) { return Surface::acquire(core_, {}, std::nullopt, std::move(stop), "lock"); }
 
-bool Lock::try_lock() {
-    std::error_code ec;
-    bool acquired = try_lock(ec);
-    throw_if(ec, "try_lock " + (core_ ? name() : std::string("(moved-from)")));
-    return acquired;
-}
+bool Lock::try_lock() { return acquire_until(std::chrono::steady_clock::time_point::min()); }
 
 bool Lock::try_lock(std::error_code& ec) noexcept {
     return try_lock_until(std::chrono::steady_clock::time_point::min(), ec);
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    if (!core_) {
-        ec = errc::invalid_argument;
-        return false;
-    }
-    return detail::acquire_noexcept(*core_, deadline, ec);
+    return Surface::acquire(core_, {}, deadline, ec);
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    std::error_code ec;
-    bool acquired = checked(core_).acquire(deadline, stop, ec);
-    throw_if(ec, "try_lock " + name());
-    return acquired;
+    return Surface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
 }
 
 bool Lock::acquire_until(std::chrono::steady_clock::time_point deadline) {
-    std::error_code ec;
-    bool acquired = checked(core_).acquire(deadline, {}, ec);
-    throw_if(ec, "try_lock " + name());
-    return acquired;
+    return Surface::acquire(core_, {}, deadline, {}, "try_lock");
 }
 
-void Lock::unlock() noexcept {
-    std::error_code ec;
-    unlock(ec);
-    if (core_) detail::report_unlock_error(*core_->identity, ec);
-}
+void Lock::unlock() noexcept { Surface::release_reported(core_, {}); }
 
-void Lock::unlock(std::error_code& ec) noexcept {
-    if (!core_) {
-        ec = errc::invalid_argument;
-        return;
-    }
-    detail::release_noexcept(*core_, ec);
-}
+void Lock::unlock(std::error_code& ec) noexcept { Surface::release(core_, {}, ec); }
 
 void Lock::unlock_nowait() noexcept {
     if (!core_) return;
@@ -317,7 +284,7 @@ void Lock::unlock_nowait() noexcept {
 
 namespace {
 std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::LockCore>& core) {
-    return core ? core->hold_of(core->current_owner()) : nullptr;
+    return Surface::own_hold(core, {});
 }
 }  // namespace
 

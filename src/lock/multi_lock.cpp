@@ -17,6 +17,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "lock_core.hpp"
+#include "public_surface.hpp"
 #include "hold/acquisition_engine.hpp"
 #include "redis/client_core.hpp"
 #include "redis/server_error_text.hpp"
@@ -332,37 +333,28 @@ bool MultiLockCore::acquire(const Request& request, Failure& failure) {
 
 namespace {
 
-detail::MultiLockCore& checked(const std::shared_ptr<detail::MultiLockCore>& core) {
-    if (!core) throw Error(errc::invalid_argument, "use of a moved-from dlock::MultiLock");
-    return *core;
-}
-
-// The throwing calls: the failing name's own exception, else its code.
-bool acquire_or_throw(detail::MultiLockCore& core, const detail::Request& request, const char* call) {
+struct MultiLockAccess {
+    using Core = detail::MultiLockCore;
+    static constexpr const char* kind = "dlock::MultiLock";
     detail::MultiLockCore::Failure failure;
-    if (core.acquire(request, failure)) return true;
-    if (failure.thrown) std::rethrow_exception(failure.thrown);
-    throw_if(failure.ec, std::string(call) + " " + core.names()[failure.index] + " (multi-lock)");
-    return false;
-}
-
-bool acquire_noexcept(const std::shared_ptr<detail::MultiLockCore>& core, const detail::Request& request,
-                      std::error_code& ec) noexcept {
-    ec.clear();
-    if (!core) {
-        ec = errc::invalid_argument;
-        return false;
-    }
-    try {
-        detail::MultiLockCore::Failure failure;
-        const bool acquired = core->acquire(request, failure);
+    bool acquire(Core& core, std::optional<detail::LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+        // A deadline already passed at the call: one attempt at each name.
+        const bool single = deadline && *deadline <= detail::LockClock::now();
+        const bool acquired = core.acquire({.deadline = deadline, .single_attempt = single, .stop = std::move(stop)}, failure);
         ec = failure.ec;
         return acquired;
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
     }
-    return false;
-}
+    // The failing name's own exception, else its code.
+    [[noreturn]] void fail(Core& core, std::error_code ec, std::string_view call) {
+        if (failure.thrown) std::rethrow_exception(failure.thrown);
+        throw_if(ec, std::string(call) + " " + core.names()[failure.index] + " (multi-lock)");
+        throw Error(ec);
+    }
+    void release(Core& core, std::error_code& ec) { core.release(ec); }
+    // Each name's own on_unlock_error has been told (MultiLockCore::release).
+    void report(Core&, std::error_code) noexcept {}
+};
+using Surface = detail::PublicSurface<MultiLockAccess>;
 
 }  // namespace
 
@@ -373,47 +365,33 @@ MultiLock::MultiLock(MultiLock&&) noexcept = default;
 MultiLock& MultiLock::operator=(MultiLock&&) noexcept = default;
 MultiLock::~MultiLock() = default;
 
-void MultiLock::lock() { (void)acquire_or_throw(checked(core_), {}, "lock"); }
+void MultiLock::lock() { (void)Surface::acquire(core_, {}, std::nullopt, {}, "lock"); }
 
 bool MultiLock::lock(std::stop_token stop) {
-    return acquire_or_throw(checked(core_), {.stop = std::move(stop)}, "lock");
+    return Surface::acquire(core_, {}, std::nullopt, std::move(stop), "lock");
 }
 
-bool MultiLock::try_lock() {
-    return acquire_or_throw(checked(core_), {.single_attempt = true}, "try_lock");
-}
+bool MultiLock::try_lock() { return acquire_until(std::chrono::steady_clock::time_point::min()); }
 
-bool MultiLock::try_lock(std::error_code& ec) noexcept { return acquire_noexcept(core_, {.single_attempt = true}, ec); }
+bool MultiLock::try_lock(std::error_code& ec) noexcept {
+    return try_lock_until(std::chrono::steady_clock::time_point::min(), ec);
+}
 
 bool MultiLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    return acquire_noexcept(core_, {.deadline = deadline, .single_attempt = deadline <= std::chrono::steady_clock::now()}, ec);
+    return Surface::acquire(core_, {}, deadline, ec);
 }
 
 bool MultiLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return acquire_or_throw(checked(core_),
-                            {.deadline = deadline,
-                             .single_attempt = deadline <= std::chrono::steady_clock::now(),
-                             .stop = std::move(stop)},
-                            "try_lock");
+    return Surface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
 }
 
 bool MultiLock::acquire_until(std::chrono::steady_clock::time_point deadline) {
-    return acquire_or_throw(checked(core_),
-                            {.deadline = deadline, .single_attempt = deadline <= std::chrono::steady_clock::now()},
-                            "try_lock");
+    return Surface::acquire(core_, {}, deadline, {}, "try_lock");
 }
 
-void MultiLock::unlock() noexcept {
-    if (core_) core_->release_reporting();
-}
+void MultiLock::unlock() noexcept { Surface::release_reported(core_, {}); }
 
-void MultiLock::unlock(std::error_code& ec) noexcept {
-    if (!core_) {
-        ec = errc::invalid_argument;
-        return;
-    }
-    core_->release(ec);
-}
+void MultiLock::unlock(std::error_code& ec) noexcept { Surface::release(core_, {}, ec); }
 
 bool MultiLock::is_held() const { return core_ && core_->is_held(); }
 

@@ -11,6 +11,7 @@
 #include "hold/outage.hpp"
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
+#include "public_surface.hpp"
 #include "quorum.hpp"
 #include "redlock_core.hpp"
 #include "script_replies.hpp"
@@ -186,6 +187,19 @@ namespace {
     throw QuorumError(detail, std::move(outcomes));
 }
 
+struct RedlockAccess : detail::OwnedAccess<detail::RedlockCore> {
+    static constexpr const char* kind = "dlock::Redlock";
+    // A lost vote names each master's answer (QuorumError).
+    [[noreturn]] void fail(Core& core, std::error_code ec, std::string_view call) {
+        throw_failure(core, ec, std::string(call) + " " + core.identity->name);
+    }
+};
+using Surface = detail::PublicSurface<RedlockAccess>;
+
+std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::RedlockCore>& core) {
+    return Surface::own_hold(core, {});
+}
+
 }  // namespace
 
 Redlock::Redlock(Masters& masters, std::string name, RedlockOptions options)
@@ -206,10 +220,7 @@ Redlock::~Redlock() {
 }
 
 bool Redlock::lock(std::stop_token stop) {
-    std::error_code ec;
-    bool acquired = core_->acquire(std::nullopt, stop, ec);
-    if (ec) throw_failure(*core_, ec, "lock " + name());
-    return acquired;
+    return Surface::acquire(core_, {}, std::nullopt, std::move(stop), "lock");
 }
 
 void Redlock::lock() { (void)lock(std::stop_token{}); }
@@ -221,49 +232,39 @@ bool Redlock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    return detail::acquire_noexcept(*core_, deadline, ec);
+    return Surface::acquire(core_, {}, deadline, ec);
 }
 
 bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    std::error_code ec;
-    bool acquired = core_->acquire(deadline, stop, ec);
-    if (ec) throw_failure(*core_, ec, "try_lock " + name());
-    return acquired;
+    return Surface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
 }
 
 bool Redlock::acquire_until(std::chrono::steady_clock::time_point deadline) {
     return try_lock_until(deadline, std::stop_token{});
 }
 
-void Redlock::unlock() noexcept {
-    std::error_code ec;
-    unlock(ec);
-    detail::report_unlock_error(*core_->identity, ec);
+void Redlock::unlock() noexcept { Surface::release_reported(core_, {}); }
+
+void Redlock::unlock(std::error_code& ec) noexcept { Surface::release(core_, {}, ec); }
+
+bool Redlock::is_held() const { return detail::hold_is_held(own_hold(core_)); }
+
+unsigned Redlock::hold_count() const { return detail::hold_count_of(own_hold(core_)); }
+
+std::uint64_t Redlock::fencing_token() const { return detail::fencing_token_of(own_hold(core_)); }
+
+std::stop_token Redlock::lost_token() const { return detail::lost_token_of(own_hold(core_)); }
+
+std::optional<LostReason> Redlock::lost_reason() const { return detail::loss_of(own_hold(core_)); }
+
+std::chrono::steady_clock::time_point Redlock::valid_until() const { return detail::valid_until_of(own_hold(core_)); }
+
+const std::string& Redlock::name() const noexcept {
+    static const std::string moved_from;
+    return core_ ? core_->identity->name : moved_from;
 }
 
-void Redlock::unlock(std::error_code& ec) noexcept { detail::release_noexcept(*core_, ec); }
-
-bool Redlock::is_held() const { return detail::hold_is_held(core_->hold_of(core_->current_owner())); }
-
-unsigned Redlock::hold_count() const { return detail::hold_count_of(core_->hold_of(core_->current_owner())); }
-
-std::uint64_t Redlock::fencing_token() const {
-    return detail::fencing_token_of(core_->hold_of(core_->current_owner()));
-}
-
-std::stop_token Redlock::lost_token() const { return detail::lost_token_of(core_->hold_of(core_->current_owner())); }
-
-std::optional<LostReason> Redlock::lost_reason() const {
-    return detail::loss_of(core_->hold_of(core_->current_owner()));
-}
-
-std::chrono::steady_clock::time_point Redlock::valid_until() const {
-    return detail::valid_until_of(core_->hold_of(core_->current_owner()));
-}
-
-const std::string& Redlock::name() const noexcept { return core_->identity->name; }
-
-std::vector<MasterOutcome> Redlock::last_outcomes() const { return core_->last_outcomes(); }
+std::vector<MasterOutcome> Redlock::last_outcomes() const { return core_ ? core_->last_outcomes() : std::vector<MasterOutcome>{}; }
 
 }  // namespace dlock
 

@@ -11,6 +11,7 @@
 #include "lock_scripts.hpp"
 #include "lock_validation.hpp"
 #include "redis/server_error_text.hpp"
+#include "public_surface.hpp"
 #include "rw_lock_core.hpp"
 #include "script_replies.hpp"
 
@@ -171,49 +172,26 @@ namespace {
 
 using detail::RwSide;
 
-detail::RwLockCore& checked(const std::shared_ptr<detail::RwLockCore>& core) {
-    if (!core) throw Error(errc::invalid_argument, "use of a moved-from dlock::RwLock");
-    return *core;
-}
+struct RwAccess {
+    using Core = detail::RwLockCore;
+    static constexpr const char* kind = "dlock::RwLock";
+    RwSide side;
+    bool acquire(Core& core, std::optional<detail::LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {
+        return core.acquire(side, deadline, std::move(stop), ec);
+    }
+    [[noreturn]] void fail(Core& core, std::error_code ec, std::string_view call) {
+        throw_if(ec, std::string(call) + " " + core.identity(side).name);
+        throw Error(ec);
+    }
+    void release(Core& core, std::error_code& ec) { core.release(side, ec); }
+    void report(Core& core, std::error_code ec) noexcept { detail::report_unlock_error(core.identity(side), ec); }
+    std::shared_ptr<detail::Hold> own_hold(const Core& core) const { return core.hold_of(side, core.current_owner()); }
+};
+using Surface = detail::PublicSurface<RwAccess>;
+constexpr RwAccess write_side{RwSide::write}, read_side{RwSide::read};
 
 std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::RwLockCore>& core, RwSide side) {
-    return core ? core->hold_of(side, core->current_owner()) : nullptr;
-}
-
-bool acquire_throwing(detail::RwLockCore& core, RwSide side, std::optional<std::chrono::steady_clock::time_point> deadline,
-                      std::stop_token stop, const char* what) {
-    std::error_code ec;
-    bool acquired = core.acquire(side, deadline, stop, ec);
-    throw_if(ec, std::string(what) + " " + core.identity(side).name);
-    return acquired;
-}
-
-bool acquire_noexcept(const std::shared_ptr<detail::RwLockCore>& core, RwSide side,
-                      std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    if (!core) {
-        ec = errc::invalid_argument;
-        return false;
-    }
-    try {
-        return core->acquire(side, deadline, {}, ec);
-    } catch (const Error& e) {
-        ec = e.code();
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-    }
-    return false;
-}
-
-void release_noexcept(const std::shared_ptr<detail::RwLockCore>& core, RwSide side, std::error_code& ec) noexcept {
-    if (!core) {
-        ec = errc::invalid_argument;
-        return;
-    }
-    try {
-        core->release(side, ec);
-    } catch (...) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-    }
+    return Surface::own_hold(core, {side});
 }
 
 }  // namespace
@@ -235,67 +213,56 @@ RwLock::~RwLock() {
     if (core_) core_->release_outstanding();
 }
 
-void RwLock::lock() { (void)acquire_throwing(checked(core_), RwSide::write, std::nullopt, {}, "lock"); }
+void RwLock::lock() { (void)Surface::acquire(core_, write_side, std::nullopt, {}, "lock"); }
 
 bool RwLock::lock(std::stop_token stop) {
-    return acquire_throwing(checked(core_), RwSide::write, std::nullopt, stop, "lock");
+    return Surface::acquire(core_, write_side, std::nullopt, std::move(stop), "lock");
 }
 
-bool RwLock::try_lock() {
-    std::error_code ec;
-    bool acquired = try_lock(ec);
-    throw_if(ec, "try_lock " + name());
-    return acquired;
-}
+bool RwLock::try_lock() { return acquire_until(false, std::chrono::steady_clock::time_point::min()); }
 
 bool RwLock::try_lock(std::error_code& ec) noexcept {
-    return acquire_noexcept(core_, RwSide::write, std::chrono::steady_clock::time_point::min(), ec);
+    return try_lock_until(std::chrono::steady_clock::time_point::min(), ec);
+}
+
+bool RwLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    return Surface::acquire(core_, write_side, deadline, ec);
 }
 
 bool RwLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return acquire_throwing(checked(core_), RwSide::write, deadline, stop, "try_lock");
+    return Surface::acquire(core_, write_side, deadline, std::move(stop), "try_lock");
 }
 
-void RwLock::unlock() noexcept {
-    std::error_code ec;
-    unlock(ec);
-    if (core_) detail::report_unlock_error(core_->identity(RwSide::write), ec);
-}
+void RwLock::unlock() noexcept { Surface::release_reported(core_, write_side); }
 
-void RwLock::unlock(std::error_code& ec) noexcept { release_noexcept(core_, RwSide::write, ec); }
+void RwLock::unlock(std::error_code& ec) noexcept { Surface::release(core_, write_side, ec); }
 
-void RwLock::lock_shared() { (void)acquire_throwing(checked(core_), RwSide::read, std::nullopt, {}, "lock_shared"); }
+void RwLock::lock_shared() { (void)Surface::acquire(core_, read_side, std::nullopt, {}, "lock_shared"); }
 
 bool RwLock::lock_shared(std::stop_token stop) {
-    return acquire_throwing(checked(core_), RwSide::read, std::nullopt, stop, "lock_shared");
+    return Surface::acquire(core_, read_side, std::nullopt, std::move(stop), "lock_shared");
 }
 
-bool RwLock::try_lock_shared() {
-    std::error_code ec;
-    bool acquired = try_lock_shared(ec);
-    throw_if(ec, "try_lock_shared " + name());
-    return acquired;
-}
+bool RwLock::try_lock_shared() { return acquire_until(true, std::chrono::steady_clock::time_point::min()); }
 
 bool RwLock::try_lock_shared(std::error_code& ec) noexcept {
-    return acquire_noexcept(core_, RwSide::read, std::chrono::steady_clock::time_point::min(), ec);
+    return try_lock_shared_until(std::chrono::steady_clock::time_point::min(), ec);
+}
+
+bool RwLock::try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
+    return Surface::acquire(core_, read_side, deadline, ec);
 }
 
 bool RwLock::try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return acquire_throwing(checked(core_), RwSide::read, deadline, stop, "try_lock_shared");
+    return Surface::acquire(core_, read_side, deadline, std::move(stop), "try_lock_shared");
 }
 
-void RwLock::unlock_shared() noexcept {
-    std::error_code ec;
-    unlock_shared(ec);
-    if (core_) detail::report_unlock_error(core_->identity(RwSide::read), ec);
-}
+void RwLock::unlock_shared() noexcept { Surface::release_reported(core_, read_side); }
 
-void RwLock::unlock_shared(std::error_code& ec) noexcept { release_noexcept(core_, RwSide::read, ec); }
+void RwLock::unlock_shared(std::error_code& ec) noexcept { Surface::release(core_, read_side, ec); }
 
 bool RwLock::acquire_until(bool shared, std::chrono::steady_clock::time_point deadline) {
-    return acquire_throwing(checked(core_), shared ? RwSide::read : RwSide::write, deadline, {},
-                            shared ? "try_lock_shared" : "try_lock");
+    return Surface::acquire(core_, shared ? read_side : write_side, deadline, {}, shared ? "try_lock_shared" : "try_lock");
 }
 
 bool RwLock::is_held() const { return detail::hold_is_held(own_hold(core_, RwSide::write)); }
@@ -341,7 +308,7 @@ public:
         // The AsyncHold owns it from here (as OwnedHoldState's).
         if (auto made = hold()) core_->hand_over(made);
     }
-    void release(std::error_code& ec) noexcept override { ::dlock::release_noexcept(core_, side_, ec); }
+    void release(std::error_code& ec) noexcept override { ::dlock::Surface::release(core_, {side_}, ec); }
     std::shared_ptr<Hold> hold() const override { return core_->hold_of(side_, owner_); }
     void report_release_error(std::error_code ec) noexcept override {
         report_unlock_error(core_->identity(side_), ec);
