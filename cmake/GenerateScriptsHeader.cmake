@@ -8,6 +8,11 @@
 # a top-level local (`local function name(` or `local name =`) is that name's
 # helper, with the comment above it. A helper is used where its name stands as
 # a word in code (comments stripped). Blocks of comments alone are left out.
+#
+# A script whose common paths use no helper may put them first and a line
+# `--@helpers` after them: its helpers are then placed at that line, so a call
+# that returns on a common path never creates their closures. The code before
+# the line must not use a helper (checked here).
 cmake_policy(SET CMP0057 NEW)
 string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
 string(REPLACE "," ";" PRELUDE "${PRELUDE}")
@@ -107,13 +112,28 @@ foreach(script IN LISTS SCRIPTS)
       endforeach()
     endforeach()
   endwhile()
-  set(text "")
+  set(helpers_text "")
   foreach(helper IN LISTS helper_names)
     if(helper IN_LIST needed)
-      string(APPEND text "${helper_text_${helper}}")
+      string(APPEND helpers_text "${helper_text_${helper}}")
     endif()
   endforeach()
-  string(APPEND text "${own_text}")
+  string(FIND "${own_text}" "\n--@helpers\n" marker)
+  if(marker EQUAL -1)
+    set(text "${helpers_text}${own_text}")
+  else()
+    string(SUBSTRING "${own_text}" 0 ${marker} hot_text)
+    math(EXPR after "${marker} + 12")
+    string(SUBSTRING "${own_text}" ${after} -1 cold_text)
+    code_of("${hot_text}" hot_code)
+    foreach(helper IN LISTS needed)
+      uses("${hot_code}" ${helper} used)
+      if(used)
+        message(FATAL_ERROR "${script} uses the helper '${helper}' before its --@helpers line")
+      endif()
+    endforeach()
+    set(text "${hot_text}\n--@helpers\n${helpers_text}${cold_text}")
+  endif()
   string(SHA1 digest "${text}")
   string(FIND "${text}" ")lua\"" clash)
   if(NOT clash EQUAL -1)

@@ -67,12 +67,17 @@ end
 local layout = 2
 
 -- The exclusive hold of a lock hash {owner, count, seq, token, holder, granted, w, u, v},
--- as acquire.lua and rw_write_acquire.lua keep it, in one read.
-local function read_lock(lock)
-  local h = redis.call('HMGET', lock, 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
+-- as acquire.lua and rw_write_acquire.lua keep it, from its fields as read_lock reads them
+-- (scripts whose common paths read them first pass them here).
+local function lock_state(h)
   return {owner = h[1], count = tonumber(h[2]) or 0, seq = op_number(h[3]), token = tonumber(h[4]),
           granted = h[5], waited = h[6], undone = op_number(h[7]), layout = h[8] or '1',
           present = h[1] or h[2] or h[3] or h[4] or h[5] or h[6] or h[7] or h[8]}
+end
+
+-- lock_state of a lock hash, in one read.
+local function read_lock(lock)
+  return lock_state(redis.call('HMGET', lock, 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v'))
 end
 
 local function layout_refusal(state)

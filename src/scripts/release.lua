@@ -16,7 +16,31 @@
 -- tombstone. Server calls (docs/design/server-work.md): a final release nobody waits for 4,
 -- a release of a re-entry 4.
 local undoing = ARGV[6] and ARGV[6] ~= ''
-local state = read_lock(KEYS[1])
+-- The common paths come first and use no helper (acquire.lua): a release of the
+-- caller's own hold, nobody answered busy while it was held, nothing undone.
+local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
+local op = tonumber(ARGV[3]) or 0
+if h[1] == ARGV[1] and not h[5] and not undoing and op > (tonumber(h[3]) or 0) then
+  local count = 0
+  if ARGV[4] ~= 'all' then count = (tonumber(h[2]) or 0) - tonumber(ARGV[4]) end
+  if count > 0 then
+    redis.call('HSET', KEYS[1], 'count', count, 'seq', ARGV[3])
+    redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
+    redis.call('PEXPIRE', KEYS[2], ARGV[2] + ARGV[5])
+    return count
+  end
+  if not h[6] then
+    -- The final release: the tombstone raised to its operation (tombstone_raised), the
+    -- fence kept for the retention period.
+    redis.call('DEL', KEYS[1])
+    local old = redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[5], 'GET')
+    if op <= (tonumber(old) or 0) then redis.call('SET', KEYS[4], old, 'PX', ARGV[5]) end
+    redis.call('PEXPIRE', KEYS[2], ARGV[5])
+    return 0
+  end
+end
+--@helpers
+local state = lock_state(h)
 -- An operation undone while the caller holds the lock: it never applies.
 local function undo_held()
   raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
@@ -36,7 +60,6 @@ if state.granted then
   if undoing then return undo_held() end
   return -2
 end
-local op = op_number(ARGV[3])
 if op == state.seq then return state.count end
 if op < state.seq then return -2 end
 if undoing and state.seq ~= op_number(ARGV[6]) then return undo_held() end

@@ -28,10 +28,12 @@
 #include "dlock/fair_lock.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/rw_lock.hpp"
+#include "dlock/semaphore.hpp"
 #include "dlock_scripts.hpp"
 #include "dlock_semaphore_scripts.hpp"
 #include "hold/lock_keys.hpp"
 #include "lock/lock_scripts.hpp"
+#include "lock/semaphore_scripts.hpp"
 #include "layout1_client.hpp"
 #include "redis_server.hpp"
 
@@ -310,6 +312,61 @@ TEST_F(ServerWork, ExclusiveLockPaths) {
     EXPECT_LE(write.calls_per_run(), 21);  // its release always publishes: readers queue behind a waiting writer
 }
 
+// The other kinds against the floor, each timed as the Lock above (SLOWLOG
+// medians of tight loops), with their calls per acquire+release; and a Lock
+// over many names (a new name every time, as 16 threads over 10,000 names
+// would mostly meet). Printed only: `dlock_server_work_tests
+// --gtest_filter=ServerWork.*` reruns it.
+TEST_F(ServerWork, KindsAgainstTheFloor) {
+    const double floor = floor_usec(client, stats);
+    const auto timed = [&](const char* what, const std::function<void()>& pair,
+                           std::initializer_list<const dlock::Script*> scripts) {
+        pair();  // warm-up: scripts loaded, inbox subscribed
+        const auto counted = measure(stats, {}, pair);
+        report(what, counted);
+        auto medians = median_durations(stats, [&] {
+            for (int i = 0; i < timed_runs; ++i) pair();
+        });
+        double usec = 0;
+        for (const auto* script : scripts) usec += medians[script->sha1()];
+        std::printf("[server work] %s: %.0f us (medians) = %.2fx the floor\n", what, usec, usec / floor);
+        return counted;
+    };
+    dlock::Lock lock(client, "work", fixed_lease());
+    timed("Lock lock+unlock", [&] { lock.lock(); lock.unlock(); },
+          {&dlock::detail::acquire_script(), &dlock::detail::release_script()});
+    int n = 0;
+    const auto many = timed("Lock lock+unlock, many names",
+                            [&] {
+                                dlock::Lock named(client, "many-" + std::to_string(n++ % 10'000), fixed_lease());
+                                named.lock();
+                                named.unlock();
+                            },
+                            {&dlock::detail::acquire_script(), &dlock::detail::release_script()});
+    dlock::FairLock fair(client, "fair", fixed_lease());
+    const auto fair_pair = timed("FairLock lock+unlock", [&] { fair.lock(); fair.unlock(); },
+                                 {&dlock::detail::acquire_script(), &dlock::detail::release_script()});
+    dlock::RwLockOptions rw_options;
+    rw_options.renew = false;
+    dlock::RwLock rw(client, "rw", rw_options);
+    const auto read = timed("RwLock read lock+unlock", [&] { rw.lock_shared(); rw.unlock_shared(); },
+                            {&dlock::detail::rw_read_acquire_script(), &dlock::detail::rw_read_release_script()});
+    const auto write = timed("RwLock write lock+unlock", [&] { rw.lock(); rw.unlock(); },
+                             {&dlock::detail::rw_write_acquire_script(), &dlock::detail::release_script()});
+    dlock::SemaphoreOptions semaphore_options;
+    semaphore_options.limit = 4;
+    semaphore_options.renew = false;
+    dlock::Semaphore semaphore(client, "permits", semaphore_options);
+    const auto permit = timed("Semaphore permit acquire+release", [&] { semaphore.acquire().release(); },
+                              {&dlock::detail::semaphore_acquire_script(), &dlock::detail::semaphore_release_script()});
+    // The calls of each (the same before the lock scripts' common paths came first).
+    EXPECT_LE(many.calls_per_run(), 13);
+    EXPECT_LE(fair_pair.calls_per_run(), 13);
+    EXPECT_LE(read.calls_per_run(), 30);
+    EXPECT_LE(write.calls_per_run(), 21);
+    EXPECT_LE(permit.calls_per_run(), 41);
+}
+
 // A release publishes only when the hash says someone was answered busy
 // ('w'): every kind that waits for an exclusive holder marks it, or it would
 // sleep until its retry timer, the holder's whole lease (30 s here).
@@ -411,6 +468,31 @@ TEST(EmbeddedScripts, EachCarriesOnlyTheHelpersItUses) {
         }
     }
     EXPECT_EQ(std::string(s::renew_text).find("grant_first_in_line"), std::string::npos);
+}
+
+// The common paths of the lock's scripts (a fresh grant, a re-entry, a busy
+// answer, a release, a renewal) come before the helpers (`--@helpers`,
+// cmake/GenerateScriptsHeader.cmake), so a call that takes one creates none
+// of their closures; and the data layout they write is the prelude's.
+TEST(EmbeddedScripts, CommonPathsComeBeforeTheHelpers) {
+    namespace s = dlock::detail::scripts;
+    std::smatch found;
+    const std::string acquire = s::acquire_text;
+    ASSERT_TRUE(std::regex_search(acquire, found, std::regex(R"(\nlocal layout = (\d+)\n)")));
+    const std::string layout = found[1];
+    for (const auto& [script, text] : {std::pair{"acquire", s::acquire_text}, std::pair{"release", s::release_text},
+                                       std::pair{"renew", s::renew_text}}) {
+        const std::string whole = text;
+        const auto marker = whole.find("\n--@helpers\n");
+        ASSERT_NE(marker, std::string::npos) << script;
+        const std::string hot = whole.substr(0, marker);
+        EXPECT_EQ(hot.find("local function"), std::string::npos) << script << " defines a helper before its common paths";
+        EXPECT_NE(whole.find("local function", marker), std::string::npos) << script;
+        if (std::string(script) == "acquire") {
+            EXPECT_NE(hot.find("'v', '" + layout + "'"), std::string::npos) << "the fresh grant writes another layout";
+            EXPECT_NE(hot.find("h[8] == '" + layout + "'"), std::string::npos);
+        }
+    }
 }
 
 }  // namespace
