@@ -16,7 +16,8 @@
 -- caller no longer holds it, {-2} for a late copy of an older operation (acquire.lua's answers);
 -- "DLOCK_KIND ..." when the name is held as a Semaphore. The write side is the lock hash a Lock
 -- uses too: the two exclude each other as one kind (prelude.lua, kind_error); "DLOCK_LAYOUT ..."
--- as acquire.lua.
+-- as acquire.lua. Server calls (docs/design/server-work.md): a fresh grant of a name nobody
+-- else uses 9 (was 14).
 -- The common path first, with the few helpers it uses (acquire.lua): a fresh grant of a
 -- name nobody uses otherwise (no lock hash, no reader, no waiting writer, no semaphore).
 local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
