@@ -8,6 +8,11 @@
 # a top-level local (`local function name(` or `local name =`) is that name's
 # helper, with the comment above it. A helper is used where its name stands as
 # a word in code (comments stripped). Blocks of comments alone are left out.
+#
+# A script may put its common paths first and a line `--@helpers` after them:
+# only the helpers those paths use (and theirs) are placed in front of it, the
+# others at that line, so a call that returns on a common path never creates
+# the closures of the rest.
 cmake_policy(SET CMP0057 NEW)
 string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
 string(REPLACE "," ";" PRELUDE "${PRELUDE}")
@@ -82,15 +87,11 @@ foreach(name IN LISTS helper_names)
   endforeach()
 endforeach()
 
-set(body "// Generated from src/scripts/*.lua by cmake/GenerateScriptsHeader.cmake. Do not edit.\n#pragma once\n\nnamespace dlock::detail::scripts {\n\n")
-foreach(script IN LISTS SCRIPTS)
-  get_filename_component(name ${script} NAME_WE)
-  file(READ ${script} own_text)
-  code_of("${own_text}" own_code)
-  # The helpers the script uses, then theirs, until nothing is added.
+# The helpers `code` uses, then theirs, until nothing is added.
+function(needed_by code out)
   set(needed "")
   foreach(helper IN LISTS helper_names)
-    uses("${own_code}" ${helper} used)
+    uses("${code}" ${helper} used)
     if(used)
       list(APPEND needed ${helper})
     endif()
@@ -107,13 +108,40 @@ foreach(script IN LISTS SCRIPTS)
       endforeach()
     endforeach()
   endwhile()
+  set(${out} "${needed}" PARENT_SCOPE)
+endfunction()
+
+# The text of the helpers in `names` and not in `except`, in prelude order.
+function(helpers_text names except out)
   set(text "")
   foreach(helper IN LISTS helper_names)
-    if(helper IN_LIST needed)
+    if(helper IN_LIST names AND NOT helper IN_LIST except)
       string(APPEND text "${helper_text_${helper}}")
     endif()
   endforeach()
-  string(APPEND text "${own_text}")
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
+set(body "// Generated from src/scripts/*.lua by cmake/GenerateScriptsHeader.cmake. Do not edit.\n#pragma once\n\nnamespace dlock::detail::scripts {\n\n")
+foreach(script IN LISTS SCRIPTS)
+  get_filename_component(name ${script} NAME_WE)
+  file(READ ${script} own_text)
+  code_of("${own_text}" own_code)
+  needed_by("${own_code}" needed)
+  string(FIND "${own_text}" "\n--@helpers\n" marker)
+  if(marker EQUAL -1)
+    helpers_text("${needed}" "" helpers_text)
+    set(text "${helpers_text}${own_text}")
+  else()
+    string(SUBSTRING "${own_text}" 0 ${marker} hot_text)
+    math(EXPR after "${marker} + 12")
+    string(SUBSTRING "${own_text}" ${after} -1 cold_text)
+    code_of("${hot_text}" hot_code)
+    needed_by("${hot_code}" hot_needed)
+    helpers_text("${hot_needed}" "" hot_helpers)
+    helpers_text("${needed}" "${hot_needed}" cold_helpers)
+    set(text "${hot_helpers}${hot_text}\n--@helpers\n${cold_helpers}${cold_text}")
+  endif()
   string(SHA1 digest "${text}")
   string(FIND "${text}" ")lua\"" clash)
   if(NOT clash EQUAL -1)

@@ -23,43 +23,69 @@
 -- a re-entry 4, a busy answer 3 (4 for the first one of a hold).
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
 -- that one first answered busy may answer {-2} once the lock is free: it never grants.
-local state = read_lock(KEYS[1])
+-- The common paths come first, with the few helpers they use: a call taking one creates
+-- none of the others' closures (cmake/GenerateScriptsHeader.cmake, --@helpers): a busy
+-- answer, a fresh grant of a free name nobody waits for, a re-entry. Each answers as the
+-- general code below would; everything else goes on to that code.
+local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
+local op = op_number(ARGV[3])
+local others     -- a free name's other kinds' keys and line, once counted here
+local busy_pttl  -- set here when the caller was answered busy and asks for a place in line
+if not h[8] or (tonumber(h[8]) or layout + 1) <= layout then  -- else refused below (layout_refusal)
+  local owner = h[1]
+  if owner and owner ~= ARGV[1] and ARGV[4] ~= 'reenter' then
+    -- Held by another owner: busy. The tombstone check and raise in one call; mark_waited.
+    if not tombstone_raised(KEYS[3], ARGV[3], ARGV[5]) then return {-2} end
+    if not h[6] then redis.call('HSET', KEYS[1], 'w', '1') end
+    busy_pttl = redis.call('PTTL', KEYS[1])
+    if busy_pttl < 0 then busy_pttl = tonumber(ARGV[2]) end
+    if not KEYS[8] or ARGV[8] == '' then return {0, busy_pttl} end
+  elseif not (owner or h[2] or h[3] or h[4] or h[5] or h[6] or h[7] or h[8]) then
+    -- A free name: a late copy of an operation given up never grants (replayed_acquire).
+    if op <= op_number(redis.call('GET', KEYS[3])) then return {-2} end
+    if ARGV[4] == 'reenter' then return {-1} end
+    -- The other kinds' keys and the line in one look: a name nobody else uses has none of them.
+    if KEYS[8] then others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+    else others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) end
+    if others == 0 then
+      return write_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[6] == '1', ARGV[7], false)
+    end
+  elseif owner == ARGV[1] and ARGV[4] == 'reenter' and op > op_number(h[3]) and op > op_number(h[7]) then
+    return reenter_exclusive(KEYS[1], KEYS[2], tonumber(h[2]) or 0, tonumber(h[4]), ARGV[3], ARGV[2], ARGV[5])
+  end
+end
+--@helpers
+if busy_pttl then
+  return {0, busy_pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]), ARGV[10] == 'new')}
+end
+local state = lock_state(h)
 local refusal = layout_refusal(state)
 if refusal then return refusal end
-local op = op_number(ARGV[3])
-if state.owner and state.owner ~= ARGV[1] and ARGV[4] ~= 'reenter' then
-  -- Held by another owner: busy. The tombstone check and raise in one call.
-  if not tombstone_raised(KEYS[3], ARGV[3], ARGV[5]) then return {-2} end
-  mark_waited(KEYS[1], state)
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl < 0 then pttl = tonumber(ARGV[2]) end
-  if KEYS[8] and ARGV[8] ~= '' then
-    return {0, pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]), ARGV[10] == 'new')}
+-- Here the lock is not held by another owner (answered busy above), unless a re-entry asks.
+if not others then
+  local replayed = replayed_acquire(state, KEYS[3], ARGV[1], op, ARGV[4] == 'reenter')
+  if replayed then return replayed end
+  if state.owner == ARGV[1] then
+    if ARGV[4] == 'reenter' then
+      return reenter_exclusive(KEYS[1], KEYS[2], state.count, state.token, ARGV[3], ARGV[2], ARGV[5])
+    end
+    if state.granted then
+      return confirm_grant(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5], ARGV[7])
+    end
+    -- 'fresh' although the server still has a hold of this owner that its
+    -- client no longer tracks (a release that failed in transit, a grant
+    -- whose reply was lost): the new grant replaces it, count 1, new token.
+  elseif ARGV[4] == 'reenter' then
+    return {-1}
   end
-  return {0, pttl}
 end
-local replayed = replayed_acquire(state, KEYS[3], ARGV[1], op, ARGV[4] == 'reenter')
-if replayed then return replayed end
-if state.owner == ARGV[1] then
-  if ARGV[4] == 'reenter' then
-    return reenter_exclusive(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5])
-  end
-  if state.granted then
-    return confirm_grant(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5], ARGV[7])
-  end
-  -- 'fresh' although the server still has a hold of this owner that its
-  -- client no longer tracks (a release that failed in transit, a grant
-  -- whose reply was lost): the new grant replaces it, count 1, new token.
-elseif ARGV[4] == 'reenter' then
-  return {-1}
-end
--- Free (or the owner's own hold replaced: it looks at nothing else). The other
--- kinds' keys and the line in one look: a name nobody else uses has none of them.
+-- Free (or the owner's own hold replaced: it looks at nothing else).
 local waited = state.waited and true or false  -- a replaced hold's waiters still wait
 if not state.owner then
-  local others
-  if KEYS[8] then others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-  else others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) end
+  if not others then
+    if KEYS[8] then others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+    else others = redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) end
+  end
   if others > 0 then
     refusal = other_kind(KEYS[4], KEYS[5], KEYS[6])
     if refusal then return refusal end

@@ -10,7 +10,7 @@ local function op_number(op)
   return tonumber(op) or 0
 end
 
--- A new fencing token: past the last one issued for this name and, with
+-- A new fencing token, and its text: past the last one issued for this name and, with
 -- floor_always (or when the counter is gone), at least the server's clock
 -- in microseconds. Tokens therefore keep increasing after the counter is
 -- lost (retention expiry, eviction, a restart without persistence, a
@@ -24,15 +24,16 @@ local function next_token(fence, floor_always)
     local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
     if now_us > token then token = now_us end
   end
-  redis.call('HSET', fence, 'token', string.format('%.0f', token))
-  return token
+  local text = string.format('%.0f', token)  -- (tostring would write a token above 1e14 as 1.7e+15)
+  redis.call('HSET', fence, 'token', text)
+  return token, text
 end
 
 -- The fence outlives the lock by the retention period: while the lock may
 -- be held its expiry is pushed past the lease, and once the lock is free
 -- nothing of it stays longer than retention.
 local function keep_fence(fence, ms)
-  redis.call('PEXPIRE', fence, string.format('%.0f', ms))
+  redis.call('PEXPIRE', fence, ms)  -- ms is below 1e14, which a number argument writes in full
 end
 
 -- The owner's tombstone keeps the highest operation id that may no longer
@@ -67,12 +68,17 @@ end
 local layout = 2
 
 -- The exclusive hold of a lock hash {owner, count, seq, token, holder, granted, w, u, v},
--- as acquire.lua and rw_write_acquire.lua keep it, in one read.
-local function read_lock(lock)
-  local h = redis.call('HMGET', lock, 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
+-- as acquire.lua and rw_write_acquire.lua keep it, from its fields as read_lock reads them
+-- (scripts whose common paths read them first pass them here).
+local function lock_state(h)
   return {owner = h[1], count = tonumber(h[2]) or 0, seq = op_number(h[3]), token = tonumber(h[4]),
           granted = h[5], waited = h[6], undone = op_number(h[7]), layout = h[8] or '1',
           present = h[1] or h[2] or h[3] or h[4] or h[5] or h[6] or h[7] or h[8]}
+end
+
+-- lock_state of a lock hash, in one read.
+local function read_lock(lock)
+  return lock_state(redis.call('HMGET', lock, 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v'))
 end
 
 local function layout_refusal(state)
@@ -110,33 +116,40 @@ local function replayed_acquire(state, tombstone, owner, op, reenter)
 end
 
 -- One more hold of the owner: never more than one lease from now, however deep.
-local function reenter_exclusive(lock, fence, state, op_id, lease, retention)
-  local count = state.count + 1
+local function reenter_exclusive(lock, fence, count, token, op_id, lease, retention)
+  count = count + 1
   redis.call('HSET', lock, 'count', count, 'seq', op_id)
   redis.call('PEXPIRE', lock, lease, 'GT')
   keep_fence(fence, lease + retention)
-  return {1, state.token, count}
+  return {1, token, count}
 end
 
--- A fresh exclusive hold: count 1, a new token; label says who holds it, for operators;
--- waited: others stand in line. The hash is written afresh in one call (an earlier
--- hold's fields, if any, go first).
-local function grant_exclusive(lock, fence, state, owner, op_id, lease, retention, floor_always, label, waited)
-  local token = next_token(fence, floor_always)
-  if state.present then redis.call('DEL', lock) end
-  local fields = {'owner', owner, 'count', 1, 'seq', op_id, 'token', string.format('%.0f', token), 'v', layout}
+-- A fresh exclusive hold of a name with no lock hash: count 1, a new token; label says who
+-- holds it, for operators; waited: others stand in line (the release looks at the line).
+-- The hash is written in one call.
+local function write_grant(lock, fence, owner, op_id, lease, retention, floor_always, label, waited)
+  local token, text = next_token(fence, floor_always)
+  -- Written out, not built in a table for unpack: this is a fresh grant's hottest line.
   if label and label ~= '' then
-    fields[#fields + 1] = 'holder'
-    fields[#fields + 1] = label
+    if waited then
+      redis.call('HSET', lock, 'owner', owner, 'count', 1, 'seq', op_id, 'token', text, 'v', layout, 'holder', label, 'w', '1')
+    else
+      redis.call('HSET', lock, 'owner', owner, 'count', 1, 'seq', op_id, 'token', text, 'v', layout, 'holder', label)
+    end
+  elseif waited then
+    redis.call('HSET', lock, 'owner', owner, 'count', 1, 'seq', op_id, 'token', text, 'v', layout, 'w', '1')
+  else
+    redis.call('HSET', lock, 'owner', owner, 'count', 1, 'seq', op_id, 'token', text, 'v', layout)
   end
-  if waited then
-    fields[#fields + 1] = 'w'
-    fields[#fields + 1] = '1'
-  end
-  redis.call('HSET', lock, unpack(fields))
   redis.call('PEXPIRE', lock, lease)
   keep_fence(fence, lease + retention)
   return {1, token, 1}
+end
+
+-- write_grant, replacing an earlier hold's hash if there is one.
+local function grant_exclusive(lock, fence, state, owner, op_id, lease, retention, floor_always, label, waited)
+  if state.present then redis.call('DEL', lock) end
+  return write_grant(lock, fence, owner, op_id, lease, retention, floor_always, label, waited)
 end
 
 -- The server's clock in milliseconds. Every deadline a script stores (a

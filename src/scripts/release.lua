@@ -16,42 +16,56 @@
 -- tombstone. Server calls (docs/design/server-work.md): a final release nobody waits for 4,
 -- a release of a re-entry 4.
 local undoing = ARGV[6] and ARGV[6] ~= ''
-local state = read_lock(KEYS[1])
--- An operation undone while the caller holds the lock: it never applies.
-local function undo_held()
-  raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
-  if op_number(ARGV[6]) > state.undone then redis.call('HSET', KEYS[1], 'u', ARGV[6]) end
-  return -3
-end
-if state.owner ~= ARGV[1] then
-  if redis.call('GET', KEYS[4]) == ARGV[3] then return 0 end
-  -- Undoing an operation that has not applied: a late copy of it never will.
-  if undoing then raise_tombstone(KEYS[4], ARGV[6], ARGV[5]) end
-  return -1
-end
--- Granted to the caller from the line and not confirmed yet: its client does
--- not know it holds it, so this is a late copy of an older release (a grant
--- its client gives up on leaves by line_leave.lua).
-if state.granted then
-  if undoing then return undo_held() end
-  return -2
-end
+-- The common paths come first, with the few helpers they use (acquire.lua): a release of
+-- the caller's own hold that nobody was answered busy for while it was held.
+local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
 local op = op_number(ARGV[3])
-if op == state.seq then return state.count end
-if op < state.seq then return -2 end
-if undoing and state.seq ~= op_number(ARGV[6]) then return undo_held() end
-local count = 0
-if ARGV[4] ~= 'all' then count = state.count - tonumber(ARGV[4]) end
-if count > 0 then
-  redis.call('HSET', KEYS[1], 'count', count, 'seq', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
-  keep_fence(KEYS[2], ARGV[2] + ARGV[5])
-  return count
+-- The caller's own confirmed hold, a new operation, and when undoing, the one undone was
+-- its last; every other case answers below.
+local releases = h[1] == ARGV[1] and not h[5] and op > op_number(h[3]) and
+                 (not undoing or op_number(h[3]) == op_number(ARGV[6]))
+if releases then
+  local count = 0
+  if ARGV[4] ~= 'all' then count = (tonumber(h[2]) or 0) - tonumber(ARGV[4]) end
+  if count > 0 then
+    redis.call('HSET', KEYS[1], 'count', count, 'seq', ARGV[3])
+    redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
+    keep_fence(KEYS[2], ARGV[2] + ARGV[5])
+    return count
+  end
+  redis.call('DEL', KEYS[1])
+  tombstone_raised(KEYS[4], ARGV[3], ARGV[5])
+  keep_fence(KEYS[2], tonumber(ARGV[5]))
+  if not h[6] then return 0 end
 end
-redis.call('DEL', KEYS[1])
-tombstone_raised(KEYS[4], ARGV[3], ARGV[5])
-keep_fence(KEYS[2], tonumber(ARGV[5]))
-if not state.waited then return 0 end
+--@helpers
+if not releases then
+  local state = lock_state(h)
+  -- An operation undone while the caller holds the lock: it never applies.
+  local function undo_held()
+    raise_tombstone(KEYS[4], ARGV[6], ARGV[5])
+    if op_number(ARGV[6]) > state.undone then redis.call('HSET', KEYS[1], 'u', ARGV[6]) end
+    return -3
+  end
+  if state.owner ~= ARGV[1] then
+    if redis.call('GET', KEYS[4]) == ARGV[3] then return 0 end
+    -- Undoing an operation that has not applied: a late copy of it never will.
+    if undoing then raise_tombstone(KEYS[4], ARGV[6], ARGV[5]) end
+    return -1
+  end
+  -- Granted to the caller from the line and not confirmed yet: its client does
+  -- not know it holds it, so this is a late copy of an older release (a grant
+  -- its client gives up on leaves by line_leave.lua).
+  if state.granted then
+    if undoing then return undo_held() end
+    return -2
+  end
+  if op == state.seq then return state.count end
+  if op < state.seq then return -2 end
+  return undo_held()  -- undoing, and the operation undone was not the last
+end
+-- A final release that someone was answered busy for: the first in line gets the lock, or
+-- the waiters are told.
 if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5])) then
   return 0
 end

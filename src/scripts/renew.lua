@@ -7,12 +7,14 @@
 --   back keeps the majority whole. A lock that is merely gone (released, force-released,
 --   expired) left its fence behind for the retention period and is not taken.
 -- Returns 1 when extended (or taken back), 0 when the caller no longer holds it (lost).
+-- The common path first (acquire.lua): the caller still holds it.
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
   keep_fence(KEYS[2], ARGV[2] + ARGV[3])
   return 1
 end
+--@helpers
 if not owner and ARGV[4] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
   local token = next_token(KEYS[2], false)
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'count', 1, 'seq', '0', 'token', string.format('%.0f', token),
