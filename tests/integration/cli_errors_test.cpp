@@ -193,20 +193,22 @@ TEST(CliErrors, WaitOnAServerThatDoesNotAnswerEndsAtTheDeadline) {
     }
 }
 
-// A server that answers no command at all (CLIENT PAUSE ALL) also stalls the
-// new connection's handshake: `run --wait D` still ends at D plus the
-// client's close, not at the connect timeout (5 s here; before, the run took
-// the whole connect timeout), and says the server did not answer (69).
+// A server that answers no command at all (stopped: it takes connections
+// into its backlog and answers nothing) also stalls the new connection's
+// handshake: `run --wait D` still ends at D plus the client's close, not at
+// the connect timeout (5 s here; before, the run took the whole connect
+// timeout), and says the server did not answer (69). (Not CLIENT PAUSE ALL:
+// it holds back CLIENT UNPAUSE too, so each case sat out the whole pause.)
 TEST(CliErrors, WaitEndsAtTheDeadlineAlsoWhileTheConnectionIsBeingMade) {
     RedisServer server;
     const double slack = std::chrono::duration<double>(dlock::Client::max_close_wait).count() + 1.2;
     for (const std::string how : {"", "--shared", "--permits=2"}) {
-        server.cli({"CLIENT", "PAUSE", "8000", "ALL"});
+        server.pause();
         std::vector<std::string> args = {"--url", server.uri(), "--connect-timeout", "5s", "run", "--wait", "500ms"};
         if (!how.empty()) args.push_back(how);
         args.insert(args.end(), {"paused-all", "--", "true"});
         const auto f = dlock_cli(args);
-        server.cli({"CLIENT", "UNPAUSE"});
+        server.resume();
         const double took = std::chrono::duration<double>(f.took).count();
         EXPECT_EQ(f.code, 69) << how << ": " << f.err;
         EXPECT_NE(f.err.find("did not answer"), std::string::npos) << how << ": " << f.err;
