@@ -66,17 +66,16 @@ TEST(CliErrors, BadDatabaseIndexKeepsRedisText) {
     EXPECT_NE(f.err.find("DB index is out of range"), std::string::npos) << f.err;
 }
 
-TEST(CliErrors, AReleaseRefusedIsReportedAsWhatHappened) {
-    // May lock and unlock (DEL) but not PUBLISH: Redis runs the release
-    // script up to the PUBLISH, so the lock is gone but waiters were not told.
+TEST(CliErrors, AReleaseWhoseNoticeIsRefusedStillReleasesCleanly) {
+    // May lock and unlock but not PUBLISH: the release's notice to waiters is
+    // best effort (a waiter finds out when it tries again), so the release
+    // itself succeeds and nothing is reported as refused.
     RedisServer server({.acl_users = {{"worker", "on", ">pw", "~*", "&*", "+@all", "-publish"}}});
     const std::string url = "redis://worker:pw@127.0.0.1:" + std::to_string(server.port());
     auto f = dlock_cli({"--url", url, "run", "k", "--", "sh", "-c", "echo ran"});
     EXPECT_EQ(f.out, "ran\n");
     EXPECT_EQ(f.code, 0) << f.err;
-    EXPECT_NE(f.err.find("releasing k: Redis refused: "), std::string::npos) << f.err;
-    EXPECT_NE(f.err.find("can't run this command"), std::string::npos) << "Redis's own words: " << f.err;
-    EXPECT_NE(f.err.find("the lock is no longer held"), std::string::npos) << f.err;
+    EXPECT_EQ(f.err.find("releasing k"), std::string::npos) << f.err;
     EXPECT_EQ(f.err.find("server error"), std::string::npos) << f.err;
     EXPECT_EQ(server.cli({"EXISTS", "dlock:{k}"}), "0");
 }
