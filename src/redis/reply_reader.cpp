@@ -1,6 +1,5 @@
 #include "reply_reader.hpp"
 
-#include <utility>
 #include <hiredis/read.h>
 
 #include <algorithm>
@@ -116,9 +115,7 @@ void* attach(const redisReadTask* task, Reply&& value) {
         siblings.reserve(current_limits->grow_to);  // as admit() charged
         return &siblings.emplace_back(std::move(value));
     }
-    Reply* root = std::exchange(current_limits->spare, nullptr);
-    if (root) *root = std::move(value);
-    else root = new Reply(std::move(value));
+    auto* root = new Reply(std::move(value));
     current_limits->root = root;
     return root;
 }
@@ -202,7 +199,6 @@ ReplyReader::~ReplyReader() {
     LimitsScope scope(&limits_);
     redisReaderFree(reader_);
     delete limits_.root;
-    delete limits_.spare;
 }
 
 void ReplyReader::feed(const char* data, std::size_t size) {
@@ -237,8 +233,7 @@ bool ReplyReader::next(Reply& out, std::error_code& ec) {
     limits_.root = nullptr;
     limits_.built = limits_.wire = 0;
     out = std::move(*root);
-    *root = Reply{};  // keeps nothing of the reply handed out
-    limits_.spare = root;
+    delete root;
     return true;
 }
 
