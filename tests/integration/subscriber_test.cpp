@@ -321,6 +321,9 @@ TEST(Subscriber, AWarningHookMayCallBackIntoTheClient) {
     EXPECT_TRUE(from_hook->wait_active(soon()));
     EXPECT_TRUE(asked.load());
     EXPECT_EQ(client.command({"PING"}).text, "PONG");
+    // A Subscription must not outlive its Client (client.hpp).
+    from_hook.reset();
+    refused.reset();
 }
 
 // A hostile server answering SUBSCRIBE with errors (one more than there are
