@@ -308,7 +308,7 @@ TEST_F(ServerWork, ExclusiveLockPaths) {
     EXPECT_LE(busy.calls_per_run(), 3.05);  // 4 for the first busy answer of a hold (it marks the hash)
     EXPECT_LE(renewal.calls_per_run(), 3);
     EXPECT_LE(fresh_new.calls_per_run(), 13);
-    EXPECT_LE(fair.calls_per_run(), 13);
+    EXPECT_LE(fair.calls_per_run(), 13.1);  // a FairLock line refresh may fall in the measured runs (as in KindsAgainstTheFloor)
     EXPECT_LE(write.calls_per_run(), 16);  // its release always publishes: readers queue behind a waiting writer (was 21)
 }
 
