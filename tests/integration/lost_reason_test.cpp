@@ -396,7 +396,7 @@ TEST(LostReason, WaitersWhoseChannelIsRefusedNoticeAReleaseSoon) {
 // An ACL user without channel rights (Redis 7's default for a new user) is
 // documented as costing only notices (ClientOptions::on_warning). But the
 // release scripts PUBLISH, which the same ACL refuses inside a script: a
-// semaphore's last permit back publishes 'free', so every such release fails.
+// semaphore's last permit back publishes 'free': the release must still succeed (notices are best effort).
 TEST(LostReason, ASemaphoreReleaseWorksForAnAclUserWithoutChannels) {
     RedisServer server({.acl_users = {{"nochannels", "on", ">pw", "~*", "resetchannels", "+@all"}}});
     dlock::Client client(no_channels_uri(server));
@@ -409,7 +409,7 @@ TEST(LostReason, ASemaphoreReleaseWorksForAnAclUserWithoutChannels) {
 }
 
 // The same user releasing a Lock someone waits for: release.lua grants the
-// lock to the waiter, then its PUBLISH of the grant notice is refused.
+// lock to the waiter, then its PUBLISH of the grant notice is refused: the release still succeeds.
 TEST(LostReason, ALockReleaseWithAWaiterWorksForAnAclUserWithoutChannels) {
     NoChannels setup;
     auto& client = setup.client;
@@ -509,8 +509,8 @@ TEST(LostReason, DeadlinesHoldWhenEveryChannelIsRefused) {
     }
 }
 
-// The same user as an operator: force_release removes the hold, then its
-// PUBLISH of the revocation is refused, and the operator is told it failed.
+// The same user as an operator: force_release removes the hold, and its
+// refused PUBLISH of the revocation (best effort) does not fail the call.
 TEST(LostReason, AForceReleaseWorksForAnAclUserWithoutChannels) {
     NoChannels setup;
     auto& client = setup.client;
