@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <shared_mutex>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -191,12 +192,16 @@ TEST(RwLockEdges, MarksOfKilledWriterProcessesDoNotAccumulate) {
     Reader first(holder_lock);
     dlock::Client writer_client(server.uri());
     auto writer_lock = writer_client.rw_lock("doc", {.lease = 3s});
-    std::thread writer([&] { EXPECT_FALSE(writer_lock.try_lock_for(4s)); });  // keeps the set alive
+    // Keeps the set alive (its mark live) until the checks are done, however
+    // long the children take to start (seconds each under a sanitizer).
+    std::stop_source done;
+    std::thread writer([&] { EXPECT_FALSE(writer_lock.try_lock_until(Clock::now() + 120s, done.get_token())); });
     ASSERT_TRUE(eventually([&] { return marks(server, "doc") == 1; }));
     constexpr int dead = 5;
     for (int i = 0; i < dead; ++i) leave_a_dead_writers_mark(server, "doc", 100ms, 1 + i);
     EXPECT_TRUE(eventually([&] { return marks(server, "doc") == 1; }, 3s))
         << marks(server, "doc") << " marks in " << key_of("doc") << ":wwait, one of them live";
+    done.request_stop();
     writer.join();
 }
 
