@@ -112,8 +112,8 @@ public:
     // the listener as Event::subscribed (what it published before may have
     // been missed). After every reconnect the channel is subscribed again and
     // the listener receives Event::resubscribed: messages may have been missed.
-    // Precondition: the Subscription is destroyed (or reset()) before this
-    // Client; one left behind would use the Client's freed I/O context.
+    // The Subscription may outlive the Client: it then no longer listens,
+    // active() is false and wait_active() returns false at once.
     Subscription subscribe(std::string channel, Subscription::Listener listener);
 
     // A lock on name through this client (see lock.hpp). The Lock may outlive

@@ -45,6 +45,7 @@ Subscriber::Shard& Subscriber::shard_locked(const Topology::Home& home) {
 }
 
 Subscriber::Shard* Subscriber::place_locked(const std::string& channel) {
+    if (shut_down_) return nullptr;
     auto home = topology_->channel_home(channel);
     return home ? &shard_locked(*home) : nullptr;
 }
@@ -67,14 +68,28 @@ void Subscriber::start() {
 }
 
 void Subscriber::shutdown() {
-    std::vector<std::shared_ptr<Connection>> connections;
+    // Subscriptions may outlive the client: nothing bound to its I/O context
+    // (connections, the timer, the topology) stays with this object, whose
+    // channels then answer at once and send nothing.
+    std::map<std::string, std::unique_ptr<Shard>> shards;
+    std::shared_ptr<Topology> topology;
     {
         std::lock_guard lock(mutex_);
         shut_down_ = true;
-        for (auto& [key, shard] : shards_) connections.push_back(shard->connection);
+        shards.swap(shards_);
+        topology.swap(topology_);
+        for (auto& [name, entry] : channels_) {
+            entry.shard = nullptr;
+            entry.active = false;
+        }
     }
-    if (replace_timer_) replace_timer_->cancel();
-    for (auto& connection : connections) connection->shutdown();
+    confirmed_.notify_all();
+    replace_timer_.reset();  // cancels its wait
+    for (auto& [key, shard] : shards) {
+        shard->connection->shutdown();
+        // Gone after the handlers already queued for it (its hooks point at it).
+        asio::post(io_, [retired = std::shared_ptr<Shard>(std::move(shard))] {});
+    }
 }
 
 void Subscriber::send_counted(Shard& shard, bool subscribe, const std::vector<std::string_view>& channels) {
@@ -157,7 +172,7 @@ Subscription Subscriber::add(std::string channel, Subscription::Listener listene
         if (first) {
             entry.shard = place_locked(channel);
             if (entry.shard) send_counted(*entry.shard, true, {channel});
-            else unplaced = true;
+            else unplaced = !shut_down_;
         }
     }
     if (unplaced) schedule_replace();  // once the slot map is in
@@ -186,6 +201,7 @@ bool Subscriber::wait_active(const std::string& channel, Clock::time_point deadl
     std::unique_lock lock(mutex_);
     bool active = false;
     confirmed_.wait_until(lock, deadline, [&] {
+        if (shut_down_) return true;  // its client is gone: never active
         auto it = channels_.find(channel);
         if (it == channels_.end()) return false;
         active = it->second.active;
@@ -213,6 +229,7 @@ bool Subscriber::failing(const Subscription& s) {
     std::shared_ptr<Connection> connection;
     {
         std::lock_guard lock(s.subscriber_->mutex_);
+        if (s.subscriber_->shut_down_) return true;  // its client is gone
         auto it = s.subscriber_->channels_.find(s.channel_);
         if (it == s.subscriber_->channels_.end()) return true;
         if (!it->second.refused.empty()) return true;
@@ -249,6 +266,9 @@ void Subscriber::displaced_locked(Channel& entry) {
 }
 
 void Subscriber::on_push(Shard& shard, Reply&& reply) {
+    // A retired shard's last pushes, after the client shut down (the I/O
+    // thread alone writes shut_down_, so it reads it without the lock).
+    if (shut_down_) return;
     if (reply.is_error()) {
         // The answer to our oldest (S)SUBSCRIBE: refused for good (NOPERM),
         // or to be asked for again (MOVED: once the slot map is refreshed).

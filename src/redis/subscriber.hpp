@@ -38,7 +38,10 @@ public:
     Subscriber(asio::io_context& io, ClientOptions options, std::shared_ptr<Topology> topology);
 
     void start();
-    void shutdown();  // I/O thread
+    // I/O thread. Lets go of everything bound to the I/O context, so
+    // Subscriptions may outlive the client: they answer at once from then
+    // on (not active, failing) and send nothing.
+    void shutdown();
 
     Subscription add(std::string channel, Subscription::Listener listener);
     void remove(const std::string& channel, unsigned long long id);
@@ -128,7 +131,7 @@ private:
     const ForkGuard fork_guard_;
     asio::io_context& io_;
     const ClientOptions options_;
-    const std::shared_ptr<Topology> topology_;
+    std::shared_ptr<Topology> topology_;  // null once shut down
     const bool sharded_;
     std::thread::id io_thread_;
 

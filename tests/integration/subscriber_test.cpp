@@ -384,3 +384,31 @@ TEST(Subscriber, ResubscribingWhileAnswersAreInFlightEndsRight) {
         EXPECT_EQ(server.cli({"PUBLISH", "open-x", "m"}), "1") << round;
     }
 }
+
+// A Subscription left behind by its Client (the Client destroyed first) is
+// inert: it answers at once, no longer listens, and is destroyed without
+// touching the Client's freed I/O context or sockets (AddressSanitizer saw a
+// heap-use-after-free here when the subscriber's connections outlived it).
+TEST(Subscriber, ASubscriptionLeftBehindByItsClientIsInert) {
+    dlock::support::RedisServer server;
+    std::optional<dlock::Client> client(std::in_place, server.uri());
+    Inbox inbox;
+    auto kept = client->subscribe("left", inbox.listener());
+    auto moved_later = client->subscribe("left:too", inbox.listener());
+    ASSERT_TRUE(kept.wait_active(soon()));
+    ASSERT_TRUE(moved_later.wait_active(soon()));
+    client.reset();
+
+    EXPECT_FALSE(kept.active());
+    EXPECT_FALSE(kept.refused());
+    const auto asked = std::chrono::steady_clock::now();
+    EXPECT_FALSE(kept.wait_active(asked + 5s));
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, 2s) << "wait_active waited for a Client that is gone";
+    // Nothing listens any more: a message published now reaches nobody.
+    dlock::Client publisher(server.uri());
+    EXPECT_EQ(publisher.command({"PUBLISH", "left", "late"}).integer, 0);
+    auto moved = std::move(moved_later);
+    moved.reset();
+    kept.reset();
+    EXPECT_TRUE(inbox.messages.empty());
+}
