@@ -67,7 +67,8 @@ void write_json(const Result& r, const std::string& path) {
     for (std::size_t i = 0; i < r.samples.size(); ++i) {
         const auto& s = r.samples[i];
         out << (i ? ", " : "") << "\n    {\"minutes\": " << s.minutes << ", \"client_rss\": " << s.client_rss
-            << ", \"used_memory\": " << s.used_memory << ", \"keys\": " << s.keys << ", \"held\": " << s.held
+            << ", \"client_heap\": " << s.client_heap << ", \"used_memory\": " << s.used_memory
+            << ", \"keys\": " << s.keys << ", \"held\": " << s.held
             << ", \"cycles\": " << s.cycles << ", \"busy\": " << s.busy << "}";
     }
     out << "],\n  \"failures\": [";
