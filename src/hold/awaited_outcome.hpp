@@ -5,7 +5,9 @@
 // be undone by someone.
 //
 // Thread-safety: deliver() from any one thread (the I/O thread), wait() from
-// one caller thread; each at most once.
+// one caller thread or fiber; each at most once per use. A reused object
+// (reset() between uses) may be waited for by a thread after a fiber, or
+// the other way round.
 #pragma once
 
 #include <atomic>
@@ -43,7 +45,11 @@ public:
             walked_away = walked_away_;
             if (walked_away) handler = std::move(if_walked_away_);
             else outcome_ = std::move(outcome);
-            parked = parked_.get();
+            // The wait in a fiber is woken through parked_, a thread's
+            // through done_: by how this call's caller waits, not by whether
+            // parked_ exists (a reused object keeps the one an earlier
+            // fiber's wait made).
+            if (fiber_waits_) parked = parked_.get();
         }
         if (walked_away) {
             if (handler) handler(std::move(outcome));
@@ -85,7 +91,7 @@ public:
     // handed to its handler (nothing else uses this object any more).
     void reset() {
         std::lock_guard lock(mutex_);
-        delivered_ = walked_away_ = awaited_ = false;
+        delivered_ = walked_away_ = awaited_ = fiber_waits_ = false;
         outcome_.reset();
         if_walked_away_ = nullptr;
         while (done_.try_acquire()) {
@@ -118,6 +124,7 @@ private:
         {
             std::unique_lock lock(mutex_);
             awaited_ = true;
+            fiber_waits_ = true;
             if (!parked_) parked_ = std::make_unique<Condition>();
             auto ready = [&] { return delivered_; };
             if (deadline) parked_->wait_until(lock, stop, *deadline, ready);
@@ -149,6 +156,7 @@ private:
     bool delivered_ = false;
     bool walked_away_ = false;
     bool awaited_ = false;  // in wait(), until it walks away
+    bool fiber_waits_ = false;  // the caller waits in a fiber: park(), woken through parked_
     std::optional<Outcome> outcome_;
     Handler if_walked_away_;
     // Released by the delivery and by a stop request: hence two.
