@@ -150,7 +150,7 @@ bool acquire_metered(AcquisitionProtocol& kind, AcquisitionCall& call, std::erro
     ec.clear();
     clear_server_error();
     if ((ec = kind.usable())) return false;
-    call.owner = kind.owner();
+    call.owner_ = &kind.owner();
     if (!kind.prepare(call, ec)) return false;
     // A single attempt is sent at once: it is asked to fail fast, and one
     // made before the inbox listens is covered by the renewals the inbox's
@@ -158,7 +158,7 @@ bool acquire_metered(AcquisitionProtocol& kind, AcquisitionCall& call, std::erro
     if (!call.single_attempt) kind.hear_revocations(call);
     std::optional<OwnerOperation> operation;
     if (auto* holds = kind.holds()) {
-        operation.emplace(*holds, kind.name(), call.owner);
+        operation.emplace(*holds, kind.name(), call.owner(), kind.owner_slot());
         const auto gate_until = call.single_attempt ? std::optional(call.answer_by()) : call.deadline;
         if (!operation->enter(gate_until, call.stop, ec)) return false;
         call.slot = &operation->slot();

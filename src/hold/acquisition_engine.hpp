@@ -81,9 +81,13 @@ struct AcquisitionCall {
     bool single_attempt;  // one attempt, never in line (a protocol's prepare() may set it)
     AcquisitionMeter& meter;
     const std::chrono::milliseconds answer_time;
-    std::string owner;            // the protocol's owner(); empty for kinds without owners
+    // The protocol's owner(), valid for the call; empty for kinds without owners.
+    const std::string& owner() const noexcept { return *owner_; }
+    const std::string* owner_ = &no_owner;
     OwnerSlot* slot = nullptr;    // the owner's slot, its gate entered (kinds with holds() only)
     GateTicket* ticket = nullptr;
+
+    static inline const std::string no_owner;
 
     bool past_deadline() const { return stop.stop_requested() || (deadline && LockClock::now() >= *deadline); }
     // Until when one attempt waits for its answer: the deadline, or for a
@@ -132,7 +136,11 @@ public:
     // The owner's gate and re-entry: kinds whose holds are named by owner.
     virtual HoldRegistry* holds() { return nullptr; }
     virtual const std::string& name() const = 0;
-    virtual std::string owner() const { return {}; }
+    // The calling owner, valid until the call ends (the protocol keeps it).
+    virtual const std::string& owner() { return AcquisitionCall::no_owner; }
+    // The owner's slot in holds(), when the protocol keeps it already;
+    // null: the engine looks it up.
+    virtual std::shared_ptr<OwnerSlot> owner_slot() { return nullptr; }
     // The owner holds it already (a trusted hold): re-enters, or not_held
     // to acquire afresh.
     virtual Reentry reenter(AcquisitionCall&, const std::shared_ptr<Hold>&, std::error_code&) {

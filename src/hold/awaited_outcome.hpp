@@ -5,7 +5,9 @@
 // be undone by someone.
 //
 // Thread-safety: deliver() from any one thread (the I/O thread), wait() from
-// one caller thread; each at most once.
+// one caller thread or fiber; each at most once per use. A reused object
+// (reset() between uses) may be waited for by a thread after a fiber, or
+// the other way round.
 #pragma once
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <stop_token>
 
 #include "runtime/condition.hpp"
+#include "runtime/function_ref.hpp"
 #include "redis/client_core.hpp"
 
 namespace dlock::detail {
@@ -25,21 +28,33 @@ template <typename Outcome>
 class AwaitedOutcome {
 public:
     using Handler = std::function<void(Outcome&&)>;
+    // Makes the handler of a caller that walks away: called only then, on
+    // the caller's thread, so that a wait answered in time makes none.
+    using MakeHandler = FunctionRef<Handler()>;
 
     // The outcome: to the waiting caller, or to the handler of one that
     // walked away. Later calls are ignored.
     void deliver(Outcome&& outcome) {
         Handler handler;
         Condition* parked = nullptr;
+        bool walked_away = false;
         {
             std::lock_guard lock(mutex_);
             if (delivered_) return;
             delivered_ = true;
-            if (walked_away_) handler = std::move(if_walked_away_);
+            walked_away = walked_away_;
+            if (walked_away) handler = std::move(if_walked_away_);
             else outcome_ = std::move(outcome);
-            parked = parked_.get();
+            // The wait in a fiber is woken through parked_, a thread's
+            // through done_: by how this call's caller waits, not by whether
+            // parked_ exists (a reused object keeps the one an earlier
+            // fiber's wait made).
+            if (fiber_waits_) parked = parked_.get();
         }
-        if (handler) return handler(std::move(outcome));
+        if (walked_away) {
+            if (handler) handler(std::move(outcome));
+            return;
+        }
         // parked_ lives as long as this object, which the waiter keeps
         // alive until its wait has returned.
         if (parked) return parked->notify_all();
@@ -48,12 +63,12 @@ public:
 
     // Blocks until the outcome is delivered (true: `out` is set), or until
     // deadline (none: no deadline) or stop (false: walked away; the outcome
-    // goes to if_walked_away when it comes, on the delivering thread).
-    // `client` lends its short spin before sleeping (a reply on loopback is
-    // often faster than a sleep and wake-up).
+    // goes to the handler make_if_walked_away makes, when it comes, on the
+    // delivering thread). `client` lends its short spin before sleeping (a
+    // reply on loopback is often faster than a sleep and wake-up).
     bool wait(ClientCore& client, std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
-              Handler if_walked_away) {
-        if (Fiber::current()) return park(deadline, stop, out, std::move(if_walked_away));
+              MakeHandler make_if_walked_away) {
+        if (Fiber::current()) return park(deadline, stop, out, make_if_walked_away);
         {
             std::lock_guard lock(mutex_);
             awaited_ = true;
@@ -69,8 +84,18 @@ public:
             else done_.acquire();
         }
         on_stop.reset();
+        return settle(out, make_if_walked_away);
+    }
+
+    // Ready for another call, once the last one's outcome was taken or
+    // handed to its handler (nothing else uses this object any more).
+    void reset() {
         std::lock_guard lock(mutex_);
-        return settle_locked(out, std::move(if_walked_away));
+        delivered_ = walked_away_ = awaited_ = fiber_waits_ = false;
+        outcome_.reset();
+        if_walked_away_ = nullptr;
+        while (done_.try_acquire()) {
+        }
     }
 
     // True while a caller is blocked in wait() for the outcome (any thread).
@@ -94,31 +119,44 @@ public:
 
 private:
     // wait() in a fiber (an asynchronous operation): it parks, with no spin.
-    bool park(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out, Handler if_walked_away) {
-        std::unique_lock lock(mutex_);
-        awaited_ = true;
-        if (!parked_) parked_ = std::make_unique<Condition>();
-        auto ready = [&] { return delivered_; };
-        if (deadline) parked_->wait_until(lock, stop, *deadline, ready);
-        else parked_->wait(lock, stop, ready);
-        return settle_locked(out, std::move(if_walked_away));
-    }
-    // The wait's end: the outcome (true), or walked away from it.
-    bool settle_locked(Outcome& out, Handler if_walked_away) {
-        if (delivered_) {
-            out = std::move(*outcome_);
-            return true;
+    bool park(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
+              MakeHandler make_if_walked_away) {
+        {
+            std::unique_lock lock(mutex_);
+            awaited_ = true;
+            fiber_waits_ = true;
+            if (!parked_) parked_ = std::make_unique<Condition>();
+            auto ready = [&] { return delivered_; };
+            if (deadline) parked_->wait_until(lock, stop, *deadline, ready);
+            else parked_->wait(lock, stop, ready);
         }
+        return settle(out, make_if_walked_away);
+    }
+    // The wait's end: the outcome (true), or walked away from it. The
+    // handler is made outside the lock, and only when walking away.
+    bool settle(Outcome& out, MakeHandler make_if_walked_away) {
+        {
+            std::lock_guard lock(mutex_);
+            if (delivered_) return take_locked(out);
+        }
+        Handler handler = make_if_walked_away ? make_if_walked_away() : Handler();
+        std::lock_guard lock(mutex_);
+        if (delivered_) return take_locked(out);  // it came meanwhile
         walked_away_ = true;
         awaited_ = false;
-        if_walked_away_ = std::move(if_walked_away);
+        if_walked_away_ = std::move(handler);
         return false;
+    }
+    bool take_locked(Outcome& out) {
+        out = std::move(*outcome_);
+        return true;
     }
 
     std::mutex mutex_;
     bool delivered_ = false;
     bool walked_away_ = false;
     bool awaited_ = false;  // in wait(), until it walks away
+    bool fiber_waits_ = false;  // the caller waits in a fiber: park(), woken through parked_
     std::optional<Outcome> outcome_;
     Handler if_walked_away_;
     // Released by the delivery and by a stop request: hence two.

@@ -120,10 +120,17 @@ struct LockIdentity {
 // LockIdentity::release makes), as views into the identity and into the
 // strings passed in, which must outlive it: the hot path's, without copies.
 struct ReleaseViews {
+    // owner_tombstone: the owner's tombstone key when the caller keeps it
+    // (empty: made here).
     ReleaseViews(const LockIdentity& id, std::string_view owner, std::string_view operation,
-                 std::string_view how_many, std::string_view undoing = {})
-        : tombstone(id.keys.tombstone(owner)),
-          keys{id.keys.lock, id.keys.fence(), id.keys.channel(), tombstone, id.keys.line(), id.keys.places()},
+                 std::string_view how_many, std::string_view undoing = {}, std::string_view owner_tombstone = {})
+        : tombstone(owner_tombstone.empty() ? id.keys.tombstone(owner) : std::string()),
+          keys{id.keys.lock,
+               id.keys.fence(),
+               id.keys.channel(),
+               owner_tombstone.empty() ? std::string_view(tombstone) : owner_tombstone,
+               id.keys.line(),
+               id.keys.places()},
           argv{owner, id.lease_ms, operation, how_many, id.retention_ms, undoing, id.waiter_lease_ms} {}
     ReleaseViews(const ReleaseViews&) = delete;
     ReleaseViews& operator=(const ReleaseViews&) = delete;

@@ -193,8 +193,10 @@ private:
 // operation's length, and the slot dropped afterwards if nothing uses it.
 class OwnerOperation {
 public:
-    OwnerOperation(HoldRegistry& registry, const std::string& name, const std::string& owner)
-        : registry_(registry), name_(name), owner_(owner), slot_(registry.slot(name, owner)) {}
+    // slot: the (name, owner) slot when the caller keeps it already (none: looked up).
+    OwnerOperation(HoldRegistry& registry, const std::string& name, const std::string& owner,
+                   std::shared_ptr<OwnerSlot> slot = nullptr)
+        : registry_(registry), name_(name), owner_(owner), slot_(slot ? std::move(slot) : registry.slot(name, owner)) {}
     ~OwnerOperation() {
         ticket.leave();
         slot_.reset();

@@ -27,6 +27,7 @@
 #include "lease_keeper.hpp"
 #include "name_queue.hpp"
 #include "runtime/owner_ids.hpp"
+#include "retried_call.hpp"
 #include "unattended_calls.hpp"
 
 namespace dlock::detail {
@@ -44,6 +45,8 @@ public:
     HoldRegistry& holds() noexcept { return holds_; }
     // Calls nobody waits for; the close waits for them.
     UnattendedCalls& unattended() noexcept { return unattended_; }
+    // The lock calls' state, kept for reuse.
+    RetriedCallPool& calls() noexcept { return calls_; }
     // The acquisitions under way: the close stops them first.
     ClosingGate& closing() noexcept { return closing_; }
 
@@ -65,6 +68,7 @@ private:
     HoldRegistry holds_;
     LeaseKeeper keeper_;
     UnattendedCalls unattended_;
+    RetriedCallPool calls_;
     ClosingGate closing_;
 };
 

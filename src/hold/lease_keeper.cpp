@@ -18,6 +18,7 @@ LockClock::time_point watch_time(const Hold& hold) { return watch_time(hold, hol
 
 LeaseKeeper::LeaseKeeper(ClientCore& timer_home, SendRenewals send)
     : home_(timer_home), send_(std::move(send)), timer_(timer_home.io()) {
+    spare_entries_.reserve(max_spare_entries);
     home_.on_io_shutdown([this] { shutdown(); });
 }
 
@@ -44,13 +45,27 @@ void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point
 
 void LeaseKeeper::unschedule_locked(Hold& hold) {
     if (!hold.keeper.scheduled) return;
-    schedule_.erase(hold.keeper.at);
+    auto node = schedule_.extract(hold.keeper.at);
     hold.keeper.scheduled = false;
+    // Kept for the next hold: a lock taken and released in a loop makes
+    // no schedule entry per call.
+    if (spare_entries_.size() < max_spare_entries) {
+        node.mapped().reset();
+        spare_entries_.push_back(std::move(node));
+    }
 }
 
 void LeaseKeeper::schedule_locked(const std::shared_ptr<Hold>& hold, LockClock::time_point at, bool& earlier) {
     unschedule_locked(*hold);
-    hold->keeper.at = schedule_.emplace(at, hold);
+    if (spare_entries_.empty()) {
+        hold->keeper.at = schedule_.emplace(at, hold);
+    } else {
+        auto node = std::move(spare_entries_.back());
+        spare_entries_.pop_back();
+        node.key() = at;
+        node.mapped() = hold;
+        hold->keeper.at = schedule_.insert(std::move(node));
+    }
     hold->keeper.scheduled = true;
     earlier = at < armed_for_;
     if (earlier) armed_for_ = at;

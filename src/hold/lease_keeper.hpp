@@ -79,7 +79,11 @@ private:
     asio::steady_timer timer_;  // I/O thread only
 
     std::mutex mutex_;
-    std::multimap<LockClock::time_point, std::shared_ptr<Hold>> schedule_;
+    using Schedule = std::multimap<LockClock::time_point, std::shared_ptr<Hold>>;
+    Schedule schedule_;
+    // Entries taken out of the schedule, for reuse (at most max_spare_entries).
+    static constexpr std::size_t max_spare_entries = 16;
+    std::vector<Schedule::node_type> spare_entries_;
     LockClock::time_point armed_for_ = LockClock::time_point::max();
     bool shut_down_ = false;
 };

@@ -24,12 +24,14 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "dlock/error.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
 #include "awaited_outcome.hpp"
 #include "redis/client_core.hpp"
+#include "runtime/function_ref.hpp"
 #include "validity.hpp"
 
 namespace dlock::detail {
@@ -66,6 +68,10 @@ public:
     // I/O thread with the outcome, when it comes).
     bool wait(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec, Reply& reply,
               Done if_walked_away);
+    // As wait(), with the handler made only when the caller walks away
+    // (a call answered in time makes none).
+    bool wait_making(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec,
+                     Reply& reply, FunctionRef<Done()> make_if_walked_away);
 
     // As wait() with no time to wait at all: no spin, no sleep (a caller that
     // never waits for the answer, Lock::unlock_nowait).
@@ -86,14 +92,21 @@ public:
     RetriedCall(std::shared_ptr<ClientCore> client, const Script& script, Clock::time_point give_up_by);
 
 private:
+    friend class RetriedCallPool;
+    void begin(ClientCore::Args keys, ClientCore::Args argv, Send how, Migration migration);
+
     void send(std::string_view bytes);
     void on_reply(std::error_code ec, Reply&& reply);
     void resend_after_pause();
     void finish(std::error_code ec, Reply&& reply);
 
-    const std::shared_ptr<ClientCore> client_;
-    const Script& script_;
-    const Clock::duration window_;  // give_up_by as first asked, from the start
+    // Dropped when the outcome is known: a call kept for reuse does not
+    // keep its client alive. client_core_ stays for the waiting caller,
+    // who keeps the client.
+    std::shared_ptr<ClientCore> client_;
+    ClientCore* client_core_;
+    const Script* script_;
+    Clock::duration window_;  // give_up_by as first asked, from the start
     Clock::time_point give_up_by_;  // I/O thread after the first send
     Clock::time_point first_sent_{};
     std::string evalsha_;
@@ -103,12 +116,33 @@ private:
     Migration migration_ = Migration::within_window;
     std::error_code unknown_;    // the first failure after which some copy may have run
     std::optional<asio::steady_timer> retry_timer_;
+    std::shared_ptr<RetriedCall> in_flight_;  // while a copy is in flight: this
 
     struct Answer {
         std::error_code ec;
         Reply reply;
     };
     AwaitedOutcome<Answer> outcome_;
+};
+
+// One client's RetriedCalls kept for reuse: a lock call's state, and the
+// room of its command bytes, are made once rather than per call. A kept
+// call is reused once nothing else refers to it (its caller, its copies
+// in flight). Thread-safe.
+class RetriedCallPool {
+public:
+    // As RetriedCall::start.
+    std::shared_ptr<RetriedCall> start(const std::shared_ptr<ClientCore>& client, const Script& script,
+                                       ClientCore::Args keys, ClientCore::Args argv, Clock::time_point give_up_by,
+                                       RetriedCall::Send how = RetriedCall::Send::evalsha,
+                                       RetriedCall::Migration migration = RetriedCall::Migration::within_window);
+
+private:
+    static constexpr std::size_t max_kept = 16;  // calls in flight at once beyond this are not kept
+    std::shared_ptr<RetriedCall> idle_call();
+
+    std::mutex mutex_;
+    std::vector<std::shared_ptr<RetriedCall>> kept_;
 };
 
 }  // namespace dlock::detail

@@ -11,18 +11,20 @@ namespace dlock::detail {
 ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
                          ClientCore::Args argv, LockClock::time_point give_up_by,
                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-                         std::function<void(std::error_code, const Reply&)> late, RetriedCall::Migration migration) {
-    auto call = RetriedCall::start(client, script, keys, argv, give_up_by, RetriedCall::Send::evalsha, migration);
+                         MakeLate make_late, RetriedCall::Migration migration) {
+    auto call = service.calls().start(client, script, keys, argv, give_up_by, RetriedCall::Send::evalsha, migration);
     ScriptAnswer answer;
     answer.sent = call->first_sent();
     // The gate travels with the call if the caller walks away: no other
     // operation of this owner may start before its outcome is settled.
-    auto carried = std::make_shared<GateTicket>();
-    answer.known = call->wait(wait_until, stop, answer.ec, answer.reply,
-                              [carried, pending = service.unattended().begin(),
-                               late = std::move(late)](std::error_code ec, Reply&& reply) {
-                                  if (late) late(ec, reply);
-                              });
+    std::shared_ptr<GateTicket> carried;
+    answer.known = call->wait_making(wait_until, stop, answer.ec, answer.reply, [&]() -> RetriedCall::Done {
+        carried = std::make_shared<GateTicket>();
+        return [carried, pending = service.unattended().begin(),
+                late = make_late ? make_late() : Late()](std::error_code ec, Reply&& reply) {
+            if (late) late(ec, reply);
+        };
+    });
     if (!answer.known) {
         *carried = std::move(ticket);
         carried->unanswered();
@@ -48,7 +50,7 @@ std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const Lo
 }
 
 AttemptResult read_attempt(const ScriptAnswer& answer, std::error_code& ec, FreshAcquire& fresh,
-                           const std::function<bool(const Grant&)>& record) {
+                           FunctionRef<bool(const Grant&)> record) {
     if ((ec = answer.ec)) {
         note_server_error(answer.ec, answer.reply);
         return AttemptResult::failed(transient_failure(answer.ec, answer.reply));

@@ -32,6 +32,11 @@ struct ScriptAnswer {
     std::string operation;  // its operation id, when the caller set one
 };
 
+// What a call's caller leaves behind if it walks away: called with the
+// outcome when it comes. Made only when the caller walks away (MakeLate).
+using Late = std::function<void(std::error_code, const Reply&)>;
+using MakeLate = FunctionRef<Late()>;
+
 // Runs script(keys, argv) through RetriedCall until give_up_by; the caller
 // waits until wait_until (none: until known) or stop. Walking away hands the
 // gate and `late` (called with the outcome when it comes) to the call, which
@@ -39,8 +44,7 @@ struct ScriptAnswer {
 ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>& client, const Script& script, ClientCore::Args keys,
                          ClientCore::Args argv, LockClock::time_point give_up_by,
                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-                         std::function<void(std::error_code, const Reply&)> late,
-                         RetriedCall::Migration migration = RetriedCall::Migration::within_window);
+                         MakeLate make_late, RetriedCall::Migration migration = RetriedCall::Migration::within_window);
 
 // A grant confirmed by the server as the owner's new hold, tracked by the
 // lease keeper (whatever the owner had before is marked lost). Null when its
@@ -57,7 +61,7 @@ std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const Lo
 // record(grant) keeps it (false: given back, tried again shortly). `fresh`
 // gets what was read (busy: the caller's place in line).
 AttemptResult read_attempt(const ScriptAnswer& answer, std::error_code& ec, FreshAcquire& fresh,
-                           const std::function<bool(const Grant&)>& record);
+                           FunctionRef<bool(const Grant&)> record);
 
 // A re-entry's answer (acquire.lua in mode "reenter") applied to hold:
 // reentered; not_held when the server says the hold is not ours any more

@@ -43,9 +43,31 @@ LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOp
       name_inbox_(service->name_inbox(identity->keys.lock)),
       handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
 
-std::string LockCore::current_owner() const {
-    return identity->options.ownership == Ownership::handle && !OwnerScope::active() ? handle_owner_
-                                                                                   : service->thread_owner();
+LockCore::CallOwner::CallOwner(const LockCore& core, std::uint64_t number_, std::string name_)
+    : service(core.service),
+      identity(core.identity),
+      number(number_),
+      name(std::move(name_)),
+      tombstone(identity->keys.tombstone(name)),
+      slot(service->holds().slot(identity->name, name)) {}
+
+LockCore::CallOwner::~CallOwner() {
+    slot.reset();
+    service->holds().release_if_idle(identity->name, name);
+}
+
+std::shared_ptr<const LockCore::CallOwner> LockCore::calling_owner() const {
+    const bool by_handle = identity->options.ownership == Ownership::handle && !OwnerScope::active();
+    const std::uint64_t number = by_handle ? 0 : OwnerIds::calling_number();
+    {
+        std::lock_guard lock(owner_mutex_);
+        if (last_owner_ && last_owner_->number == number) return last_owner_;
+    }
+    auto made = std::make_shared<const CallOwner>(*this, number, by_handle ? handle_owner_ : service->thread_owner());
+    std::shared_ptr<const CallOwner> replaced;  // given back outside the lock
+    std::lock_guard lock(owner_mutex_);
+    replaced = std::exchange(last_owner_, made);
+    return made;
 }
 
 LockClock::time_point LockCore::retry_window_end() const {
@@ -55,9 +77,8 @@ LockClock::time_point LockCore::retry_window_end() const {
 
 LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo,
-                               RetriedCall::Migration migration) {
-    return run_retried(*service, client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, std::move(undo),
+                               GateTicket& ticket, MakeLate make_undo, RetriedCall::Migration migration) {
+    return run_retried(*service, client, script, keys, argv, retry_window_end(), wait_until, stop, ticket, make_undo,
                        migration);
 }
 
@@ -120,13 +141,15 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
 }
 
 void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
-                             std::error_code& ec, std::optional<LockClock::time_point> wait_until) {
+                             std::error_code& ec, std::optional<LockClock::time_point> wait_until,
+                             std::string_view tombstone) {
     auto hold = slot.current();
     if (refuse_release_of_final(slot, hold, holds, ec)) return;
     const auto view = hold->view();
     const bool final_release = holds >= view.count;
     if (final_release) {
-        if (!hold->begin_final_release()) return release_holds(owner, slot, ticket, holds, ec, wait_until);
+        if (!hold->begin_final_release())
+            return release_holds(owner, slot, ticket, holds, ec, wait_until, tombstone);
         // A hand-off waits for its answer: only for callers without a deadline.
         if (!fair_ && !wait_until && hand_off(hold, slot, ec)) return;
     }
@@ -136,7 +159,7 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     // a deadline only until then.
     const auto operation = service->next_operation_id();
     const auto how_many = std::to_string(holds);
-    const ReleaseViews release(*identity, owner, operation, how_many);
+    const ReleaseViews release(*identity, owner, operation, how_many, {}, tombstone);
     auto answer = run(release_script(), release.keys, release.argv, wait_until, {}, ticket, {});
     apply_release(*service, slot, hold, holds, final_release, identity->options.lease, answer, ec);
 }
@@ -144,8 +167,8 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
 void LockCore::release(std::error_code& ec, std::optional<LockClock::time_point> wait_until) {
     ec.clear();
     clear_server_error();
-    const auto owner = current_owner();
-    OwnerOperation operation(service->holds(), identity->name, owner);
+    const auto owner = calling_owner();
+    OwnerOperation operation(service->holds(), identity->name, owner->name, owner->slot);
     if (!operation.enter(wait_until, {})) {
         // Another operation of this owner is still settling: nothing was released.
         ec = errc::command_timeout;
@@ -153,14 +176,15 @@ void LockCore::release(std::error_code& ec, std::optional<LockClock::time_point>
     }
     const auto hold = operation.slot().current();
     if (hold) hold->withdraw(this);
-    release_holds(owner, operation.slot(), operation.ticket, 1, ec, wait_until);
+    release_holds(owner->name, operation.slot(), operation.ticket, 1, ec, wait_until, owner->tombstone);
 }
 
 void LockCore::release_nowait(std::error_code& ec) {
     ec.clear();
     clear_server_error();
-    const auto owner = current_owner();
-    OwnerOperation operation(service->holds(), identity->name, owner);
+    const auto call_owner = calling_owner();
+    const auto& owner = call_owner->name;
+    OwnerOperation operation(service->holds(), identity->name, owner, call_owner->slot);
     if (!operation.enter(std::nullopt, {})) {
         ec = errc::command_timeout;
         return;
@@ -180,7 +204,7 @@ void LockCore::release_nowait(std::error_code& ec) {
     slot.clear(hold);
     service->keeper().forget(hold);
     const auto release_op = service->next_operation_id();
-    const ReleaseViews release(*identity, owner, release_op, "1");
+    const ReleaseViews release(*identity, owner, release_op, "1", {}, call_owner->tombstone);
     service->unattended().send(client, release_script(), release.keys, release.argv, retry_window_end(),
                                [identity = identity](std::error_code outcome, Reply&& reply) {
                                    if (!outcome) {
@@ -215,6 +239,10 @@ namespace {
 
 struct LockAccess : detail::OwnedAccess<detail::LockCore> {
     static constexpr const char* kind = "dlock::Lock";
+    // The owner's name as kept for the Lock object (no copy per query).
+    std::shared_ptr<detail::Hold> own_hold(const Core& core) const {
+        return core.hold_of(core.calling_owner()->name);
+    }
 };
 using Surface = detail::PublicSurface<LockAccess>;
 

@@ -68,11 +68,12 @@ bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Gra
     return true;
 }
 
-LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
+LockCore::Answer LockCore::send_acquire(const CallOwner& call_owner, std::string_view mode, GateTicket& ticket,
                                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                         bool take_place, bool new_wait) {
     const auto& keys = identity->keys;
-    const auto tombstone = keys.tombstone(owner);
+    const auto& owner = call_owner.name;
+    const auto& tombstone = call_owner.tombstone;
     const auto operation = service->next_operation_id();
     std::string_view k[] = {keys.lock,
                             keys.fence(),
@@ -82,20 +83,23 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
                             keys.semaphore_waiters(),
                             keys.line(),
                             keys.places()};
-    const auto holder = OwnerIds::holder_label();
+    const auto& holder = OwnerIds::holder_label();
     const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
     std::string_view a[] = {owner, identity->lease_ms,        operation,  mode, identity->retention_ms, "1", holder,
                             place, identity->waiter_lease_ms, new_wait ? "new" : ""};
     // Granted after the caller gave up, or its outcome never learnt: nobody
     // will use it. The undo also keeps a late copy from applying later. The
     // handler may run after the Lock is gone, so it keeps this core alive.
-    auto undo_unused = [self = shared_from_this(), owner, operation](std::error_code ec, const Reply& reply) {
-        if (outcome_unknown(ec) || (!ec && is_grant(reply))) self->undo(owner, operation);
+    // Made only when the caller walks away.
+    const auto make_undo = [&]() -> Late {
+        return [self = shared_from_this(), owner, operation](std::error_code ec, const Reply& reply) {
+            if (outcome_unknown(ec) || (!ec && is_grant(reply))) self->undo(owner, operation);
+        };
     };
     const auto& ack = identity->options.replica_ack;
     if (ack.replicas == 0) {
         auto answer =
-            run(acquire_script(), k, a, wait_until, stop, ticket, undo_unused, RetriedCall::Migration::while_awaited);
+            run(acquire_script(), k, a, wait_until, stop, ticket, make_undo, RetriedCall::Migration::while_awaited);
         answer.operation = operation;
         if (answer.known && outcome_unknown(answer.ec)) undo(owner, operation);
         return answer;
@@ -108,7 +112,7 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     AcknowledgedAnswer acknowledged;
     auto carried = std::make_shared<GateTicket>();
     answer.known = eval_acknowledged(*client, acquire_script(), k, a, ack, is_grant, wait_until, stop, acknowledged,
-                                     [carried, undo_unused](AcknowledgedAnswer&& late) {
+                                     [carried, undo_unused = make_undo()](AcknowledgedAnswer&& late) {
                                          undo_unused(late.ec, late.reply);
                                      });
     if (!answer.known) {
@@ -130,23 +134,24 @@ LockCore::Answer LockCore::send_acquire(const std::string& owner, std::string_vi
     return answer;
 }
 
-AcquisitionProtocol::Reentry LockCore::reenter(const std::shared_ptr<Hold>& hold, const std::string& owner,
+AcquisitionProtocol::Reentry LockCore::reenter(const std::shared_ptr<Hold>& hold, const CallOwner& owner,
                                                GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
                                                std::stop_token stop, std::error_code& ec) {
     const auto answer = send_acquire(owner, "reenter", ticket, wait_until, stop);
     bool give_back = false;
     const auto verdict = apply_reentry(*service, hold, answer, stop, identity->options.lease, give_back, ec);
     if (verdict == AcquisitionProtocol::Reentry::reentered) contributions_.add(this, hold);
-    if (give_back) undo(owner, answer.operation);
+    if (give_back) undo(owner.name, answer.operation);
     return verdict;
 }
 
-AttemptResult LockCore::attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+AttemptResult LockCore::attempt(const CallOwner& call_owner, OwnerSlot& slot, GateTicket& ticket,
                                std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                                std::error_code& ec, LinePlace* place) {
+    const auto& owner = call_owner.name;
     if (place) place->taken();
     // Until the server has named this wait, its attempt starts a new one.
-    auto answer = send_acquire(owner, "fresh", ticket, wait_until, stop, place != nullptr,
+    auto answer = send_acquire(call_owner, "fresh", ticket, wait_until, stop, place != nullptr,
                                place && place->arrival() == 0);
     if (!answer.known) return AttemptResult::walked_away();
     if (answer.ec == errc::wrong_type) {
@@ -231,9 +236,13 @@ public:
     }
     HoldRegistry* holds() override { return &core_.service->holds(); }
     const std::string& name() const override { return core_.identity->name; }
-    std::string owner() const override { return core_.current_owner(); }
+    const std::string& owner() override {
+        owner_ = core_.calling_owner();
+        return owner_->name;
+    }
+    std::shared_ptr<OwnerSlot> owner_slot() override { return owner_->slot; }
     Reentry reenter(AcquisitionCall& call, const std::shared_ptr<Hold>& hold, std::error_code& ec) override {
-        return core_.reenter(hold, call.owner, *call.ticket, call.wait_until(), call.stop, ec);
+        return core_.reenter(hold, *owner_, *call.ticket, call.wait_until(), call.stop, ec);
     }
     // A FairLock has no local queue: every waiting thread stands in the
     // server's line itself (strict arrival order across threads and
@@ -242,7 +251,7 @@ public:
 
     AttemptResult attempt(AcquisitionCall& call, bool in_line, std::optional<LockClock::time_point> wait_until,
                           std::error_code& ec) override {
-        return core_.attempt(call.owner, *call.slot, *call.ticket, wait_until, call.stop, ec,
+        return core_.attempt(*owner_, *call.slot, *call.ticket, wait_until, call.stop, ec,
                              in_line && place_ ? &*place_ : nullptr);
     }
 
@@ -255,7 +264,7 @@ public:
             (void)queue->enqueue();
         }
         signal_ = std::move(queue);
-        place_.emplace(core_, call.owner, [weak = std::weak_ptr<NameQueue>(signal_)] {
+        place_.emplace(core_, call.owner(), [weak = std::weak_ptr<NameQueue>(signal_)] {
             if (auto queue = weak.lock()) queue->bump();
         });
     }
@@ -282,9 +291,9 @@ public:
         const bool acknowledged = core_.identity->options.replica_ack.replicas > 0;
         if (core_.fair_ || acknowledged) {
             signal_->wait_change(seen, wake_at, call.stop);  // a hand-off would skip the WAIT
-        } else if (auto handed = signal_->sleep_as_head(seen, wake_at, call.deadline, call.stop, call.owner,
+        } else if (auto handed = signal_->sleep_as_head(seen, wake_at, call.deadline, call.stop, call.owner(),
                                                         core_.identity->lease_ms)) {
-            if (core_.record_grant(call.owner, *call.slot, handed->grant, handed->operation)) {
+            if (core_.record_grant(call.owner(), *call.slot, handed->grant, handed->operation)) {
                 place_->kept();
                 core_.client->recorder().hand_off(HandOff::local);
                 return true;
@@ -293,11 +302,12 @@ public:
         if (call.past_deadline()) return false;
         // Woken by the grant notice for this wait: held already, no round
         // trip (with replica_ack the next attempt confirms it and WAITs).
-        return !acknowledged && core_.take_direct_grant(*place_, call.owner, *call.slot, *call.ticket);
+        return !acknowledged && core_.take_direct_grant(*place_, call.owner(), *call.slot, *call.ticket);
     }
 
 private:
     LockCore& core_;
+    std::shared_ptr<const LockCore::CallOwner> owner_;  // owner(), for the call
     std::optional<LinePlace> place_;
 };
 

@@ -23,12 +23,33 @@ class LinePlace;
 
 class LockCore : public std::enable_shared_from_this<LockCore> {
 public:
+    // One owner of this object's calls, made once per owner rather than
+    // per call: its name, its tombstone key, and its slot in the client's
+    // registry (which keeps the slot while this holds it; the last
+    // reference gives it back, HoldRegistry::release_if_idle).
+    struct CallOwner {
+        CallOwner(const LockCore& core, std::uint64_t number, std::string name);
+        ~CallOwner();
+        CallOwner(const CallOwner&) = delete;
+        CallOwner& operator=(const CallOwner&) = delete;
+
+        const std::shared_ptr<LockService> service;
+        const std::shared_ptr<const LockIdentity> identity;
+        const std::uint64_t number;  // OwnerIds::calling_number(); 0: the handle
+        const std::string name;
+        const std::string tombstone;
+        std::shared_ptr<OwnerSlot> slot;
+    };
+
     // fair: every waiting thread stands in the server's line itself and no
     // local hand-off skips it (FairLock); otherwise only the first of this
     // process's waiting threads does, and hand-offs may (Lock).
     LockCore(std::shared_ptr<ClientCore> client, std::string name, LockOptions options, bool fair = false);
 
-    std::string current_owner() const;
+    std::string current_owner() const { return calling_owner()->name; }
+    // The calling owner (current_owner()), made once per owner: the last
+    // one is kept, so a lock used by one thread makes none per call.
+    std::shared_ptr<const CallOwner> calling_owner() const;
     std::shared_ptr<Hold> hold_of(const std::string& owner) const {
         return service->holds().current(identity->name, owner);
     }
@@ -67,16 +88,17 @@ private:
 
     // Runs one script call through RetriedCall; the caller waits until
     // wait_until (none: until known) or stop. Walking away hands the gate
-    // and `undo` (called with the outcome when it comes) to the call.
+    // and the handler make_undo makes (called with the outcome when it
+    // comes) to the call.
     Answer run(const Script& script, ClientCore::Args keys, ClientCore::Args argv,
                std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
-               std::function<void(std::error_code, const Reply&)> undo,
+               MakeLate make_undo,
                RetriedCall::Migration migration = RetriedCall::Migration::within_window);
     Answer run(const Script& script, std::initializer_list<std::string_view> keys,
                std::initializer_list<std::string_view> argv, std::optional<LockClock::time_point> wait_until,
-               std::stop_token stop, GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
+               std::stop_token stop, GateTicket& ticket, MakeLate make_undo) {
         return run(script, ClientCore::Args(keys.begin(), keys.size()), ClientCore::Args(argv.begin(), argv.size()),
-                   wait_until, stop, ticket, std::move(undo));
+                   wait_until, stop, ticket, make_undo);
     }
     // acquire.lua for owner in `mode` ("fresh" or "reenter"), as a new
     // operation: through run(), or with replica_ack followed by WAIT on a
@@ -85,16 +107,16 @@ private:
     // it: replicas_not_acknowledged) is undone.
     // With take_place, a busy answer keeps (or takes) the owner's place in
     // the server's line.
-    Answer send_acquire(const std::string& owner, std::string_view mode, GateTicket& ticket,
+    Answer send_acquire(const CallOwner& owner, std::string_view mode, GateTicket& ticket,
                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                         bool take_place = false, bool new_wait = false);
 
-    AcquisitionProtocol::Reentry reenter(const std::shared_ptr<Hold>& hold, const std::string& owner,
+    AcquisitionProtocol::Reentry reenter(const std::shared_ptr<Hold>& hold, const CallOwner& owner,
                                          GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
                                          std::stop_token stop, std::error_code& ec);
     // One acquire.lua attempt; with place, in the server's line (it takes
     // or keeps the owner's place there, and notes what the answer says of it).
-    AttemptResult attempt(const std::string& owner, OwnerSlot& slot, GateTicket& ticket,
+    AttemptResult attempt(const CallOwner& owner, OwnerSlot& slot, GateTicket& ticket,
                           std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec,
                           LinePlace* place);
     // A direct grant for this wait, taken from its notice as held (not with
@@ -109,8 +131,10 @@ private:
     // (its validity already over) undone. False when undone.
     bool record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant, const std::string& operation);
     // Releases `holds` holds (or all) of owner; the gate is held.
+    // tombstone: the owner's tombstone key, when the caller has it (empty: made here).
     void release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
-                       std::error_code& ec, std::optional<LockClock::time_point> wait_until = std::nullopt);
+                       std::error_code& ec, std::optional<LockClock::time_point> wait_until = std::nullopt,
+                       std::string_view tombstone = {});
     // At the final release: hands the lock to this process's sleeping queue
     // head instead of releasing it (name_queue.hpp). False when there is no
     // one to hand it to, or it is not ours any more.
@@ -121,9 +145,9 @@ private:
     // Sends call without waiting for it (retried within the retry window).
     void send_unattended(const HoldCall& call, std::shared_ptr<GateTicket> ticket = {});
     Answer run(const HoldCall& call, std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-               GateTicket& ticket, std::function<void(std::error_code, const Reply&)> undo) {
+               GateTicket& ticket, MakeLate make_undo) {
         const HoldCallViews views(call);
-        return run(*call.script, views.keys, views.argv, wait_until, stop, ticket, std::move(undo));
+        return run(*call.script, views.keys, views.argv, wait_until, stop, ticket, make_undo);
     }
     LockClock::time_point retry_window_end() const;
 
@@ -131,6 +155,8 @@ private:
     // Cluster only: this lock's inbox (LockService::name_inbox).
     Subscription name_inbox_;
     const std::string handle_owner_;  // Ownership::handle only
+    mutable std::mutex owner_mutex_;
+    mutable std::shared_ptr<const CallOwner> last_owner_;  // calling_owner()'s last
     // The owners this object made holds for; what it made is counted on
     // each hold (Hold::contribute), and dies with the hold.
     Contributions contributions_;

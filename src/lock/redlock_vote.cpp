@@ -218,7 +218,7 @@ public:
     std::chrono::milliseconds answer_time() const override { return core_.identity->node_timeout; }
     HoldRegistry* holds() override { return &core_.masters->runtime.holds(); }
     const std::string& name() const override { return core_.identity->name; }
-    std::string owner() const override { return core_.current_owner(); }
+    const std::string& owner() override { return calling_owner_ = core_.current_owner(); }
     // Re-entry is counted here: the masters hold one grant per owner.
     Reentry reenter(AcquisitionCall&, const std::shared_ptr<Hold>& hold, std::error_code&) override {
         return hold->recount(hold->view().count + 1) ? Reentry::reentered : Reentry::not_held;
@@ -227,7 +227,7 @@ public:
     bool jump_queue(const AcquisitionCall&) const override { return true; }
     AttemptResult attempt(AcquisitionCall& call, bool, std::optional<LockClock::time_point>,
                           std::error_code& ec) override {
-        return core_.attempt(call.owner, *call.slot, call.deadline, ec);
+        return core_.attempt(call.owner(), *call.slot, call.deadline, ec);
     }
     // Subscribes on every master.
     Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
@@ -237,6 +237,7 @@ public:
 
 private:
     RedlockCore& core_;
+    std::string calling_owner_;  // owner(), for the call
 };
 
 bool RedlockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {

@@ -76,9 +76,9 @@ public:
     const ClientOptions& client_options() const override { return core_.client->options(); }
     std::chrono::milliseconds answer_time() const override { return core_.client->options().command_timeout; }
     bool prepare(AcquisitionCall& call, std::error_code& ec) override {
-        owner_ = &call.owner;
-        const bool own_write = hold_is_held(core_.hold_of(RwSide::write, call.owner));
-        if (side_ == RwSide::write && !own_write && hold_is_held(core_.hold_of(RwSide::read, call.owner))) {
+        owner_ = &call.owner();
+        const bool own_write = hold_is_held(core_.hold_of(RwSide::write, call.owner()));
+        if (side_ == RwSide::write && !own_write && hold_is_held(core_.hold_of(RwSide::read, call.owner()))) {
             // An upgrade: two readers waiting to upgrade would wait for each
             // other for ever, so it is one attempt that fails fast (waiting
             // for its answer never past the caller's deadline).
@@ -99,11 +99,11 @@ public:
     }
     HoldRegistry* holds() override { return &core_.registry(side_); }
     const std::string& name() const override { return core_.write_->name; }
-    std::string owner() const override { return core_.current_owner(); }
+    const std::string& owner() override { return calling_owner_ = core_.current_owner(); }
     Reentry reenter(AcquisitionCall& call, const std::shared_ptr<Hold>& hold, std::error_code& ec) override {
         // Re-entry never queues (also not behind a waiting writer: that
         // writer waits for us).
-        return core_.reenter(side_, hold, call.owner, *call.ticket, call.wait_until(), call.stop, ec);
+        return core_.reenter(side_, hold, call.owner(), *call.ticket, call.wait_until(), call.stop, ec);
     }
     QueueRegistry* queues() override { return core_.service.get(); }
     // Readers first: this process's readers queue apart from its writers,
@@ -116,7 +116,7 @@ public:
     AttemptResult attempt(AcquisitionCall& call, bool in_line, std::optional<LockClock::time_point> wait_until,
                           std::error_code& ec) override {
         const std::string_view mode = side_ == RwSide::read ? "fresh" : in_line ? "wait" : "try";
-        auto result = core_.attempt(side_, mode, call.owner, *call.slot, *call.ticket, wait_until, call.stop, ec,
+        auto result = core_.attempt(side_, mode, call.owner(), *call.slot, *call.ticket, wait_until, call.stop, ec,
                                     last_operation_);
         // A waiting writer's mark lasts a lease: it tries again (which
         // refreshes the mark) at least every lease/3.
@@ -146,6 +146,7 @@ private:
     RwLockCore& core_;
     const RwSide side_;
     const std::string* owner_ = nullptr;
+    std::string calling_owner_;  // owner(), for the call
     bool downgrade_ = false;
     bool marks_ = false;
     std::string last_operation_;

@@ -107,7 +107,7 @@ RwLockCore::Answer RwLockCore::run(const HoldCall& call, std::optional<LockClock
                                    RetriedCall::Migration migration) {
     const HoldCallViews views(call);
     return run_retried(*service, client, *call.script, views.keys, views.argv, retry_window_end(), wait_until, stop, ticket,
-                       std::move(undo_late), migration);
+                       [&] { return std::move(undo_late); }, migration);
 }
 
 void RwLockCore::fire_and_forget(const HoldCall& call) {

@@ -8,8 +8,9 @@
 namespace dlock::detail {
 namespace {
 
-// Most commands dlock sends have few arguments; keep their pointers on the stack.
-constexpr std::size_t inline_args = 16;
+// Keep the argument pointers on the stack for every command dlock sends on
+// its lock path (acquire.lua: EVALSHA, sha, numkeys, 8 keys, 10 arguments).
+constexpr std::size_t inline_args = 32;
 
 void append_argv(std::string& out, std::size_t count, const char** argv, const size_t* lengths) {
     char* formatted = nullptr;

@@ -1,5 +1,6 @@
 #include "reply_reader.hpp"
 
+#include <utility>
 #include <hiredis/read.h>
 
 #include <algorithm>
@@ -115,7 +116,9 @@ void* attach(const redisReadTask* task, Reply&& value) {
         siblings.reserve(current_limits->grow_to);  // as admit() charged
         return &siblings.emplace_back(std::move(value));
     }
-    auto* root = new Reply(std::move(value));
+    Reply* root = std::exchange(current_limits->spare, nullptr);
+    if (root) *root = std::move(value);
+    else root = new Reply(std::move(value));
     current_limits->root = root;
     return root;
 }
@@ -199,6 +202,7 @@ ReplyReader::~ReplyReader() {
     LimitsScope scope(&limits_);
     redisReaderFree(reader_);
     delete limits_.root;
+    delete limits_.spare;
 }
 
 void ReplyReader::feed(const char* data, std::size_t size) {
@@ -233,7 +237,8 @@ bool ReplyReader::next(Reply& out, std::error_code& ec) {
     limits_.root = nullptr;
     limits_.built = limits_.wire = 0;
     out = std::move(*root);
-    delete root;
+    *root = Reply{};  // keeps nothing of the reply handed out
+    limits_.spare = root;
     return true;
 }
 

@@ -68,6 +68,7 @@ public:
         std::size_t wire = 0;
         std::size_t grow_to = 0;        // the element storage admitted for the item being attached
         std::size_t refused_built = 0;  // once over budget: what it would have cost
+        Reply* spare = nullptr;  // the last reply's root, owned here: the next root reuses it
     };
 
 private:

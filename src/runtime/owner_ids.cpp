@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <string_view>
 #include <random>
 
 namespace dlock::detail {
@@ -26,7 +29,7 @@ std::string random_id() {
 std::atomic<std::uint64_t> next_owner_number{1};
 thread_local std::uint64_t scoped_owner_number = 0;  // OwnerScope; 0: none
 
-std::uint64_t this_thread_number() {
+std::uint64_t this_thread_number() noexcept {
     if (scoped_owner_number != 0) return scoped_owner_number;
     thread_local const std::uint64_t number = next_owner_number.fetch_add(1);
     return number;
@@ -52,6 +55,8 @@ std::string OwnerIds::with_thread(std::string base) {
     return base;
 }
 
+std::uint64_t OwnerIds::calling_number() noexcept { return this_thread_number(); }
+
 std::uint64_t OwnerIds::new_owner_number() { return next_owner_number.fetch_add(1); }
 
 OwnerScope::OwnerScope(std::uint64_t number) : previous_(scoped_owner_number) { scoped_owner_number = number; }
@@ -62,20 +67,22 @@ std::string OwnerIds::new_handle_owner() { return id_ + ":h" + std::to_string(ne
 
 std::string OwnerIds::next_operation_id() { return std::to_string(next_operation_.fetch_add(1)); }
 
-std::string OwnerIds::holder_label() {
-    // Asked at every fresh acquisition, not cached: a forked child is another
-    // process, and the host name may change.
+const std::string& OwnerIds::holder_label() {
+    // Asked at every fresh acquisition: a forked child is another process,
+    // and the host name may change. The label is rebuilt (into the thread's
+    // own string, whose room stays) only when it reads differently.
     char host[HOST_NAME_MAX + 1] = {};
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
     char pid[24], thread[24];
     const auto pid_end = std::to_chars(pid, pid + sizeof pid, getpid()).ptr;
     const auto thread_end = std::to_chars(thread, thread + sizeof thread, syscall(SYS_gettid)).ptr;
-    std::string label;
-    label.reserve(64 + HOST_NAME_MAX);
-    label.append("host=").append(host[0] ? host : "?");
-    label.append(" pid=").append(pid, pid_end);
-    label.append(" thread=").append(thread, thread_end);
-    return label;
+    char built[64 + HOST_NAME_MAX];
+    const int n = std::snprintf(built, sizeof built, "host=%s pid=%.*s thread=%.*s", host[0] ? host : "?",
+                                static_cast<int>(pid_end - pid), pid, static_cast<int>(thread_end - thread), thread);
+    const std::string_view label(built, n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof built - 1) : 0);
+    thread_local std::string kept;
+    if (kept != label) kept.assign(label);
+    return kept;
 }
 
 }  // namespace dlock::detail

@@ -20,6 +20,9 @@ public:
     std::string new_handle_owner();
     // base + calling thread (or the OwnerScope in force).
     static std::string with_thread(std::string base);
+    // The number with_thread() appends for the calling thread (or the
+    // OwnerScope in force): equal numbers, equal owners. Never 0.
+    static std::uint64_t calling_number() noexcept;
     // A number for an owner that is not a thread (an asynchronous
     // operation, OwnerScope), never equal to a thread's.
     static std::uint64_t new_owner_number();
@@ -29,7 +32,8 @@ public:
 
     // "host=NAME pid=N thread=N" of the calling thread, stored with a fresh
     // grant so that an operator can find the holder (`dlock status`).
-    static std::string holder_label();
+    // The calling thread's own copy, remade only when one of them changed.
+    static const std::string& holder_label();
 
 private:
     const std::string id_;

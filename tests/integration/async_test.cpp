@@ -102,6 +102,30 @@ TEST(Async, LockWithACallbackRunsOffTheCallersThreadAndHoldsWithAToken) {
     EXPECT_TRUE(free_for_another(other, "async:callback"));
 }
 
+TEST(Async, AThreadsCallAfterAnAsynchronousOneIsWokenByItsAnswer) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Lock lock(client, "async:then-thread");
+    // An asynchronous lock+unlock: its calls wait in a fiber, on the
+    // client's fiber thread.
+    auto held_future = dlock::async_lock(lock, asio::use_future);
+    auto hold = get(held_future);
+    ASSERT_TRUE(hold.is_held());
+    auto released = dlock::async_unlock(hold, asio::use_future);
+    get(released);
+    // Then a thread's acquisitions through the same client, whose calls may
+    // reuse what the fiber's calls were made of (once the fiber let go of
+    // them): each is woken by its answer, not left asleep until its deadline.
+    for (int i = 0; i < 3; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        ASSERT_TRUE(lock.try_lock_for(20s));
+        const auto took = std::chrono::steady_clock::now() - start;
+        lock.unlock_nowait();  // sends without waiting: a release could wait for ever
+        ASSERT_LT(took, 10s) << "acquisition " << i << " woken only at its deadline: "
+                             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+    }
+}
+
 TEST(Async, TwoAcquisitionsOfOneLockAreTwoOwners) {
     RedisServer server;
     dlock::Client client(server.uri());
