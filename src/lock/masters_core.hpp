@@ -1,5 +1,6 @@
-// What every Redlock over one set of masters shares: the masters' clients
-// and their hold runtime (hold/hold_runtime.hpp: owner and operation names,
+// What every Redlock over one set of masters shares: the masters' clients,
+// all on one I/O loop (redis/io_loop.hpp: one thread writes a vote to every
+// master and hears every answer), and their hold runtime (hold/hold_runtime.hpp: owner and operation names,
 // the holds, the local wait queues, the lease keeper, the close's gate),
 // with the masters' renewal strategy: a renewal needs a majority.
 #pragma once
@@ -46,6 +47,9 @@ public:
 
 private:
     explicit MastersCore(std::vector<std::unique_ptr<Client>> clients);
+    // A client per master, all on one loop, which runs once they all started.
+    static std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>& urls,
+                                                           ClientOptions options);
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
 
     std::vector<std::unique_ptr<Client>> clients_;
