@@ -74,6 +74,9 @@ struct AsyncAccess;
 // connection keeps its own timeouts: a master that stops answering delays
 // no other's answers. A callback given to a master's client (client(i),
 // Client::submit) runs on that shared thread and must not block.
+// fork(): as a Client's (client.hpp): in a child, a Redlock through
+// Masters made before the fork fails with errc::forked_child, and
+// destroying them there touches nothing of the parent's.
 class Masters {
 public:
     // Connects in the background; does not wait. Throws Error with

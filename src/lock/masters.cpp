@@ -75,6 +75,9 @@ Client& MastersCore::client(std::size_t index) {
 }
 
 std::error_code MastersCore::usable() const noexcept {
+    // In a forked child every master's client refuses (fork_guard.hpp): say
+    // so, not that a majority did not answer.
+    if (cores.front()->forked()) return errc::forked_child;
     return closed_ ? make_error_code(errc::client_closed) : std::error_code{};
 }
 

@@ -25,7 +25,7 @@ public:
     // Releases every hold still live (waits up to each master's node
     // timeout), then closes the clients. Idempotent.
     void close();
-    // client_closed after close().
+    // client_closed after close(); forked_child in a child process.
     std::error_code usable() const noexcept;
 
     std::size_t size() const noexcept { return cores.size(); }

@@ -2,6 +2,8 @@
 // with masters stopped, restarted and pre-empted, fencing tokens, waiting,
 // and bad input.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -535,4 +537,37 @@ TEST(Redlock, AMasterThatStopsAnsweringHoldsUpNoOtherMastersAnswers) {
     m[0].resume();
     EXPECT_FALSE(silent.get());
     EXPECT_TRUE(eventually([&] { return m.holding("one-silent") == 0; }));
+}
+
+TEST(Redlock, WhatAForkedChildDestroysLeavesTheParentsMastersAtWork) {
+    FiveMasters m;
+    auto masters = std::make_unique<dlock::Masters>(m.urls());
+    auto lock = std::make_unique<dlock::Redlock>(*masters, "forked");
+    lock->lock();
+    ASSERT_TRUE(eventually([&] { return m.holding("forked") == 5; }));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // The child lets go of what it inherited, destructors and all: no
+        // release reaches the masters, and the parent's thread is not waited for.
+        std::error_code ec;
+        dlock::Redlock other(*masters, "forked-too");
+        int code = other.try_lock(ec) || ec != dlock::errc::forked_child ? 1 : 0;
+        if (code) std::fprintf(stderr, "child: %s\n", ec.message().c_str());
+        lock.reset();
+        masters.reset();
+        std::exit(code);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(m.holding("forked"), 5);
+    EXPECT_TRUE(lock->is_held());
+    std::error_code ec;
+    lock->unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_TRUE(eventually([&] { return m.holding("forked") == 0; }));
+    EXPECT_TRUE(lock->try_lock());
+    lock->unlock();
 }
