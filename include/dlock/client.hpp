@@ -49,7 +49,9 @@ namespace dlock {
 
 namespace detail {
 class ClientCore;
-}
+class IoLoop;
+class MastersCore;
+}  // namespace detail
 
 class Client {
 public:
@@ -144,6 +146,11 @@ public:
     const std::shared_ptr<detail::ClientCore>& core() const noexcept { return core_; }
 
 private:
+    friend class detail::MastersCore;
+    // A client whose I/O runs on `loop`, the one thread it shares with the
+    // other masters of a Redlock (masters.cpp); the loop's owner runs it.
+    Client(ServerAddress address, ClientOptions options, std::shared_ptr<detail::IoLoop> loop);
+
     std::shared_ptr<detail::ClientCore> core_;
 };
 

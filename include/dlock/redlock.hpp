@@ -67,7 +67,16 @@ class RedlockCore;
 struct AsyncAccess;
 }  // namespace detail
 
-// The independent masters of a Redlock: one Client per master.
+// The independent masters of a Redlock: one Client per master, all served
+// by one I/O thread. A vote is written to every master by the calling
+// thread; that one thread reads every answer and wakes the caller once,
+// when a majority is decided (or every master answered). Each master's
+// connection keeps its own timeouts: a master that stops answering delays
+// no other's answers. A callback given to a master's client (client(i),
+// Client::submit) runs on that shared thread and must not block.
+// fork(): as a Client's (client.hpp): in a child, a Redlock through
+// Masters made before the fork fails with errc::forked_child, and
+// destroying them there touches nothing of the parent's.
 class Masters {
 public:
     // Connects in the background; does not wait. Throws Error with

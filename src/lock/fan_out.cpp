@@ -23,15 +23,20 @@ std::shared_ptr<FanOut> FanOut::send(std::span<const std::shared_ptr<ClientCore>
 
 void FanOut::record(std::size_t index, std::error_code ec, Reply&& reply) {
     AllAnswered then;
+    bool decided;
     {
         std::lock_guard lock(mutex_);
         auto& ballot = ballots_[index];
         ballot.answered = true;
         ballot.error = ec;
         ballot.reply = std::move(reply);
-        if (++answered_ == ballots_.size()) then = std::move(all_answered_);
+        decided = ++answered_ == ballots_.size();
+        if (decided) then = std::move(all_answered_);
+        // A waiter is woken once, when what it waits for is decided, not
+        // by every answer on the way: each wake-up is a context switch.
+        for (std::size_t i = 0; i < waiting_.size() && !decided; ++i) decided = (*waiting_[i])(ballots_);
     }
-    changed_.notify_all();
+    if (decided) changed_.notify_all();
     // Every ballot is in and no one writes them any more: no lock needed.
     if (then) then(ballots_);
 }
@@ -49,10 +54,12 @@ void FanOut::when_complete(AllAnswered then) {
 
 std::vector<Ballot> FanOut::wait(const Enough& enough) {
     std::unique_lock lock(mutex_);
+    waiting_.push_back(&enough);
     // Every call completes by its deadline; the margin only covers a call
     // dropped by a client that closed meanwhile.
     changed_.wait_until(lock, deadline_ + std::chrono::milliseconds(200),
                         [&] { return answered_ == ballots_.size() || enough(ballots_); });
+    std::erase(waiting_, &enough);
     return ballots_;
 }
 

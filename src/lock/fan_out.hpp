@@ -1,9 +1,10 @@
 // One script call sent to every Redlock master at once.
 //
 // Each master gets the same call with its own deadline; answers arrive on
-// the masters' I/O threads in any order. The caller either waits until it
-// has heard enough (a majority either way), or hands over a callback that
-// runs once every master has answered or timed out.
+// the masters' I/O thread (one for all of them, see masters_core.hpp) in any
+// order. The caller either waits until it has heard enough (a majority
+// either way), woken once when that is decided, or hands over a callback
+// that runs once every master has answered or timed out.
 #pragma once
 
 #include <condition_variable>
@@ -34,7 +35,7 @@ public:
     using AllAnswered = std::function<void(const std::vector<Ballot>&)>;
 
     // Sends the call to every master. When given, all_answered runs once, on
-    // the I/O thread of the master that answered last.
+    // the I/O thread, as the last master answers.
     static std::shared_ptr<FanOut> send(std::span<const std::shared_ptr<ClientCore>> masters, const Script& script,
                                         std::span<const std::string_view> keys,
                                         std::span<const std::string_view> argv, Clock::time_point deadline,
@@ -43,12 +44,14 @@ public:
     // Blocks until enough(ballots) holds or every master answered (or, should
     // a master's client be closing and drop the call, shortly after the
     // deadline); returns the ballots as they were then (unanswered ones have
-    // answered=false).
+    // answered=false). enough also runs on the I/O thread, under the fan's
+    // lock, at each answer while the caller waits (so that only the answer
+    // that decides wakes it): it must only read the ballots.
     std::vector<Ballot> wait(const Enough& enough);
     // Every master has answered (or timed out).
     bool complete();
     // Runs then() once every master has answered: at once, on this thread,
-    // if they all have; else on the I/O thread of the last to answer.
+    // if they all have; else on the I/O thread, as the last one answers.
     // Replaces any callback given to send().
     void when_complete(AllAnswered then);
 
@@ -60,6 +63,7 @@ private:
     Condition changed_;
     std::vector<Ballot> ballots_;
     std::size_t answered_ = 0;
+    std::vector<const Enough*> waiting_;  // the predicates of the callers in wait()
     const Clock::time_point deadline_;
     AllAnswered all_answered_;
 };

@@ -12,24 +12,6 @@ namespace dlock {
 namespace detail {
 namespace {
 
-// Every master's client records into one Metrics: the caller's, or one made here.
-std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>& urls, ClientOptions options) {
-    if (!options.metrics) options.metrics = std::make_shared<Metrics>();
-    if (urls.size() < 3 || urls.size() % 2 == 0)
-        throw Error(errc::invalid_argument,
-                    "Redlock needs an odd number of masters, at least 3; got " + std::to_string(urls.size()));
-    std::vector<std::unique_ptr<Client>> clients;
-    std::set<std::string> seen;
-    for (const auto& url : urls) {
-        auto client = std::make_unique<Client>(url, options);
-        // Two URLs for one server would let one server count twice.
-        if (!seen.insert(client->address().to_string()).second)
-            throw Error(errc::invalid_argument, "the same master is given twice: " + client->address().to_string());
-        clients.push_back(std::move(client));
-    }
-    return clients;
-}
-
 // How each master is named in errors and outcomes: as its Client shows its
 // address, without the password that the URL may carry.
 std::vector<std::string> shown_addresses(const std::vector<std::unique_ptr<Client>>& clients) {
@@ -45,6 +27,32 @@ std::vector<std::shared_ptr<ClientCore>> cores_of(const std::vector<std::unique_
 }
 
 }  // namespace
+
+// Every master's client records into one Metrics: the caller's, or one made here.
+std::vector<std::unique_ptr<Client>> MastersCore::connect_all(const std::vector<std::string>& urls,
+                                                              ClientOptions options) {
+    if (!options.metrics) options.metrics = std::make_shared<Metrics>();
+    if (urls.size() < 3 || urls.size() % 2 == 0)
+        throw Error(errc::invalid_argument,
+                    "Redlock needs an odd number of masters, at least 3; got " + std::to_string(urls.size()));
+    std::vector<ServerAddress> addresses;
+    std::set<std::string> seen;
+    for (const auto& url : urls) {
+        auto address = ServerAddress::parse(url);
+        // Two URLs for one server would let one server count twice.
+        if (!seen.insert(address.to_string()).second)
+            throw Error(errc::invalid_argument, "the same master is given twice: " + address.to_string());
+        addresses.push_back(std::move(address));
+    }
+    // One thread for every master: a vote is written to all of them and
+    // their answers heard by it alone, and the caller is woken once.
+    auto loop = IoLoop::make();
+    std::vector<std::unique_ptr<Client>> clients;
+    for (auto& address : addresses)
+        clients.push_back(std::unique_ptr<Client>(new Client(std::move(address), options, loop)));
+    loop->run();
+    return clients;
+}
 
 MastersCore::MastersCore(const std::vector<std::string>& urls, const ClientOptions& options)
     : MastersCore(connect_all(urls, options)) {}
@@ -67,6 +75,9 @@ Client& MastersCore::client(std::size_t index) {
 }
 
 std::error_code MastersCore::usable() const noexcept {
+    // In a forked child every master's client refuses (fork_guard.hpp): say
+    // so, not that a majority did not answer.
+    if (cores.front()->forked()) return errc::forked_child;
     return closed_ ? make_error_code(errc::client_closed) : std::error_code{};
 }
 

@@ -1,5 +1,6 @@
-// What every Redlock over one set of masters shares: the masters' clients
-// and their hold runtime (hold/hold_runtime.hpp: owner and operation names,
+// What every Redlock over one set of masters shares: the masters' clients,
+// all on one I/O loop (redis/io_loop.hpp: one thread writes a vote to every
+// master and hears every answer), and their hold runtime (hold/hold_runtime.hpp: owner and operation names,
 // the holds, the local wait queues, the lease keeper, the close's gate),
 // with the masters' renewal strategy: a renewal needs a majority.
 #pragma once
@@ -24,7 +25,7 @@ public:
     // Releases every hold still live (waits up to each master's node
     // timeout), then closes the clients. Idempotent.
     void close();
-    // client_closed after close().
+    // client_closed after close(); forked_child in a child process.
     std::error_code usable() const noexcept;
 
     std::size_t size() const noexcept { return cores.size(); }
@@ -46,6 +47,9 @@ public:
 
 private:
     explicit MastersCore(std::vector<std::unique_ptr<Client>> clients);
+    // A client per master, all on one loop, which runs once they all started.
+    static std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>& urls,
+                                                           ClientOptions options);
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
 
     std::vector<std::unique_ptr<Client>> clients_;

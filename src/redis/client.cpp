@@ -8,7 +8,10 @@ namespace dlock {
 Client::Client(std::string_view uri, ClientOptions options) : Client(ServerAddress::parse(uri), std::move(options)) {}
 
 Client::Client(ServerAddress address, ClientOptions options)
-    : core_(detail::ClientCore::create(std::move(address), std::move(options))) {
+    : Client(std::move(address), std::move(options), nullptr) {}
+
+Client::Client(ServerAddress address, ClientOptions options, std::shared_ptr<detail::IoLoop> loop)
+    : core_(detail::ClientCore::create(std::move(address), std::move(options), std::move(loop))) {
     core_->start();
 }
 

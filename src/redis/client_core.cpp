@@ -48,15 +48,22 @@ void run_each(std::vector<std::function<void()>>& hooks) noexcept {
 
 }  // namespace
 
-std::shared_ptr<ClientCore> ClientCore::create(ServerAddress address, ClientOptions options) {
+std::shared_ptr<ClientCore> ClientCore::create(ServerAddress address, ClientOptions options,
+                                               std::shared_ptr<IoLoop> loop) {
     // Whoever drops the last reference in a forked child (a Client, a Lock
     // that outlived it), the core is kept there, not destroyed: destroying it
     // would close the parent's sockets and deregister them from the epoll
     // instance the parent shares, and join a thread the child does not have.
-    return std::shared_ptr<ClientCore>(new ClientCore(std::move(address), std::move(options)), [](ClientCore* core) {
-        if (core->forked()) keep_in_child(core);
-        else delete core;
-    });
+    // A core stopped while its loop still runs for other cores is destroyed
+    // when the loop's thread has ended: handlers still queued for its closed
+    // sockets may refer to it.
+    return std::shared_ptr<ClientCore>(
+        new ClientCore(std::move(address), std::move(options), std::move(loop)), [](ClientCore* core) {
+            if (core->forked()) return keep_in_child(core);
+            core->stop();
+            std::function<void()> destroy = [core] { delete core; };
+            if (!core->loop_->keep_until_ended(destroy)) delete core;
+        });
 }
 
 namespace {
@@ -66,58 +73,51 @@ ClientOptions with_metrics(ClientOptions options) {
 }
 }  // namespace
 
-ClientCore::ClientCore(ServerAddress address, ClientOptions options)
+namespace {
+std::shared_ptr<IoLoop> joined(std::shared_ptr<IoLoop> loop) {
+    loop->join();
+    return loop;
+}
+
+// A core that fails to be made leaves the loop it joined, or the loop would
+// wait for it for ever.
+std::shared_ptr<Topology> topology_on(IoLoop& loop, const ServerAddress& address, const ClientOptions& options) {
+    try {
+        return Topology::make(loop.io(), address, options);
+    } catch (...) {
+        loop.leave({});
+        throw;
+    }
+}
+}  // namespace
+
+ClientCore::ClientCore(ServerAddress address, ClientOptions options, std::shared_ptr<IoLoop> loop)
     : address_((validate(address), std::move(address))),
       options_((validate(options), with_metrics(std::move(options)))),
-      work_(asio::make_work_guard(io_)),
-      topology_(Topology::make(io_, address_, options_)) {}
+      own_loop_(!loop),
+      loop_(joined(loop ? std::move(loop) : IoLoop::make())),
+      topology_(topology_on(*loop_, address_, options_)) {}
 
 ClientCore::~ClientCore() {
     if (!forked()) stop();
 }
 
 void ClientCore::start() {
-    topology_->start();
-    // A Sentinel failover, or a failover or a migration that moved some slot
-    // to another master: the holds are revalidated. Registered before the
-    // I/O thread runs, so no change is missed.
-    topology_->on_change([weak = weak_from_this()] {
-        auto self = weak.lock();
-        if (!self) return false;
-        self->run_failover_hooks();
-        return true;
+    // Topologies start before any of their handlers runs (topology.hpp):
+    // on a loop that runs already, while the loop runs nothing else.
+    loop_->run_alone([this] {
+        topology_->start();
+        // A Sentinel failover, or a failover or a migration that moved some
+        // slot to another master: the holds are revalidated. Registered
+        // before the topology's handlers run, so no change is missed.
+        topology_->on_change([weak = weak_from_this()] {
+            auto self = weak.lock();
+            if (!self) return false;
+            self->run_failover_hooks();
+            return true;
+        });
     });
-    thread_ = std::thread([this] { run_io(); });
-    io_thread_id_ = thread_.get_id();
-}
-
-// No exception may end the I/O thread (an uncaught one terminates the
-// process). Connections turn their own handlers' exceptions into connection
-// errors; what still arrives here (a completion posted by the client core,
-// or a DedicatedConnections callback, that threw) is dropped, and the loop
-// goes on: Asio allows run() to be called again after a handler threw.
-void ClientCore::run_io() noexcept {
-    for (;;) {
-        try {
-            io_.run();
-            break;
-        } catch (...) {
-        }
-    }
-    // No I/O thread from here: a failure is told on its caller's thread
-    // (fail_soon). What was posted since run() ran out of work runs now.
-    {
-        std::lock_guard lock(io_end_mutex_);
-        io_ended_ = true;
-    }
-    for (;;) {
-        try {
-            io_.restart();
-            io_.poll();
-            return;
-        } catch (...) {
-        }
-    }
+    if (own_loop_) loop_->run();
 }
 
 std::shared_ptr<FiberRunner> ClientCore::fiber_runner() {
@@ -144,25 +144,19 @@ void ClientCore::stop() {
     }
     if (!on_io_thread()) run_each(hooks);
     if (stopped_.exchange(true)) return;
-    if (!thread_.joinable()) return;
-    asio::post(io_, [this] {
-        std::vector<std::function<void()>> io_hooks;
-        {
-            std::lock_guard lock(hooks_mutex_);
-            io_hooks.swap(on_io_shutdown_);
-        }
-        run_each(io_hooks);
-        if (subscriber_) subscriber_->shutdown();
-        topology_->shutdown();
-        work_.reset();
-        // Handlers still queued for closed sockets and cancelled timers run
-        // and return; then run() ends.
-    });
-    if (std::this_thread::get_id() == io_thread_id_) {
-        thread_.detach();  // a last reference dropped inside a callback; the thread ends by itself
-        return;
+    // The last core on the loop (its own, for a Client) also joins the thread.
+    loop_->leave([this] { shutdown_on_io_thread(); });
+}
+
+void ClientCore::shutdown_on_io_thread() {
+    std::vector<std::function<void()>> io_hooks;
+    {
+        std::lock_guard lock(hooks_mutex_);
+        io_hooks.swap(on_io_shutdown_);
     }
-    thread_.join();
+    run_each(io_hooks);
+    if (subscriber_) subscriber_->shutdown();
+    topology_->shutdown();
 }
 
 bool ClientCore::forked() const noexcept { return fork_guard_.forked(); }
@@ -176,16 +170,10 @@ std::error_code ClientCore::usable() const noexcept {
 void ClientCore::fail_soon(Completion& done, std::error_code ec) {
     // A child has no I/O thread to run it, and must not wake the parent's.
     if (ec == errc::forked_child) return done(ec, Reply{});
-    {
-        std::lock_guard lock(io_end_mutex_);
-        if (!io_ended_) {
-            asio::post(io_, [done = std::move(done), ec]() mutable { done(ec, Reply{}); });
-            return;
-        }
-    }
-    // The I/O thread is gone (the client closed): nobody would run a post,
-    // and a caller waiting without a deadline would wait for ever.
-    done(ec, Reply{});
+    auto fail = [done = std::move(done), ec]() mutable { done(ec, Reply{}); };
+    // The I/O thread is gone (every client on it closed): nobody would run
+    // a post, and a caller waiting without a deadline would wait for ever.
+    if (!loop_->post_unless_ended(fail)) fail();
 }
 
 void ClientCore::submit_dedicated(std::string first, DedicatedConnections::Next next, DedicatedConnections::Done done,
@@ -231,8 +219,8 @@ void ClientCore::before_stop(std::function<void()> hook) {
 Subscription ClientCore::subscribe(std::string channel, Subscription::Listener listener) {
     throw_if(usable());
     std::call_once(subscriber_once_, [this] {
-        auto subscriber = std::make_shared<Subscriber>(io_, options_, topology_);
-        subscriber->set_io_thread(io_thread_id_);
+        auto subscriber = std::make_shared<Subscriber>(loop_->io(), options_, topology_);
+        subscriber->set_io_thread(loop_->thread_id());
         subscriber->start();
         subscriber_ = std::move(subscriber);
         subscriber_made_.store(true, std::memory_order_release);

@@ -24,6 +24,7 @@
 #include "known_scripts.hpp"
 #include "dlock/server_address.hpp"
 #include "fork_guard.hpp"
+#include "io_loop.hpp"
 #include "subscriber.hpp"
 #include "topology.hpp"
 
@@ -34,12 +35,17 @@ public:
     using Args = std::span<const std::string_view>;
 
     // The one way to make a core: its last reference, dropped in a forked
-    // child, keeps it instead of destroying it (see fork_guard.hpp).
-    static std::shared_ptr<ClientCore> create(ServerAddress address, ClientOptions options);
+    // child, keeps it instead of destroying it (see fork_guard.hpp). With a
+    // loop, the core runs on that loop beside its other members (a Redlock's
+    // masters), and its owner runs the loop once every member has started;
+    // without, on a loop of its own, which start() runs.
+    static std::shared_ptr<ClientCore> create(ServerAddress address, ClientOptions options,
+                                              std::shared_ptr<IoLoop> loop = nullptr);
     ~ClientCore();
 
     void start();
-    // Fails all in-flight work with client_closed and joins the I/O thread.
+    // Fails all in-flight work with client_closed and closes the
+    // connections; the last core on its loop also joins the I/O thread.
     void stop();
 
     // forked_child or client_closed when the client cannot be used.
@@ -157,8 +163,11 @@ public:
     };
     ClusterFootprint cluster_footprint();
 
-    asio::io_context& io() noexcept { return io_; }
-    bool on_io_thread() const noexcept { return std::this_thread::get_id() == io_thread_id_; }
+    asio::io_context& io() noexcept { return loop_->io(); }
+    // The thread this core's I/O runs on: its own, or the one its loop's
+    // other members share.
+    bool on_io_thread() const noexcept { return loop_->on_io_thread(); }
+    const std::shared_ptr<IoLoop>& loop() const noexcept { return loop_; }
     Clock::time_point deadline() const noexcept { return Clock::now() + options_.command_timeout; }
 
     const ServerAddress& address() const noexcept { return address_; }
@@ -188,7 +197,7 @@ public:
     }
 
 private:
-    ClientCore(ServerAddress address, ClientOptions options);
+    ClientCore(ServerAddress address, ClientOptions options, std::shared_ptr<IoLoop> loop);
 
     // Runs done with ec later on the I/O thread; at once in a forked child, or
     // once the I/O thread has ended (the client closed).
@@ -202,17 +211,16 @@ private:
         asm volatile("yield");
 #endif
     }
-    void run_io() noexcept;
+    void shutdown_on_io_thread();
     void run_failover_hooks();
 
     const ServerAddress address_;
     const ClientOptions options_;
     const ForkGuard fork_guard_;
 
-    asio::io_context io_;
-    asio::executor_work_guard<asio::io_context::executor_type> work_;
-    std::thread thread_;
-    std::thread::id io_thread_id_;
+    const bool own_loop_;  // made for this core alone: start() runs it
+    // Before every member that refers to its io_context: destroyed after them.
+    const std::shared_ptr<IoLoop> loop_;  // never null
     std::atomic<bool> stopped_{false};
     std::atomic<bool> spinning_{false};
 
@@ -220,11 +228,9 @@ private:
     std::once_flag subscriber_once_;
     std::shared_ptr<Subscriber> subscriber_;
     std::atomic<bool> subscriber_made_{false};  // subscriber_ is set
-    std::mutex io_end_mutex_;
     std::mutex fiber_mutex_;
     std::shared_ptr<FiberRunner> fibers_;
     bool fibers_closed_ = false;
-    bool io_ended_ = false;  // run_io's run() is over: fail_soon fails inline
     ClientExtensions extensions_;
     std::mutex hooks_mutex_;
     std::vector<std::function<void()>> before_stop_;

@@ -2,10 +2,13 @@
 // with masters stopped, restarted and pre-empted, fencing tokens, waiting,
 // and bad input.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <concepts>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -63,6 +66,13 @@ dlock::ClientOptions quick_options() {
     o.command_timeout = 1s;
     o.reconnect_backoff_max = 100ms;
     return o;
+}
+
+// The threads of this process now.
+std::size_t thread_count() {
+    std::size_t n = 0;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) n += task.is_directory();
+    return n;
 }
 
 }  // namespace
@@ -473,4 +483,91 @@ TEST(Redlock, ReleasesStillInFlightFinishBeforeMastersClose) {
     EXPECT_GE(waited, 200ms);
     EXPECT_LT(waited, 2s);
     EXPECT_EQ(m.holding("exit-right-after"), 0);
+}
+
+TEST(Redlock, EveryMasterIsServedByOneIoThread) {
+    FiveMasters m;
+    const auto before = thread_count();
+    {
+        dlock::Masters masters(m.urls());
+        for (std::size_t i = 0; i < masters.size(); ++i) masters.client(i).wait_connected();
+        // One I/O thread for the five masters, and beside it Asio's one
+        // resolver thread (a thread per master made ten).
+        EXPECT_LE(thread_count(), before + 2);
+        dlock::Redlock lock(masters, "one-loop");
+        lock.lock();
+        EXPECT_TRUE(lock.is_held());
+        EXPECT_TRUE(eventually([&] { return m.holding("one-loop") == 5; }));
+        lock.unlock();
+        EXPECT_TRUE(eventually([&] { return m.holding("one-loop") == 0; }));
+        EXPECT_LE(thread_count(), before + 2);
+    }
+    // Closing the masters ends their thread.
+    EXPECT_TRUE(eventually([&] { return thread_count() <= before; }));
+}
+
+TEST(Redlock, AMasterThatStopsAnsweringHoldsUpNoOtherMastersAnswers) {
+    FiveMasters m;
+    auto options = quick_options();
+    options.command_timeout = 5s;
+    dlock::Masters masters(m.urls(), options);
+    for (std::size_t i = 0; i < masters.size(); ++i) masters.client(i).wait_connected();
+    m[0].pause();
+    // A command waits on the silent master, on the thread every master shares...
+    std::promise<std::error_code> answered;
+    auto silent = answered.get_future();
+    const std::string_view ping[] = {"PING"};
+    masters.client(0).submit(ping, [&](std::error_code ec, dlock::Reply&&) { answered.set_value(ec); });
+    // ...while the others answer as their replies come: their own commands,
+    for (std::size_t i = 1; i < masters.size(); ++i) EXPECT_EQ(masters.client(i).command({"PING"}).text, "PONG");
+    // and a vote, decided by them without waiting for the silent master's
+    // answer or its node timeout.
+    dlock::Redlock lock(masters, "one-silent", {.node_timeout = 2s});
+    lock.lock();
+    EXPECT_TRUE(lock.is_held());
+    const auto outcomes = lock.last_outcomes();
+    ASSERT_EQ(outcomes.size(), 5u);
+    EXPECT_EQ(outcomes[0].vote, dlock::Vote::not_counted);
+    EXPECT_GE(count_votes(outcomes, dlock::Vote::granted), 3u);
+    std::error_code ec;
+    lock.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    // All of it before the silent master's command timed out (command_timeout 5 s).
+    EXPECT_EQ(silent.wait_for(0s), std::future_status::timeout);
+    m[0].resume();
+    EXPECT_FALSE(silent.get());
+    EXPECT_TRUE(eventually([&] { return m.holding("one-silent") == 0; }));
+}
+
+TEST(Redlock, WhatAForkedChildDestroysLeavesTheParentsMastersAtWork) {
+    FiveMasters m;
+    auto masters = std::make_unique<dlock::Masters>(m.urls());
+    auto lock = std::make_unique<dlock::Redlock>(*masters, "forked");
+    lock->lock();
+    ASSERT_TRUE(eventually([&] { return m.holding("forked") == 5; }));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // The child lets go of what it inherited, destructors and all: no
+        // release reaches the masters, and the parent's thread is not waited for.
+        std::error_code ec;
+        dlock::Redlock other(*masters, "forked-too");
+        int code = other.try_lock(ec) || ec != dlock::errc::forked_child ? 1 : 0;
+        if (code) std::fprintf(stderr, "child: %s\n", ec.message().c_str());
+        lock.reset();
+        masters.reset();
+        std::exit(code);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(m.holding("forked"), 5);
+    EXPECT_TRUE(lock->is_held());
+    std::error_code ec;
+    lock->unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_TRUE(eventually([&] { return m.holding("forked") == 0; }));
+    EXPECT_TRUE(lock->try_lock());
+    lock->unlock();
 }
