@@ -2,7 +2,8 @@
 // futures and coroutines for every lock kind; cancellation while queued and
 // racing a grant (nothing left held); holds moved across threads and
 // released from another thread; the lost notification awaited; a thousand
-// waits on one fiber thread.
+// waits on one fiber thread; a wait on a hold already lost leaves nothing
+// behind its client.
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -22,7 +23,9 @@
 #include <sched.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -438,9 +441,12 @@ void at_idle_priority_on(int cpu, const std::function<void()>& fn) {
 
 TEST(Async, AWaitOnAHoldAlreadyLostLeavesNothingBehindItsClient) {
     RedisServer server;
-    // This thread, and so the client's threads it starts, on one CPU.
-    cpu_set_t all;
-    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof all, &all), 0);
+    // This thread, and so the client's threads it starts, on one CPU (until the test ends).
+    struct Pinned {
+        cpu_set_t all{};
+        Pinned() { pthread_getaffinity_np(pthread_self(), sizeof all, &all); }
+        ~Pinned() { pthread_setaffinity_np(pthread_self(), sizeof all, &all); }
+    } pinned;
     const int cpu = sched_getcpu();
     cpu_set_t one;
     CPU_ZERO(&one);
@@ -465,7 +471,6 @@ TEST(Async, AWaitOnAHoldAlreadyLostLeavesNothingBehindItsClient) {
         }
         token.reset();
     }
-    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
     EXPECT_TRUE(kept.expired()) << "a wait's parts outlived their Client, keeping its lock alive";
 }
 
