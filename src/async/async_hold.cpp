@@ -36,6 +36,10 @@ namespace {
 // Runs fn on the client's fiber thread, outside any fiber.
 void post_to_fibers(FiberRunner& runner, std::function<void()> fn) { asio::post(runner.io(), std::move(fn)); }
 
+// The runner of the fiber this runs in. A fiber's body reaches its runner
+// through it, never owns it: the runner owns the fiber until it ends.
+FiberRunner& own_runner() { return Fiber::current()->runner(); }
+
 // Releases state as its owner, in a fiber (inline once the client's fiber
 // thread is gone: the release then fails at once, client_closed), then
 // done(ec) outside the fiber.
@@ -47,10 +51,10 @@ void release_state(const std::shared_ptr<AsyncHoldState>& state, async_entry::Pl
     auto runner = state->client->fiber_runner();
     try {
         if (runner && runner->spawn(
-                          [state, finish, done, runner](std::stop_token) {
+                          [state, finish, done](std::stop_token) {
                               std::error_code ec;
                               finish(ec);
-                              post_to_fibers(*runner, [done, ec] { done(ec); });
+                              post_to_fibers(own_runner(), [done, ec] { done(ec); });
                           },
                           state->owner_number, std::stop_source(std::nostopstate)))
             return;
@@ -65,6 +69,74 @@ void release_state(const std::shared_ptr<AsyncHoldState>& state, async_entry::Pl
     done(ec);
 }
 
+// One async_wait_lost. The first of lost, released, cancelled and the
+// client's close ends it; the fiber thread then completes it and lets its
+// callbacks go (each holds the watch: letting them go breaks that cycle).
+// That is posted only once every callback is in place (arm()): an end heard
+// while they are being put in place (a hold already lost calls back at once,
+// on the starting thread) waits for it. Posted at once, it could let the
+// callbacks go on the fiber thread before the last of them were in place,
+// and those would then keep the watch, the hold and the fiber thread alive
+// for good.
+class LostWatch : public std::enable_shared_from_this<LostWatch> {
+public:
+    LostWatch(std::shared_ptr<FiberRunner> runner, async_entry::PlainCompletion done)
+        : runner_(std::move(runner)), done_(std::move(done)), work_(asio::make_work_guard(runner_->io())) {}
+
+    FiberRunner& runner() noexcept { return *runner_; }
+
+    // Any thread: the first call ends the wait with ec.
+    void end(std::error_code ec) {
+        {
+            std::lock_guard lock(mutex_);
+            if (outcome_) return;
+            outcome_ = ec;
+            if (!armed_) return;  // arm() completes it
+        }
+        post_completion();
+    }
+
+    // The starting thread, once every callback is in place.
+    void arm() {
+        {
+            std::lock_guard lock(mutex_);
+            armed_ = true;
+            if (!outcome_) return;
+        }
+        post_completion();
+    }
+
+    // The starting thread, before any callback: completes with ec at once.
+    void refuse(std::error_code ec) {
+        work_.reset();
+        done_(ec);
+    }
+
+    std::optional<std::stop_callback<std::function<void()>>> lost, cancelled;
+    std::uint64_t abort_id = 0;
+
+private:
+    // Once, after end() and arm(). The work guard keeps the fiber thread
+    // running until this has run, so it is never left in a queue nobody runs.
+    void post_completion() {
+        post_to_fibers(*runner_, [self = shared_from_this()] {
+            self->lost.reset();
+            self->cancelled.reset();
+            self->runner_->forget_abort(self->abort_id);
+            self->done_(*self->outcome_);
+            self->work_.reset();
+        });
+    }
+
+    const std::shared_ptr<FiberRunner> runner_;
+    const async_entry::PlainCompletion done_;
+    // Keeps the fiber thread running until the wait has completed.
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+    std::mutex mutex_;
+    bool armed_ = false;                      // every callback in place
+    std::optional<std::error_code> outcome_;  // the first end heard
+};
+
 }  // namespace
 
 void run_acquisition(const std::shared_ptr<ClientCore>& client,
@@ -72,7 +144,7 @@ void run_acquisition(const std::shared_ptr<ClientCore>& client,
                      AsyncAcquisition acquire, async_entry::AcquireCompletion done) {
     auto runner = client->fiber_runner();
     const auto owner = new_owner_number();
-    auto body = [client, runner, deadline, acquire = std::move(acquire), done, owner](std::stop_token token) {
+    auto body = [client, deadline, acquire = std::move(acquire), done, owner](std::stop_token token) {
         std::error_code ec;
         std::shared_ptr<AsyncHoldState> state;
         try {
@@ -84,10 +156,10 @@ void run_acquisition(const std::shared_ptr<ClientCore>& client,
         }
         if (state) ec.clear();
         else if (!ec && token.stop_requested())  // the caller's cancellation, or the client's close
-            ec = runner->shut_down() || client->usable() ? make_error_code(errc::client_closed)
+            ec = own_runner().shut_down() || client->usable() ? make_error_code(errc::client_closed)
                                                           : make_error_code(asio::error::operation_aborted);
         auto result = std::make_shared<std::pair<std::error_code, AsyncHold>>(ec, AsyncAccess::make(std::move(state)));
-        post_to_fibers(*runner, [done, result] { done(result->first, std::move(result->second)); });
+        post_to_fibers(own_runner(), [done, result] { done(result->first, std::move(result->second)); });
     };
     std::error_code refused = errc::client_closed;
     try {
@@ -115,49 +187,32 @@ void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompleti
     if (!state || state->released()) return done(make_error_code(asio::error::operation_aborted));
     auto runner = state->client->fiber_runner();
     if (!runner) return done(errc::client_closed);
-    struct Watch {
-        std::atomic<bool> finished{false};
-        std::optional<std::stop_callback<std::function<void()>>> lost, cancelled;
-        // Keeps the fiber thread running until the wait has completed.
-        std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-        std::uint64_t abort_id = 0;
-    };
-    auto watch = std::make_shared<Watch>();
-    watch->work.emplace(asio::make_work_guard(runner->io()));
-    // The first of lost, released, cancelled and the client's close ends the
-    // wait; the watch's callbacks are let go on the fiber thread (which
-    // breaks their cycle).
-    auto finish = [watch, runner, done](std::error_code ec) {
-        if (watch->finished.exchange(true)) return;
-        post_to_fibers(*runner, [watch, runner, done, ec] {
-            watch->lost.reset();
-            watch->cancelled.reset();
-            runner->forget_abort(watch->abort_id);
-            done(ec);
-            watch->work.reset();
-        });
-    };
-    if (!runner->add_abort(watch->abort_id, [finish] { finish(errc::client_closed); })) {
-        watch->work.reset();
-        return done(errc::client_closed);
-    }
-    state->add_lost_wait([finish] { finish(make_error_code(asio::error::operation_aborted)); });
+    auto watch = std::make_shared<LostWatch>(std::move(runner), std::move(done));
+    // The runner's list of aborts owns the watch until it completes; the
+    // hold's list of lost waits needs not.
+    if (!watch->runner().add_abort(watch->abort_id, [watch] { watch->end(errc::client_closed); }))
+        return watch->refuse(errc::client_closed);
+    state->add_lost_wait([weak = std::weak_ptr<LostWatch>(watch)] {
+        if (auto watch = weak.lock()) watch->end(make_error_code(asio::error::operation_aborted));
+    });
     std::stop_token lost;
     {
         OwnerScope scope(state->owner_number);  // a multi-lock finds its owner's watcher by it
         lost = state->lost_token();
     }
     // The reason is read on the thread that requested the stop, which set it first.
-    watch->lost.emplace(lost, std::function<void()>([finish, state] {
+    watch->lost.emplace(lost, std::function<void()>([watch, state] {
                             std::optional<LostReason> reason;
                             {
                                 OwnerScope scope(state->owner_number);
                                 reason = state->lost_reason();
                             }
-                            finish(reason ? make_error_code(*reason) : make_error_code(errc::lease_lost));
+                            watch->end(reason ? make_error_code(*reason) : make_error_code(errc::lease_lost));
                         }));
-    watch->cancelled.emplace(stop.get_token(),
-                             std::function<void()>([finish] { finish(make_error_code(asio::error::operation_aborted)); }));
+    watch->cancelled.emplace(stop.get_token(), std::function<void()>([watch] {
+                                 watch->end(make_error_code(asio::error::operation_aborted));
+                             }));
+    watch->arm();
 }
 
 }  // namespace async_entry

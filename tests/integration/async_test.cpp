@@ -2,7 +2,8 @@
 // futures and coroutines for every lock kind; cancellation while queued and
 // racing a grant (nothing left held); holds moved across threads and
 // released from another thread; the lost notification awaited; a thousand
-// waits on one fiber thread.
+// waits on one fiber thread; a wait on a hold already lost leaves nothing
+// behind its client.
 #include <gtest/gtest.h>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -18,8 +19,13 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
+#include <functional>
 #include <future>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -430,6 +436,66 @@ TEST(Async, ALostWaitEndsWhenItsClientCloses) {
     auto result = ended.get_future();
     ASSERT_EQ(result.wait_for(10s), std::future_status::ready) << "the wait outlived its client";
     EXPECT_EQ(result.get(), dlock::errc::client_closed);
+}
+
+// A wait on a hold already lost ends at once: the thread that starts it
+// hears the loss, and the fiber thread completes the wait and lets its parts
+// go. The fiber thread may do that before the starting thread has put all
+// the parts in place (the caller preempted as soon as it woke the fiber
+// thread): the parts put in place afterwards then kept one another alive,
+// and with them the hold, its lock and the fiber thread, after the Client
+// had gone (a leak at exit). Here the starting thread runs at idle priority
+// on the fiber thread's CPU, so the fiber thread runs the moment it is woken.
+namespace {
+
+// Runs fn on a thread of idle priority (SCHED_IDLE) bound to cpu.
+void at_idle_priority_on(int cpu, const std::function<void()>& fn) {
+    std::thread([&] {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        sched_param none{};
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);
+        fn();
+    }).join();
+}
+
+}  // namespace
+
+TEST(Async, AWaitOnAHoldAlreadyLostLeavesNothingBehindItsClient) {
+    RedisServer server;
+    // This thread, and so the client's threads it starts, on one CPU (until the test ends).
+    struct Pinned {
+        cpu_set_t all{};
+        Pinned() { pthread_getaffinity_np(pthread_self(), sizeof all, &all); }
+        ~Pinned() { pthread_setaffinity_np(pthread_self(), sizeof all, &all); }
+    } pinned;
+    const int cpu = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    // Held by each lock's options: alive while anything of a lock is.
+    auto token = std::make_shared<int>(0);
+    std::weak_ptr<int> kept = token;
+    {
+        dlock::Client client(server.uri()), other(server.uri());
+        for (int i = 0; i < 5; ++i) {
+            dlock::Lock lock(client, "async:lost-first", {.on_lost = [token](std::string_view, std::error_code) {}});
+            auto future = dlock::async_lock(lock, asio::use_future);
+            AsyncHold hold = get(future);
+            ASSERT_TRUE(dlock::force_release(other, "async:lost-first"));
+            ASSERT_TRUE(eventually([&] { return hold.lost_token().stop_requested(); }, 10s));
+            std::promise<std::error_code> told;
+            at_idle_priority_on(cpu, [&] { dlock::async_wait_lost(hold, [&](std::error_code ec) { told.set_value(ec); }); });
+            auto result = told.get_future();
+            EXPECT_FALSE(get(result)) << "the loss is what was waited for";
+            EXPECT_EQ(hold.lost_reason(), dlock::LostReason::revoked);
+        }
+        token.reset();
+    }
+    EXPECT_TRUE(kept.expired()) << "a wait's parts outlived their Client, keeping its lock alive";
 }
 
 // The natural race of a timer and a loss, with use_awaitable: the loss
