@@ -10,25 +10,27 @@
 namespace dlock {
 namespace detail {
 
-void AsyncHoldState::add_lost_wait(std::function<void()> abort) {
+void AsyncHoldState::add_lost_wait(std::weak_ptr<LostWait> wait) {
     {
         std::lock_guard lock(mutex_);
         if (!lost_waits_ended_) {
-            lost_waits_.push_back(std::move(abort));
+            std::erase_if(lost_waits_, [](const std::weak_ptr<LostWait>& w) { return w.expired(); });
+            lost_waits_.push_back(std::move(wait));
             return;
         }
     }
-    abort();
+    if (auto live = wait.lock()) live->abort();
 }
 
 void AsyncHoldState::end_lost_waits() {
-    std::vector<std::function<void()>> waits;
+    std::vector<std::weak_ptr<LostWait>> waits;
     {
         std::lock_guard lock(mutex_);
         lost_waits_ended_ = true;
         waits.swap(lost_waits_);
     }
-    for (auto& abort : waits) abort();
+    for (auto& wait : waits)
+        if (auto live = wait.lock()) live->abort();
 }
 
 namespace {
@@ -78,12 +80,15 @@ void release_state(const std::shared_ptr<AsyncHoldState>& state, async_entry::Pl
 // callbacks go on the fiber thread before the last of them were in place,
 // and those would then keep the watch, the hold and the fiber thread alive
 // for good.
-class LostWatch : public std::enable_shared_from_this<LostWatch> {
+class LostWatch : public AsyncHoldState::LostWait, public std::enable_shared_from_this<LostWatch> {
 public:
     LostWatch(std::shared_ptr<FiberRunner> runner, async_entry::PlainCompletion done)
         : runner_(std::move(runner)), done_(std::move(done)), work_(asio::make_work_guard(runner_->io())) {}
 
     FiberRunner& runner() noexcept { return *runner_; }
+
+    // The hold was released: the wait ends, aborted.
+    void abort() override { end(make_error_code(asio::error::operation_aborted)); }
 
     // Any thread: the first call ends the wait with ec.
     void end(std::error_code ec) {
@@ -192,9 +197,7 @@ void start_wait_lost(const AsyncHold& hold, std::stop_source stop, PlainCompleti
     // hold's list of lost waits needs not.
     if (!watch->runner().add_abort(watch->abort_id, [watch] { watch->end(errc::client_closed); }))
         return watch->refuse(errc::client_closed);
-    state->add_lost_wait([weak = std::weak_ptr<LostWatch>(watch)] {
-        if (auto watch = weak.lock()) watch->end(make_error_code(asio::error::operation_aborted));
-    });
+    state->add_lost_wait(watch);
     std::stop_token lost;
     {
         OwnerScope scope(state->owner_number);  // a multi-lock finds its owner's watcher by it

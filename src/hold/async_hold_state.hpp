@@ -47,8 +47,19 @@ public:
     bool claim_release() noexcept { return !released_.exchange(true); }
     bool released() const noexcept { return released_.load(); }
 
-    // Lost waits (start_wait_lost) end when the release does.
-    void add_lost_wait(std::function<void()> abort);
+    // A wait for the hold's loss (start_wait_lost), ended when the release
+    // is.
+    class LostWait {
+    public:
+        virtual void abort() = 0;
+
+    protected:
+        ~LostWait() = default;
+    };
+    // Lost waits end when the release does. Held weakly: a wait that has
+    // completed (its owner let go of it) is dropped at the next add, so a
+    // hold waited on again and again keeps only the waits still running.
+    void add_lost_wait(std::weak_ptr<LostWait> wait);
     void end_lost_waits();
 
     const std::shared_ptr<ClientCore> client;
@@ -58,7 +69,7 @@ public:
 private:
     std::atomic<bool> released_{false};
     std::mutex mutex_;
-    std::vector<std::function<void()>> lost_waits_;
+    std::vector<std::weak_ptr<LostWait>> lost_waits_;
     bool lost_waits_ended_ = false;
 };
 
