@@ -149,7 +149,9 @@ private:
     friend class detail::MastersCore;
     // A client whose I/O runs on `loop`, the one thread it shares with the
     // other masters of a Redlock (masters.cpp); the loop's owner runs it.
-    Client(ServerAddress address, ClientOptions options, std::shared_ptr<detail::IoLoop> loop);
+    // Made only inside the library, so not exported from it.
+    [[gnu::visibility("hidden")]] Client(ServerAddress address, ClientOptions options,
+                                         std::shared_ptr<detail::IoLoop> loop);
 
     std::shared_ptr<detail::ClientCore> core_;
 };
