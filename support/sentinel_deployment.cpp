@@ -92,6 +92,12 @@ std::uint16_t SentinelDeployment::current_master_port() const {
     return 0;
 }
 
+RedisServer* SentinelDeployment::running_master() const {
+    for (auto* node : data_nodes())
+        if (node->running() && node->cli({"ROLE"}).rfind("master", 0) == 0) return node;
+    return nullptr;
+}
+
 void SentinelDeployment::wait_ready() const {
     const auto master = std::to_string(nodes_[0]->port());
     wait_until(
