@@ -15,11 +15,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <stop_token>
 
 #include "runtime/condition.hpp"
 #include "runtime/function_ref.hpp"
+#include "runtime/wake_count.hpp"
 #include "redis/client_core.hpp"
 
 namespace dlock::detail {
@@ -94,6 +94,8 @@ public:
         delivered_ = walked_away_ = awaited_ = fiber_waits_ = false;
         outcome_.reset();
         if_walked_away_ = nullptr;
+        // A stop request's release that came after the delivery's (one
+        // atomic load when there is none: WakeCount never yields).
         while (done_.try_acquire()) {
         }
     }
@@ -160,7 +162,7 @@ private:
     std::optional<Outcome> outcome_;
     Handler if_walked_away_;
     // Released by the delivery and by a stop request: hence two.
-    std::counting_semaphore<2> done_{0};
+    WakeCount done_;
     // A fiber's wait, made by the first one (a thread's wait allocates none).
     std::unique_ptr<Condition> parked_;
 };

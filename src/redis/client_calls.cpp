@@ -4,8 +4,8 @@
 #include "client_core.hpp"
 
 #include "runtime/condition.hpp"
+#include "runtime/wake_count.hpp"
 
-#include <semaphore>
 
 #include "command_format.hpp"
 #include "dlock/error.hpp"
@@ -46,7 +46,7 @@ struct NoScriptDetour {
 };
 
 struct SyncCall {
-    std::binary_semaphore done{0};
+    WakeCount done;
     std::error_code ec;
     Reply reply;
     // A fiber's call (an asynchronous operation) parks instead; made before

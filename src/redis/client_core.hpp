@@ -6,7 +6,6 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <semaphore>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "asio.hpp"
 #include "client_extension.hpp"
 #include "runtime/fiber_runner.hpp"
+#include "runtime/wake_count.hpp"
 #include "cluster_router.hpp"  // cluster()
 #include "connection.hpp"
 #include "dedicated_connections.hpp"
@@ -181,8 +181,7 @@ public:
     // about as much. One waiter at a time may spin for its reply instead
     // (at most 60 µs); the others sleep, so many threads never burn the
     // cores the I/O thread needs. True when done was acquired.
-    template <typename Semaphore>
-    bool spin_for(Semaphore& done) noexcept {
+    bool spin_for(WakeCount& done) noexcept {
         if (spinning_.exchange(true, std::memory_order_acquire)) return false;
         const auto until = Clock::now() + std::chrono::microseconds(60);
         bool acquired = false;
