@@ -17,6 +17,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/lock.hpp"
+#include "least_per_cycle.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -40,24 +41,10 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-constexpr int warm_up = 300;
-constexpr int rounds = 5;
-constexpr int cycles = 400;  // per round
-
-// Allocations per call of `cycle`, after warm_up calls not counted: the
-// least of `rounds` rounds.
+// Allocations per call of `cycle`: the least of a few rounds.
 template <typename Cycle>
 double allocations_per_cycle(Cycle&& cycle) {
-    int calls = 0;
-    for (; calls < warm_up; ++calls) cycle(calls);
-    double least = 0;
-    for (int round = 0; round < rounds; ++round) {
-        const auto before = allocations.load();
-        for (int i = 0; i < cycles; ++i) cycle(calls++);
-        const double per_cycle = static_cast<double>(allocations.load() - before) / cycles;
-        if (round == 0 || per_cycle < least) least = per_cycle;
-    }
-    return least;
+    return dlock::support::least_per_cycle([] { return allocations.load(); }, cycle);
 }
 
 class CallPathAllocation : public ::testing::Test {

@@ -16,6 +16,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/lock.hpp"
+#include "least_per_cycle.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -29,21 +30,10 @@ extern "C" int sched_yield() noexcept {
 
 namespace {
 
-constexpr int warm_up = 100;
-constexpr int rounds = 5;
-constexpr int cycles = 200;  // per round
-
 template <typename Cycle>
 double yields_per_cycle(Cycle&& cycle) {
-    for (int i = 0; i < warm_up; ++i) cycle();
-    double least = 0;
-    for (int round = 0; round < rounds; ++round) {
-        const auto before = yields.load();
-        for (int i = 0; i < cycles; ++i) cycle();
-        const double per_cycle = static_cast<double>(yields.load() - before) / cycles;
-        if (round == 0 || per_cycle < least) least = per_cycle;
-    }
-    return least;
+    return dlock::support::least_per_cycle([] { return yields.load(); }, [&](int) { cycle(); },
+                                           {.warm_up = 100, .rounds = 5, .cycles = 200});
 }
 
 TEST(CallPathYield, TheCountingSeesAYield) {
