@@ -64,9 +64,10 @@ public:
     // Blocks until the outcome is delivered (true: `out` is set), or until
     // deadline (none: no deadline) or stop (false: walked away; the outcome
     // goes to the handler make_if_walked_away makes, when it comes, on the
-    // delivering thread). `client` lends its short spin before sleeping (a
-    // reply on loopback is often faster than a sleep and wake-up).
-    bool wait(ClientCore& client, std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
+    // delivering thread). It sleeps at once: a spin for a reply on loopback
+    // cost more client CPU than the wake-up it saved, and on a busy machine
+    // took the core the I/O thread needed (README "Table of targets").
+    bool wait(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               MakeHandler make_if_walked_away) {
         if (Fiber::current()) return park(deadline, stop, out, make_if_walked_away);
         {
@@ -79,10 +80,8 @@ public:
             on_stop.emplace(stop, std::function<void()>([&] {
                                 if (!woken_by_stop.exchange(true)) done_.release();
                             }));
-        if (!client.spin_for(done_)) {
-            if (deadline) (void)done_.try_acquire_until(*deadline);
-            else done_.acquire();
-        }
+        if (deadline) (void)done_.try_acquire_until(*deadline);
+        else done_.acquire();
         on_stop.reset();
         return settle(out, make_if_walked_away);
     }
@@ -106,7 +105,7 @@ public:
         return awaited_ && !delivered_;
     }
 
-    // Walks away at once, without a spin or a sleep (a caller that never
+    // Walks away at once, without a sleep (a caller that never
     // waits): true with `out` set when the outcome is there already.
     bool leave_now(Outcome& out, Handler if_walked_away) {
         std::lock_guard lock(mutex_);
@@ -120,7 +119,7 @@ public:
     }
 
 private:
-    // wait() in a fiber (an asynchronous operation): it parks, with no spin.
+    // wait() in a fiber (an asynchronous operation): it parks.
     bool park(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               MakeHandler make_if_walked_away) {
         {

@@ -128,7 +128,7 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
                 ec = errc::command_timeout;
                 return {};
             }
-        } else if (!spin_for(call->done) && !call->done.try_acquire_until(until)) {
+        } else if (!call->done.try_acquire_until(until)) {
             ec = errc::command_timeout;
             return {};
         }
