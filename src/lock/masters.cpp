@@ -111,9 +111,9 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
 
 std::shared_ptr<FanOut> MastersCore::send_release(const RedlockIdentity& identity, const std::string& owner) {
     const auto& keys = identity.keys;
-    const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
+    const auto tombstone = keys.tombstone(owner);
     const auto operation = runtime.next_operation_id();
-    std::string_view k[] = {keys.lock, fence, channel, tombstone};
+    std::string_view k[] = {keys.lock, keys.fence(), keys.channel(), tombstone};
     std::string_view a[] = {owner, identity.lease_ms, operation, "all", identity.retention_ms};
     return FanOut::send(cores, release_script(), k, a, Clock::now() + identity.node_timeout);
 }
