@@ -196,9 +196,11 @@ private:
     std::atomic<bool> stopped_{false};
 
     std::shared_ptr<Topology> topology_;  // never null
-    std::once_flag subscriber_once_;
+    // Made on the first subscribe() and shut down with the client: made and
+    // read under one lock, and never made once the shutdown has read it.
+    std::mutex subscriber_mutex_;
     std::shared_ptr<Subscriber> subscriber_;
-    std::atomic<bool> subscriber_made_{false};  // subscriber_ is set
+    bool subscriber_closed_ = false;  // the shutdown took subscriber_
     std::mutex fiber_mutex_;
     std::shared_ptr<FiberRunner> fibers_;
     bool fibers_closed_ = false;
