@@ -125,8 +125,12 @@ private:
         key.append(lock).append(what).append(owner);
         return key;
     }
-    // Offsets, not views: a copied LockKeys reads its own buffer.
-    std::string_view other(std::size_t i) const { return std::string_view(others_).substr(at_[i].first, at_[i].second); }
+    // Offsets, not views: a copied LockKeys reads its own buffer. A moved-from
+    // one (its buffer emptied, its offsets kept) reads empty names.
+    std::string_view other(std::size_t i) const {
+        const std::string_view all(others_);
+        return at_[i].first <= all.size() ? all.substr(at_[i].first, at_[i].second) : std::string_view();
+    }
 
     std::string others_;
     std::array<std::pair<std::size_t, std::size_t>, 7> at_{};

@@ -45,6 +45,7 @@ bool sleep_while(std::atomic<std::uint32_t>& word, std::uint32_t seen,
 
 void WakeCount::release() noexcept {
     const auto before = word_.fetch_add(one, std::memory_order_release);
+    assert(before / one < max_pending && "more releases pending than a WakeCount counts");
     if (before & sleepers)
         syscall(SYS_futex, futex_word(word_), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr, nullptr, 0);
 }

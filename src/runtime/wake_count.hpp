@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 
@@ -28,7 +29,13 @@ public:
     WakeCount(const WakeCount&) = delete;
     WakeCount& operator=(const WakeCount&) = delete;
 
-    // Adds one and wakes a sleeping acquirer, if there is one. The object
+    // At most this many releases may wait to be taken, and as many threads
+    // sleep in one WakeCount at once (each a half of one futex word). Every
+    // use here has at most two pending: a reply's and a stop request's.
+    static constexpr std::uint32_t max_pending = 0xffff;
+
+    // Adds one and wakes a sleeping acquirer, if there is one. Precondition:
+    // fewer than max_pending releases are pending (asserted). The object
     // may be destroyed by an acquirer as soon as the count is up: release()
     // reads nothing of it after that (the wake-up is a system call on its
     // address, harmless if it is gone).

@@ -90,3 +90,55 @@ TEST(WakeCount, EveryReleaseIsTakenOnceUnderContention) {
     EXPECT_EQ(taken.load(), threads * each);
     EXPECT_FALSE(count.try_acquire());
 }
+
+// The bound the header states: max_pending releases waiting to be taken are
+// all counted (the product has at most two pending).
+TEST(WakeCount, AsManyPendingReleasesAsTheBoundAreAllCounted) {
+    WakeCount count;
+    for (std::uint32_t i = 0; i < WakeCount::max_pending; ++i) count.release();
+    std::uint32_t taken = 0;
+    while (count.try_acquire()) ++taken;
+    EXPECT_EQ(taken, WakeCount::max_pending);
+}
+
+// Many threads releasing and many taking with short deadlines: every
+// release is taken once, by a wait or by the drain at the end; and a sleeper
+// without deadline is woken by each release meant for it.
+TEST(WakeCount, UnderRacingReleasesAndTimedWaitsNoReleaseIsLostOrTakenTwice) {
+    WakeCount count;
+    constexpr int releasers = 3, takers = 3, per_releaser = 20000;
+    std::atomic<long> taken{0};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < takers; ++t)
+        threads.emplace_back([&] {
+            while (!done.load()) {
+                if (count.try_acquire_until(Clock::now() + std::chrono::microseconds(50))) ++taken;
+            }
+        });
+    std::vector<std::thread> senders;
+    for (int r = 0; r < releasers; ++r)
+        senders.emplace_back([&] {
+            for (int i = 0; i < per_releaser; ++i) count.release();
+        });
+    for (auto& s : senders) s.join();
+    const auto until = Clock::now() + 10s;
+    while (taken.load() < long(releasers) * per_releaser && Clock::now() < until) std::this_thread::sleep_for(1ms);
+    done = true;
+    for (auto& t : threads) t.join();
+    long rest = 0;
+    while (count.try_acquire()) ++rest;
+    EXPECT_EQ(taken.load() + rest, long(releasers) * per_releaser);
+    EXPECT_EQ(rest, 0);
+}
+
+TEST(WakeCount, ADeadlineAtTheEpochOrFarAwayBehaves) {
+    WakeCount count;
+    EXPECT_FALSE(count.try_acquire_until(Clock::time_point{}));
+    EXPECT_FALSE(count.try_acquire_until(Clock::time_point::min()));
+    auto far = std::async(std::launch::async, [&] { return count.try_acquire_until(Clock::time_point::max()); });
+    std::this_thread::sleep_for(20ms);
+    count.release();
+    ASSERT_EQ(far.wait_for(10s), std::future_status::ready);
+    EXPECT_TRUE(far.get());
+}
