@@ -98,3 +98,49 @@ TEST(SubscriberClose, AFirstSubscribeRacingTheClientsCloseIsShutDownOrRefused) {
     core.reset();
     subscription.reset();
 }
+
+// subscribe() on the client's I/O thread, where the
+// Subscriber's lock is taken from a listener or a completion.
+TEST(SubscriberClose, ASubscribeFromAListenerOnTheIoThreadNeitherDeadlocksNorFails) {
+    dlock::support::RedisServer server;
+    std::optional<dlock::Client> client(std::in_place, server.uri());
+    client->wait_connected();
+    auto core = client->core();
+    std::promise<void> nested_made;
+    std::optional<dlock::Subscription> nested;
+    std::atomic<bool> once{false};
+    auto first = core->subscribe("a", [&](dlock::Subscription::Event event, std::string_view) {
+        if (event != dlock::Subscription::Event::message || once.exchange(true)) return;
+        nested = core->subscribe("b", [](dlock::Subscription::Event, std::string_view) {});
+        nested_made.set_value();
+    });
+    ASSERT_TRUE(first.wait_active(std::chrono::steady_clock::now() + 5s));
+    server.cli({"PUBLISH", "a", "x"});
+    ASSERT_EQ(nested_made.get_future().wait_for(5s), std::future_status::ready) << "the nested subscribe() hung";
+    EXPECT_TRUE(nested->wait_active(std::chrono::steady_clock::now() + 5s));
+    client.reset();
+    EXPECT_THROW((void)core->subscribe("c", [](dlock::Subscription::Event, std::string_view) {}), dlock::Error);
+    nested.reset();
+}
+
+TEST(SubscriberClose, AFirstSubscribeFromACompletionOnTheIoThreadWorksAndTheCloseShutsItDown) {
+    dlock::support::RedisServer server;
+    std::optional<dlock::Client> client(std::in_place, server.uri());
+    client->wait_connected();
+    auto core = client->core();
+    std::promise<std::optional<dlock::Subscription>> made;
+    const std::string_view ping[] = {"PING"};
+    client->submit(ping, [&](std::error_code, dlock::Reply&&) {
+        made.set_value(core->subscribe("on-loop", [](dlock::Subscription::Event, std::string_view) {}));
+    });
+    auto future = made.get_future();
+    ASSERT_EQ(future.wait_for(5s), std::future_status::ready) << "the subscribe() on the I/O thread hung";
+    auto subscription = future.get();
+    EXPECT_TRUE(subscription->wait_active(std::chrono::steady_clock::now() + 5s));
+    client.reset();
+    const auto asked = std::chrono::steady_clock::now();
+    EXPECT_FALSE(subscription->wait_active(asked + 3s));
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, 1s);
+    core.reset();
+    subscription.reset();
+}
