@@ -94,7 +94,7 @@ std::uint16_t SentinelDeployment::current_master_port() const {
 
 RedisServer* SentinelDeployment::running_master() const {
     for (auto* node : data_nodes())
-        if (node->running() && node->cli({"ROLE"}).rfind("master", 0) == 0) return node;
+        if (node->cli({"ROLE"}).rfind("master", 0) == 0) return node;
     return nullptr;
 }
 

@@ -40,9 +40,11 @@ public:
     RedisServer& node_on_port(std::uint16_t port) const;
     RedisServer& current_master() const { return node_on_port(current_master_port()); }
     std::vector<std::uint16_t> sentinel_ports() const;
-    // The running data node that answers ROLE master, or nullptr. Unlike
-    // current_master(), it does not depend on which sentinel has caught up
-    // with a failover: a client may reach the new master before all have.
+    // The data node that answers ROLE master (one that is down answers
+    // nothing), or nullptr. Unlike current_master(), it does not depend on
+    // which sentinel has caught up with a failover: a client may reach the
+    // new master before all have. It only asks the servers, so another
+    // thread may call it while this one kills a node.
     RedisServer* running_master() const;
     RedisServer& sentinel(std::size_t i) const { return *sentinels_.at(i); }
 
