@@ -242,6 +242,11 @@ TEST(MultiLock, LosingAnyNameLosesTheWholeHold) {
     EXPECT_FALSE(lock.is_held());
     EXPECT_EQ(lock.valid_until(), Clock::time_point{});
     EXPECT_EQ(lock.fencing_token("l2"), 0u);
+    // The token is requested first, then on_lost runs, both on the I/O thread.
+    EXPECT_TRUE(eventually([&] {
+        std::lock_guard guard(mutex);
+        return !lost_names.empty();
+    }, 1s));
     {
         std::lock_guard guard(mutex);
         EXPECT_EQ(lost_names, std::vector<std::string>{"l2"});
