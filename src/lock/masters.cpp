@@ -126,9 +126,29 @@ void MastersCore::finish_before_close(std::shared_ptr<FanOut> release) {
 
 void MastersCore::close() {
     if (closed_.exchange(true)) return;
+    // On the masters' own I/O thread (a callback of theirs dropped the last
+    // Masters) no answer could arrive while this thread waited for it: not
+    // for an acquisition under way, nor for a release. The waiters are
+    // stopped, and once the last has left (its answers read by this very
+    // loop), what they and the holds leave is released without waiting, and
+    // the clients close once it is answered.
+    if (cores.front()->on_io_thread()) {
+        if (auto self = weak_from_this().lock()) {
+            runtime.closing().close_then([self] {
+                asio::post(self->cores.front()->io(), [self] { self->close_when_answered(self, self->releases_of_close()); });
+            });
+            return;
+        }
+    }
     // The waiters first (their attempts now fail client_closed), then every
     // hold still ours; a release a waiter left on its way is among the stragglers.
-    const auto holds = runtime.close_holds(Clock::now() + Client::max_close_wait);
+    (void)runtime.closing().close(Clock::now() + Client::max_close_wait);
+    for (auto& release : releases_of_close()) release->wait([](const auto&) { return false; });
+    clients_.clear();  // stops every I/O thread; the keeper's timer with the first
+}
+
+std::vector<std::shared_ptr<FanOut>> MastersCore::releases_of_close() {
+    const auto holds = runtime.drop_holds();
     std::vector<std::shared_ptr<FanOut>> releases;
     {
         std::lock_guard lock(stragglers_mutex_);
@@ -137,14 +157,7 @@ void MastersCore::close() {
     for (auto& hold : holds) {
         releases.push_back(send_release(static_cast<const RedlockIdentity&>(*hold->lock), hold->owner));
     }
-    // On the masters' own I/O thread (a callback of theirs dropped the last
-    // Masters) no answer could arrive while this thread waited for it: the
-    // releases go out and the clients close once they are answered.
-    if (cores.front()->on_io_thread()) {
-        if (auto self = weak_from_this().lock()) return close_when_answered(std::move(self), releases);
-    }
-    for (auto& release : releases) release->wait([](const auto&) { return false; });
-    clients_.clear();  // stops every I/O thread; the keeper's timer with the first
+    return releases;
 }
 
 void MastersCore::close_when_answered(std::shared_ptr<MastersCore> self,
