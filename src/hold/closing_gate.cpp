@@ -27,6 +27,14 @@ bool ClosingGate::close(LockClock::time_point until) {
     return left_.wait_until(lock, until, [this] { return inside_ == 0; });
 }
 
+bool ClosingGate::close(LockClock::time_point until, std::function<void()> when_late) {
+    stop_.request_stop();
+    std::unique_lock lock(mutex_);
+    if (left_.wait_until(lock, until, [this] { return inside_ == 0; })) return true;
+    when_left_ = std::move(when_late);  // read by the last leave(), under this mutex
+    return false;
+}
+
 void ClosingGate::close_then(std::function<void()> when_left) {
     stop_.request_stop();
     {

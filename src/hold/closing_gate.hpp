@@ -50,6 +50,11 @@ public:
     // Stops every acquisition inside and waits until they left, or until
     // `until`: true when all did. Later calls of enter() get nothing.
     bool close(LockClock::time_point until);
+    // As close(); when `until` passes with acquisitions still inside,
+    // when_late runs once the last of them has left, on its thread (never
+    // when close returns true). For a close that may not wait longer but
+    // must still finish what those acquisitions leave.
+    bool close(LockClock::time_point until, std::function<void()> when_late);
     // As close(), without waiting: when_left runs once every acquisition
     // inside has left, at once (here) when none is inside, else on the
     // thread of the last to leave. For a close on the very thread their
