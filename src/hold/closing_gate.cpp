@@ -10,8 +10,14 @@ std::optional<ClosingGate::Pass> ClosingGate::enter() {
 }
 
 void ClosingGate::leave() {
-    std::lock_guard lock(mutex_);
-    if (--inside_ == 0) left_.notify_all();
+    std::function<void()> when_left;
+    {
+        std::lock_guard lock(mutex_);
+        if (--inside_ != 0) return;
+        left_.notify_all();
+        when_left = std::move(when_left_);
+    }
+    if (when_left) when_left();
 }
 
 bool ClosingGate::close(LockClock::time_point until) {
@@ -19,6 +25,26 @@ bool ClosingGate::close(LockClock::time_point until) {
     stop_.request_stop();  // wakes the waiters: their stop callbacks run here
     std::unique_lock lock(mutex_);
     return left_.wait_until(lock, until, [this] { return inside_ == 0; });
+}
+
+bool ClosingGate::close(LockClock::time_point until, std::function<void()> when_late) {
+    stop_.request_stop();
+    std::unique_lock lock(mutex_);
+    if (left_.wait_until(lock, until, [this] { return inside_ == 0; })) return true;
+    when_left_ = std::move(when_late);  // read by the last leave(), under this mutex
+    return false;
+}
+
+void ClosingGate::close_then(std::function<void()> when_left) {
+    stop_.request_stop();
+    {
+        std::lock_guard lock(mutex_);
+        if (inside_ != 0) {
+            when_left_ = std::move(when_left);
+            return;
+        }
+    }
+    when_left();
 }
 
 }  // namespace dlock::detail

@@ -16,6 +16,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -49,6 +50,16 @@ public:
     // Stops every acquisition inside and waits until they left, or until
     // `until`: true when all did. Later calls of enter() get nothing.
     bool close(LockClock::time_point until);
+    // As close(); when `until` passes with acquisitions still inside,
+    // when_late runs once the last of them has left, on its thread (never
+    // when close returns true). For a close that may not wait longer but
+    // must still finish what those acquisitions leave.
+    bool close(LockClock::time_point until, std::function<void()> when_late);
+    // As close(), without waiting: when_left runs once every acquisition
+    // inside has left, at once (here) when none is inside, else on the
+    // thread of the last to leave. For a close on the very thread their
+    // answers need (it could not wait for them).
+    void close_then(std::function<void()> when_left);
 
 private:
     void leave();
@@ -57,6 +68,7 @@ private:
     std::mutex mutex_;
     std::condition_variable left_;
     std::size_t inside_ = 0;
+    std::function<void()> when_left_;  // close_then's, until the last leaves
 };
 
 }  // namespace dlock::detail

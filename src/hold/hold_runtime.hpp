@@ -55,6 +55,11 @@ public:
     // (renewal in flight or not) out of the keeper. The caller releases them.
     std::vector<std::shared_ptr<Hold>> close_holds(LockClock::time_point until) {
         (void)closing_.close(until);
+        return drop_holds();
+    }
+    // The holds still live, dropped and forgotten by the keeper: those the
+    // close must release (after closing_ let every acquisition out).
+    std::vector<std::shared_ptr<Hold>> drop_holds() {
         std::vector<std::shared_ptr<Hold>> ours;
         for (auto& hold : keeper_.live_holds()) {
             if (!hold->drop()) continue;

@@ -173,8 +173,13 @@ void Contributions::add(const void* object, const std::shared_ptr<Hold>& hold) {
 
 void Contributions::note(const std::shared_ptr<Hold>& hold) {
     std::lock_guard lock(mutex_);
-    if (auto it = find(hold->owner); it != owners_.end()) it->second = hold;
-    else owners_.emplace_back(hold->owner, hold);
+    if (auto it = find(hold->owner); it != owners_.end()) {
+        it->second = hold;
+    } else {
+        owners_.emplace_back(hold->owner, hold);
+        if (!index_.empty()) index_.emplace(hold->owner, owners_.size() - 1);
+        else if (owners_.size() >= indexed_from) reindex();
+    }
     if (owners_.size() < prune_at_) return;
     // An ended hold has nothing left to release; a later hold of the same
     // owner made here notes the owner again. Amortised: the set is walked
@@ -184,12 +189,13 @@ void Contributions::note(const std::shared_ptr<Hold>& hold) {
         return !latest || latest->final();
     });
     prune_at_ = std::max<std::size_t>(64, owners_.size() * 2);
+    reindex();
 }
 
 void Contributions::hand_over(const void* object, const std::shared_ptr<Hold>& hold) {
     {
         std::lock_guard lock(mutex_);
-        if (auto it = find(hold->owner); it != owners_.end() && it->second.lock() == hold) owners_.erase(it);
+        if (auto it = find(hold->owner); it != owners_.end() && it->second.lock() == hold) remove(it);
     }
     while (hold->contribution_of(object) > 0) hold->withdraw(object);
 }
@@ -200,11 +206,32 @@ std::vector<std::string> Contributions::take() {
     owners.reserve(owners_.size());
     for (auto& entry : owners_) owners.push_back(std::move(entry.first));
     owners_.clear();
+    index_.clear();
     return owners;
 }
 
-std::vector<std::pair<std::string, std::weak_ptr<Hold>>>::iterator Contributions::find(const std::string& owner) {
+std::vector<Contributions::Entry>::iterator Contributions::find(const std::string& owner) {
+    if (!index_.empty()) {
+        const auto at = index_.find(owner);
+        return at == index_.end() ? owners_.end() : owners_.begin() + static_cast<std::ptrdiff_t>(at->second);
+    }
     return std::find_if(owners_.begin(), owners_.end(), [&](const auto& entry) { return entry.first == owner; });
+}
+
+void Contributions::remove(std::vector<Entry>::iterator it) {
+    if (!index_.empty()) index_.erase(it->first);
+    if (it != owners_.end() - 1) {
+        *it = std::move(owners_.back());
+        if (!index_.empty()) index_[it->first] = static_cast<std::size_t>(it - owners_.begin());
+    }
+    owners_.pop_back();
+}
+
+void Contributions::reindex() {
+    index_.clear();
+    if (owners_.size() < indexed_from) return;
+    index_.reserve(owners_.size());
+    for (std::size_t i = 0; i < owners_.size(); ++i) index_.emplace(owners_[i].first, i);
 }
 
 void release_contributed(const void* object, const std::vector<std::string>& owners, HoldRegistry& registry,

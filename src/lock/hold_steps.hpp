@@ -109,13 +109,23 @@ public:
 
 private:
     std::mutex mutex_;
-    // owner -> its latest hold made here. A few owners per object (one per
-    // thread or handle using it): a vector, searched in place, costs one
-    // allocation where a hash map costs three.
-    std::vector<std::pair<std::string, std::weak_ptr<Hold>>> owners_;
+    using Entry = std::pair<std::string, std::weak_ptr<Hold>>;
+    // owner -> its latest hold made here. Mostly a few owners per object
+    // (one per thread or handle using it): a vector, searched in place,
+    // costs one allocation where a hash map costs three. Past
+    // indexed_from entries (thousands of shared holds live through one
+    // object) an index finds an owner: no search grows with their number.
+    static constexpr std::size_t indexed_from = 32;
+    std::vector<Entry> owners_;
+    std::unordered_map<std::string, std::size_t> index_;  // owner -> position in owners_, once indexed
     std::size_t prune_at_ = 64;
     // owners_'s entry for owner, or its end. Under mutex_.
-    std::vector<std::pair<std::string, std::weak_ptr<Hold>>>::iterator find(const std::string& owner);
+    std::vector<Entry>::iterator find(const std::string& owner);
+    // Removes the entry at it, the last one taking its place. Under mutex_.
+    void remove(std::vector<Entry>::iterator it);
+    // Builds the index when owners_ is long enough for one, drops it when
+    // not. Under mutex_.
+    void reindex();
 };
 
 // For each owner: the holds `object` made and still has on the owner's

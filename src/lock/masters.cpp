@@ -126,9 +126,34 @@ void MastersCore::finish_before_close(std::shared_ptr<FanOut> release) {
 
 void MastersCore::close() {
     if (closed_.exchange(true)) return;
-    // The waiters first (their attempts now fail client_closed), then every
-    // hold still ours; a release a waiter left on its way is among the stragglers.
-    const auto holds = runtime.close_holds(Clock::now() + Client::max_close_wait);
+    // What the acquisitions and the holds leave is released, and the
+    // clients close, once the last acquisition has left: its answers are
+    // read by the masters' loop, and its grant becomes a hold or a straggler
+    // only then. On that loop (a callback of theirs dropped the last
+    // Masters) no answer could arrive while this thread waited: the close
+    // does not wait there. Elsewhere it waits at most Client::max_close_wait,
+    // and an acquisition slower than that is finished after it, by the loop.
+    auto self = weak_from_this().lock();
+    auto finish_on_loop = [self] {
+        asio::post(self->cores.front()->io(), [self] { self->close_when_answered(self, self->releases_of_close()); });
+    };
+    if (self && cores.front()->on_io_thread()) {
+        runtime.closing().close_then(finish_on_loop);
+        return;
+    }
+    if (!self) {  // no owner left to keep the clients for a late finish
+        (void)runtime.closing().close(Clock::now() + Client::max_close_wait);
+    } else if (!runtime.closing().close(Clock::now() + Client::max_close_wait, finish_on_loop)) {
+        return;
+    }
+    // Every acquisition has left: every hold still ours, and a release a
+    // waiter left on its way (among the stragglers), is released here.
+    for (auto& release : releases_of_close()) release->wait([](const auto&) { return false; });
+    clients_.clear();  // stops every I/O thread; the keeper's timer with the first
+}
+
+std::vector<std::shared_ptr<FanOut>> MastersCore::releases_of_close() {
+    const auto holds = runtime.drop_holds();
     std::vector<std::shared_ptr<FanOut>> releases;
     {
         std::lock_guard lock(stragglers_mutex_);
@@ -137,14 +162,7 @@ void MastersCore::close() {
     for (auto& hold : holds) {
         releases.push_back(send_release(static_cast<const RedlockIdentity&>(*hold->lock), hold->owner));
     }
-    // On the masters' own I/O thread (a callback of theirs dropped the last
-    // Masters) no answer could arrive while this thread waited for it: the
-    // releases go out and the clients close once they are answered.
-    if (cores.front()->on_io_thread()) {
-        if (auto self = weak_from_this().lock()) return close_when_answered(std::move(self), releases);
-    }
-    for (auto& release : releases) release->wait([](const auto&) { return false; });
-    clients_.clear();  // stops every I/O thread; the keeper's timer with the first
+    return releases;
 }
 
 void MastersCore::close_when_answered(std::shared_ptr<MastersCore> self,

@@ -46,6 +46,9 @@ public:
     // close() waits for it, so a process that exits right after unlock()
     // leaves no grant behind on a minority of masters.
     void finish_before_close(std::shared_ptr<FanOut> release);
+    // The close's releases: every hold still live, and what acquisitions
+    // left on their way out (the stragglers), sent. Once no acquisition is inside.
+    std::vector<std::shared_ptr<FanOut>> releases_of_close();
 
 private:
     explicit MastersCore(std::vector<std::unique_ptr<Client>> clients);

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "runtime/condition.hpp"
+#include "runtime/function_ref.hpp"
 #include "asio.hpp"
 #include "dlock/client_options.hpp"
 #include "dlock/reply.hpp"
@@ -143,7 +144,10 @@ private:
     // Why the server hung up before the handshake ended, as far as it can be told.
     std::string closed_in_handshake(const std::error_code& ec) const;
     void become_ready();
-    void drop(std::error_code reason);
+    // Ends the session: fails everything in flight with reason and starts
+    // reconnecting. first, if given, runs once the session has ended and
+    // before the others are failed (a command failed for its own reply).
+    void drop(std::error_code reason, FunctionRef<void()> first = {});
     void schedule_reconnect();
     void read_loop(std::uint64_t attempt);
     void process_replies();

@@ -254,7 +254,7 @@ void Connection::schedule_reconnect() {
     });
 }
 
-void Connection::drop(std::error_code reason) {
+void Connection::drop(std::error_code reason, FunctionRef<void()> first) {
     std::deque<Pending> failed;
     {
         std::lock_guard lock(mutex_);
@@ -269,6 +269,7 @@ void Connection::drop(std::error_code reason) {
     }
     ++attempt_;
     close_stream();
+    if (first) first();
     fail_all(failed, reason, Clock::now());
     // Reconnect at once; backoff applies only after a failed attempt.
     begin_attempt();

@@ -14,6 +14,7 @@
 #include "dlock/client.hpp"
 #include "dlock/redlock.hpp"
 #include "redis_server.hpp"
+#include "tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
 
@@ -92,4 +93,184 @@ TEST(RedlockProcesses, MastersClosedFromACallbackOnTheirLoopReleaseWhatIsHeld) {
     ASSERT_EQ(dlock::support::wait_child(child), 0) << "2: the close on the I/O thread never returned; 3: not held";
     EXPECT_EQ(holding(), 0) << "of 3 masters still hold the key (lease 30 s), PTTL " << servers[0]->cli({"PTTL", key})
                             << " ms on the first";
+}
+
+// The last Masters dropped inside a callback on their own I/O thread while
+// another thread's vote is out: the masters granted it, their answers wait
+// for that thread. Expected: nothing is left on the masters once the close
+// is over (a grant nobody holds is undone, or becomes a hold the close
+// releases), and the loop is not held up by the close.
+TEST(RedlockProcesses, MastersClosedOnTheirLoopWhileAVoteIsOutDoNotHoldUpTheLoop) {
+    std::vector<std::unique_ptr<dlock::support::RedisServer>> servers;
+    std::vector<std::string> urls;
+    for (int i = 0; i < 3; ++i) {
+        servers.push_back(std::make_unique<dlock::support::RedisServer>());
+        urls.push_back(servers.back()->uri());
+    }
+    const std::string key = "dlock:{racing}";
+    auto holding = [&] {
+        int n = 0;
+        for (auto& s : servers) n += s->cli({"EXISTS", key}) == "1";
+        return n;
+    };
+    const pid_t child = dlock::support::run_in_child([&] {
+        auto masters = std::make_unique<dlock::Masters>(urls);
+        dlock::Redlock lock(*masters, "racing", {.lease = 30'000ms});
+        std::promise<void> go;
+        auto went = go.get_future();
+        std::atomic<int> result{-1};  // 0 not held, 1 held, 2 threw
+        int granted_before_close = -1;
+        std::string thrown;
+        std::thread voter([&] {
+            went.wait();
+            try {
+                result = lock.try_lock() ? 1 : 0;
+            } catch (const std::exception& e) {
+                thrown = e.what();
+                result = 2;
+            }
+        });
+        std::promise<std::chrono::milliseconds> closed;
+        const std::string_view ping[] = {"PING"};
+        masters->client(0).submit(ping, [&](std::error_code, dlock::Reply&&) {
+            go.set_value();
+            // The vote goes out and the masters grant it; their answers wait for this thread.
+            std::this_thread::sleep_for(300ms);
+            granted_before_close = holding();
+            const auto start = std::chrono::steady_clock::now();
+            masters.reset();  // on the masters' I/O thread
+            closed.set_value(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start));
+        });
+        auto took = closed.get_future();
+        if (took.wait_for(20s) != std::future_status::ready) return 2;
+        voter.join();
+        const auto took_ms = took.get();
+        const bool stalled = took_ms >= 400ms;
+        std::fprintf(stderr, "~Masters on their I/O thread returned in %lld ms; the voter's try_lock: %d (0 not held, 1 held, 2 threw), is_held %d; masters granted before the close: %d; thrown: %s\n",
+                     static_cast<long long>(took_ms.count()), result.load(), int(lock.is_held()),
+                     granted_before_close, thrown.c_str());
+        std::this_thread::sleep_for(2s);
+        return stalled ? 4 : 0;
+    });
+    ASSERT_EQ(dlock::support::wait_child(child), 0)
+        << "2: the close on the I/O thread never returned; 4: it held up its loop 400 ms or more";
+    EXPECT_EQ(holding(), 0) << "of 3 masters still hold the key (lease 30 s), PTTL " << servers[0]->cli({"PTTL", key})
+                            << " ms on the first";
+}
+
+// As above, with the vote granted before the close: the masters' replies
+// come 300 ms late (a proxy before each), so the close, on a callback
+// answered before the vote, runs while the masters have granted it and
+// their answers are on the way. Expected: nothing left on the masters.
+TEST(RedlockProcesses, MastersClosedOnTheirLoopWhileAGrantedVoteIsUnreadLeaveNothingHeld) {
+    std::vector<std::unique_ptr<dlock::support::RedisServer>> servers;
+    for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<dlock::support::RedisServer>());
+    const std::string key = "dlock:{granted}";
+    auto holding = [&] {
+        int n = 0;
+        for (auto& s : servers) n += s->cli({"EXISTS", key}) == "1";
+        return n;
+    };
+    const pid_t child = dlock::support::run_in_child([&] {
+        std::vector<std::unique_ptr<dlock::support::TcpProxy>> proxies;
+        std::vector<std::string> urls;
+        for (auto& s : servers) {
+            proxies.push_back(std::make_unique<dlock::support::TcpProxy>(s->port()));
+            urls.push_back(proxies.back()->uri());
+        }
+        auto masters = std::make_unique<dlock::Masters>(urls);
+        dlock::Redlock lock(*masters, "granted", {.lease = 30'000ms});
+        lock.lock();  // the scripts are loaded
+        lock.unlock();
+        for (auto& p : proxies) p->delay_replies(300ms);
+        std::atomic<int> result{-1};  // 0 not held, 1 held, 2 threw
+        std::string thrown;
+        std::promise<std::chrono::milliseconds> closed;
+        const std::string_view ping[] = {"PING"};
+        masters->client(0).submit(ping, [&](std::error_code, dlock::Reply&&) {
+            const auto start = std::chrono::steady_clock::now();
+            masters.reset();  // on the masters' I/O thread
+            closed.set_value(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start));
+        });
+        std::this_thread::sleep_for(100ms);
+        std::thread voter([&] {
+            try {
+                result = lock.try_lock() ? 1 : 0;
+            } catch (const std::exception& e) {
+                thrown = e.what();
+                result = 2;
+            }
+        });
+        auto took = closed.get_future();
+        if (took.wait_for(20s) != std::future_status::ready) return 2;
+        voter.join();
+        std::fprintf(stderr, "~Masters on their I/O thread returned in %lld ms; the voter's try_lock: %d (0 not held, 1 held, 2 threw), is_held %d; masters holding after: %d; thrown: %s\n",
+                     static_cast<long long>(took.get().count()), result.load(), int(lock.is_held()), holding(),
+                     thrown.c_str());
+        for (auto& p : proxies) p->delay_replies(0ms);
+        std::this_thread::sleep_for(2s);
+        return 0;
+    });
+    ASSERT_EQ(dlock::support::wait_child(child), 0) << "2: the close on the I/O thread never returned";
+    EXPECT_EQ(holding(), 0) << "of 3 masters still hold the key (lease 30 s), PTTL " << servers[0]->cli({"PTTL", key})
+                            << " ms on the first";
+}
+
+// The control for the test above: the same vote, granted and its answers
+// on the way, with the Masters closed from another thread (not their loop),
+// the masters' replies `late` behind. The close waits at most
+// Client::max_close_wait (500 ms): an acquisition slower than that leaves
+// its grant to be released after the close returned, once it has left
+// (before, that grant stayed on the masters for its whole lease).
+static void close_off_the_loop_with_replies_late(std::chrono::milliseconds late) {
+    std::vector<std::unique_ptr<dlock::support::RedisServer>> servers;
+    for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<dlock::support::RedisServer>());
+    const std::string key = "dlock:{granted}";
+    auto holding = [&] {
+        int n = 0;
+        for (auto& s : servers) n += s->cli({"EXISTS", key}) == "1";
+        return n;
+    };
+    const pid_t child = dlock::support::run_in_child([&] {
+        std::vector<std::unique_ptr<dlock::support::TcpProxy>> proxies;
+        std::vector<std::string> urls;
+        for (auto& s : servers) {
+            proxies.push_back(std::make_unique<dlock::support::TcpProxy>(s->port()));
+            urls.push_back(proxies.back()->uri());
+        }
+        auto masters = std::make_unique<dlock::Masters>(urls);
+        dlock::Redlock lock(*masters, "granted", {.lease = 30'000ms});
+        lock.lock();  // the scripts are loaded
+        lock.unlock();
+        for (auto& p : proxies) p->delay_replies(late);
+        std::atomic<int> result{-1};
+        std::thread voter([&] {
+            try {
+                result = lock.try_lock() ? 1 : 0;
+            } catch (const std::exception&) {
+                result = 2;
+            }
+        });
+        std::this_thread::sleep_for(100ms);
+        const auto start = std::chrono::steady_clock::now();
+        masters.reset();  // on this thread
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+        voter.join();
+        std::fprintf(stderr, "~Masters off their loop returned in %lld ms; the voter's try_lock: %d, is_held %d\n",
+                     static_cast<long long>(took.count()), result.load(), int(lock.is_held()));
+        for (auto& p : proxies) p->delay_replies(0ms);
+        std::this_thread::sleep_for(2s);
+        return 0;
+    });
+    ASSERT_EQ(dlock::support::wait_child(child), 0);
+    EXPECT_EQ(holding(), 0) << "of 3 masters still hold the key (lease 30 s), PTTL " << servers[0]->cli({"PTTL", key})
+                            << " ms on the first";
+}
+
+TEST(RedlockProcesses, MastersClosedOffTheirLoopWhileAGrantedVoteIsUnreadLeaveNothingHeld) {
+    close_off_the_loop_with_replies_late(300ms);
+}
+
+TEST(RedlockProcesses, MastersClosedOffTheirLoopWhileAVoteOutlastsTheCloseWaitLeaveNothingHeld) {
+    close_off_the_loop_with_replies_late(1'500ms);
 }

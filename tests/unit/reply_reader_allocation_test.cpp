@@ -14,6 +14,9 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
@@ -308,4 +311,45 @@ TEST(ConnectionAllocation, ABurstOfOutputIsFreedOnceWritten) {
     const std::size_t kept = live_bytes > before ? live_bytes - before : 0;
     EXPECT_LT(kept, std::size_t{1} << 20) << "bytes kept after writing " << value.size();
     std::printf("after writing an 8 MiB command: %zu bytes kept\n", kept);
+}
+
+// Two commands pipelined, the first answered over its limit. Replies are
+// matched to callers in order (client.hpp), and their completions run in
+// that order: the offender first (its reason), then the one after it (lost
+// with the connection).
+TEST(ReplyReaderAllocation, PipelinedAfterAnOverLimitReplyTheOffenderHearsFirst) {
+    using dlock::support::ScriptedServer;
+    const std::string hostile = array_of(std::size_t{2} << 20, "$-1\r\n");
+    ScriptedServer server([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "PING") return "+PONG\r\n";
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        if (command[0] == "MGET") return hostile;
+        return "-ERR unknown command\r\n";
+    });
+    dlock::Client client("redis://127.0.0.1:" + std::to_string(server.port()),
+                         {.command_timeout = std::chrono::seconds(10)});
+    client.wait_connected();
+    std::mutex mutex;
+    std::vector<std::pair<std::string, std::error_code>> heard;
+    std::atomic<int> left{2};
+    const std::string_view mget[] = {"MGET", "a", "b"};
+    const std::string_view ping[] = {"PING"};
+    client.submit(mget, [&](std::error_code ec, Reply&&) {
+        std::lock_guard lock(mutex);
+        heard.emplace_back("MGET", ec);
+        --left;
+    });
+    client.submit(ping, [&](std::error_code ec, Reply&&) {
+        std::lock_guard lock(mutex);
+        heard.emplace_back("PING", ec);
+        --left;
+    });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (left > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(heard.size(), 2u);
+    for (const auto& [what, ec] : heard) std::printf("completion: %s %s\n", what.c_str(), ec.message().c_str());
+    EXPECT_EQ(heard[0].first, "MGET");
+    EXPECT_EQ(heard[0].second, dlock::errc::reply_too_large);
 }
