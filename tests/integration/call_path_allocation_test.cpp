@@ -71,7 +71,7 @@ TEST_F(CallPathAllocation, AReusedLockAllocatesAtMostEightPerLockUnlock) {
 
 // A Lock made per name: what making and destroying one costs on top of its
 // lock+unlock (the name's copy into the Lock included). The goal is 12
-// (README, "Table of targets"), met at 11.5: the owner's name is shared by
+// (README, "Table of targets"), met at 9.5: a read per reply allocates nothing, the owner's name is shared by
 // the thread's lock objects and their holds, the slot keeps its key inline
 // in an open-addressed table, the gate makes its condition only when a
 // caller waits, a lock object's first owner and a hold's first contributor
