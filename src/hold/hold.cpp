@@ -6,9 +6,10 @@
 
 namespace dlock::detail {
 
-Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const Grant& grant)
+Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::shared_ptr<const std::string> owner_, const Grant& grant)
     : lock(std::move(lock_)),
-      owner(std::move(owner_)),
+      owner_name(std::move(owner_)),
+      owner(*owner_name),
       count_(grant.count),
       token_(grant.token),
       valid_until_(valid_until(grant.sent, grant.lease_or(lock->options.lease))),
@@ -135,27 +136,37 @@ unsigned Hold::forget_lost_holds(unsigned holds) {
     return count_;
 }
 
+template <typename Self>
+auto Hold::share_of_locked(Self& self, const void* object) -> decltype(&self.first_contribution_) {
+    if (self.first_contribution_.second > 0 && self.first_contribution_.first == object) return &self.first_contribution_;
+    for (auto& share : self.more_contributions_)
+        if (share.first == object) return &share;
+    return nullptr;
+}
+
 void Hold::contribute(const void* object) {
     std::lock_guard guard(mutex_);
-    for (auto& [who, holds] : contributions_)
-        if (who == object) return void(++holds);
-    contributions_.emplace_back(object, 1);
+    if (auto* share = share_of_locked(*this, object)) return void(++share->second);
+    if (first_contribution_.second == 0) first_contribution_ = {object, 1};
+    else more_contributions_.emplace_back(object, 1);
 }
 
 void Hold::withdraw(const void* object) {
     std::lock_guard guard(mutex_);
-    auto it = std::find_if(contributions_.begin(), contributions_.end(), [&](auto& c) { return c.first == object; });
-    if (it == contributions_.end()) it = contributions_.begin();
-    if (it == contributions_.end()) return;
-    if (--it->second == 0) contributions_.erase(it);
+    auto* share = share_of_locked(*this, object);
+    if (!share && first_contribution_.second > 0) share = &first_contribution_;
+    if (!share && !more_contributions_.empty()) share = &more_contributions_.front();
+    if (!share || --share->second > 0) return;
+    if (share == &first_contribution_) first_contribution_ = {};
+    else more_contributions_.erase(more_contributions_.begin() + (share - more_contributions_.data()));
 }
 
 unsigned Hold::contribution_of(const void* object) const {
     std::lock_guard guard(mutex_);
-    for (const auto& [who, holds] : contributions_)
-        if (who == object) return holds;
-    return 0;
+    const auto* share = share_of_locked(*this, object);
+    return share ? share->second : 0;
 }
+
 
 std::stop_token Hold::lost_token() {
     std::lock_guard guard(mutex_);

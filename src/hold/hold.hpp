@@ -166,10 +166,15 @@ struct Grant {
 
 class Hold {
 public:
-    Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const Grant& grant);
+    Hold(std::shared_ptr<const LockIdentity> lock_, std::shared_ptr<const std::string> owner_, const Grant& grant);
+    Hold(std::shared_ptr<const LockIdentity> lock_, std::string owner_, const Grant& grant)
+        : Hold(std::move(lock_), std::make_shared<const std::string>(std::move(owner_)), grant) {}
 
     const std::shared_ptr<const LockIdentity> lock;
-    const std::string owner;
+    // The owner's name, shared with whoever else keeps it (the lock
+    // object's CallOwner, Contributions): not copied per hold.
+    const std::shared_ptr<const std::string> owner_name;
+    const std::string& owner;
 
     // A consistent picture, for the queries of the lock objects.
     struct View {
@@ -250,8 +255,14 @@ private:
     LockClock::time_point slice_start_;
     LockClock::time_point granted_at_{};  // for the metrics; zero when they are off
     std::optional<LostReason> loss_;
-    // Object -> holds made through it; a handful of entries at most.
-    std::vector<std::pair<const void*, unsigned>> contributions_;
+    // Object -> holds made through it; a handful of entries at most, and
+    // mostly one (a lock object per name): that one kept inline.
+    using Contribution = std::pair<const void*, unsigned>;
+    Contribution first_contribution_{};  // none while its count is 0
+    std::vector<Contribution> more_contributions_;
+    // object's share, or null; under mutex_. Self: Hold or const Hold.
+    template <typename Self>
+    static auto share_of_locked(Self& self, const void* object) -> decltype(&self.first_contribution_);
     // Made on the first lost_token(): most holders never ask, and its state
     // is an allocation per hold.
     std::optional<std::stop_source> lost_source_;

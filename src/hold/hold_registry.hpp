@@ -19,10 +19,11 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "runtime/condition.hpp"
+#include "runtime/inline_text.hpp"
+#include "slot_table.hpp"
 #include "dlock/error.hpp"
 #include "hold.hpp"
 
@@ -37,18 +38,24 @@ public:
     bool enter(std::optional<LockClock::time_point> deadline, std::stop_token stop, bool& unanswered) {
         std::unique_lock lock(mutex_);
         auto free = [&] { return !busy_; };
-        bool entered = deadline ? free_.wait_until(lock, stop, *deadline, free) : free_.wait(lock, stop, free);
+        bool entered = true;
+        if (busy_) {
+            // Made by the first caller that must wait: most gates are never
+            // waited on, and a Condition costs an allocation (a slot is made
+            // for every name an owner locks).
+            if (!free_) free_.emplace();
+            entered = deadline ? free_->wait_until(lock, stop, *deadline, free) : free_->wait(lock, stop, free);
+        }
         if (entered) busy_ = true;
         unanswered = !entered && unanswered_;
         return entered;
     }
     void leave() {
-        {
-            std::lock_guard lock(mutex_);
-            busy_ = false;
-            unanswered_ = false;
-        }
-        free_.notify_one();
+        std::lock_guard lock(mutex_);
+        busy_ = false;
+        unanswered_ = false;
+        // Under the mutex: free_ is made under it too.
+        if (free_) free_->notify_one();
     }
     // The operation in flight goes on without its caller, its outcome not
     // known yet (a deadline passed with no answer): the next caller that
@@ -65,12 +72,20 @@ public:
 
 private:
     std::mutex mutex_;
-    Condition free_;
+    std::optional<Condition> free_;  // made when a caller first waits
     bool busy_ = false;
     bool unanswered_ = false;
 };
 
 struct OwnerSlot {
+    // The registry's key of this slot (owner, then name) is kept in the
+    // slot itself: with the common lengths inline, so that a slot is one
+    // allocation besides its map entry.
+    OwnerSlot(std::string_view owner, std::string_view name)
+        : key_{owner, name}, key_owner(key_.view(0, owner.size())), key_name(key_.view(owner.size(), name.size())) {}
+    OwnerSlot(const OwnerSlot&) = delete;
+    OwnerSlot& operator=(const OwnerSlot&) = delete;
+
     OwnerGate gate;
 
     std::shared_ptr<Hold> current() const {
@@ -89,6 +104,12 @@ struct OwnerSlot {
 
     mutable std::mutex mutex;
     std::shared_ptr<Hold> hold;  // the latest hold of this owner; may be final until replaced or cleared
+
+private:
+    const InlineText<120> key_;
+
+public:
+    const std::string_view key_owner, key_name;  // views of key_
 };
 
 // The gate of one slot, entered; leaves it when destroyed. Movable, so an
@@ -124,69 +145,32 @@ public:
     // The slot of (name, owner), made on first use.
     std::shared_ptr<OwnerSlot> slot(const std::string& name, const std::string& owner) {
         std::lock_guard lock(mutex_);
-        if (auto it = slots_.find(KeyView{owner, name}); it != slots_.end()) return it->second;
-        return slots_.emplace(key(name, owner), std::make_shared<OwnerSlot>()).first->second;
+        if (auto* found = slots_.find({owner, name})) return *found;
+        return slots_.insert(std::make_shared<OwnerSlot>(owner, name));
     }
 
     // The current hold of (name, owner), or null; makes no slot.
     std::shared_ptr<Hold> current(const std::string& name, const std::string& owner) const {
         std::lock_guard lock(mutex_);
-        auto it = slots_.find(KeyView{owner, name});
-        return it == slots_.end() ? nullptr : it->second->current();
+        auto* found = slots_.find({owner, name});
+        return found ? (*found)->current() : nullptr;
     }
 
     // Drops the slot when nothing uses it any more: no hold that is not
-    // final, no operation in flight, no one else holding it. Keeps the map
-    // from growing with every (name, owner) ever used.
+    // final, no operation in flight, no one else holding it. Keeps the
+    // table from growing with every (name, owner) ever used.
     void release_if_idle(const std::string& name, const std::string& owner) {
         std::lock_guard lock(mutex_);
-        auto it = slots_.find(KeyView{owner, name});
-        if (it == slots_.end() || it->second.use_count() > 1) return;
-        auto hold = it->second->current();
-        if ((hold && !hold->final()) || it->second->gate.busy()) return;
-        slots_.erase(it);
+        auto* found = slots_.find({owner, name});
+        if (!found || found->use_count() > 1) return;
+        auto hold = (*found)->current();
+        if ((hold && !hold->final()) || (*found)->gate.busy()) return;
+        slots_.erase(found);
     }
 
 private:
-    // A slot's key is owner + '\n' + name (owners never hold a newline).
-    // Lookups name it by its two parts, so that the lock's hot path makes
-    // no string to find a slot; only a new slot makes its key.
-    static std::string key(const std::string& name, const std::string& owner) {
-        std::string k;
-        k.reserve(name.size() + owner.size() + 1);
-        k.append(owner).push_back('\n');
-        k.append(name);
-        return k;
-    }
-    struct KeyView {
-        std::string_view owner, name;
-    };
-    struct KeyHash {
-        using is_transparent = void;
-        // FNV-1a over the key's bytes, whichever form they come in.
-        static std::size_t mix(std::size_t h, std::string_view bytes) noexcept {
-            for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-            return h;
-        }
-        std::size_t operator()(std::string_view k) const noexcept { return mix(14695981039346656037ull, k); }
-        std::size_t operator()(const std::string& k) const noexcept { return (*this)(std::string_view(k)); }
-        std::size_t operator()(const KeyView& k) const noexcept {
-            return mix(mix(mix(14695981039346656037ull, k.owner), "\n"), k.name);
-        }
-    };
-    struct KeyEqual {
-        using is_transparent = void;
-        bool operator()(const std::string& a, const std::string& b) const noexcept { return a == b; }
-        bool operator()(const KeyView& v, const std::string& k) const noexcept { return (*this)(k, v); }
-        bool operator()(const std::string& k, const KeyView& v) const noexcept {
-            const std::string_view key(k);
-            return key.size() == v.owner.size() + 1 + v.name.size() && key.starts_with(v.owner) &&
-                   key[v.owner.size()] == '\n' && key.ends_with(v.name);
-        }
-    };
-
     mutable std::mutex mutex_;
-    std::unordered_map<std::string, std::shared_ptr<OwnerSlot>, KeyHash, KeyEqual> slots_;
+    SlotTable<OwnerSlot> slots_;  // lookups name a slot by the caller's strings: no string made
 };
 
 // One operation of an owner on a name: its slot, its gate entered for the

@@ -77,7 +77,8 @@ struct LockKeys {
     // string: the operation id of owner's last final release, so that a
     // retry of it is answered "released" and a late copy of an older
     // operation of that owner is ignored; expires after retention.
-    std::string tombstone(std::string_view owner) const { return lock_key_with(":done:", owner); }
+    std::string tombstone(std::string_view owner) const { return lock_key_with(tombstone_infix, owner); }
+    static constexpr std::string_view tombstone_infix = ":done:";  // lock, this, owner
 
     // The line of waiters (prelude.lua, "The line"): sorted set waiter ->
     // arrival number, and sorted set waiter -> server-time (ms) end of its place.

@@ -33,11 +33,11 @@ ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>
 }
 
 std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
-                                  const std::string& owner, OwnerSlot& slot, const Grant& grant) {
+                                  std::shared_ptr<const std::string> owner, OwnerSlot& slot, const Grant& grant) {
     // Granted, but the request waited so long (a paused server, a slow
     // network) that its lease may be over already: not a hold anyone may trust.
     if (LockClock::now() >= valid_until(grant.sent, grant.lease_or(identity->options.lease))) return nullptr;
-    auto hold = std::make_shared<Hold>(std::move(identity), owner, grant);
+    auto hold = std::make_shared<Hold>(std::move(identity), std::move(owner), grant);
     if (auto previous = slot.current()) {
         // A new grant replaces whatever this owner had: a final hold, or a
         // lost one the caller has not unlocked yet.
@@ -173,11 +173,18 @@ void Contributions::add(const void* object, const std::shared_ptr<Hold>& hold) {
 
 void Contributions::note(const std::shared_ptr<Hold>& hold) {
     std::lock_guard lock(mutex_);
+    if (first_.owner && *first_.owner == hold->owner) {
+        first_.latest = hold;
+        return;
+    }
     if (auto it = find(hold->owner); it != owners_.end()) {
-        it->second = hold;
+        it->latest = hold;
+    } else if (!first_.owner) {
+        first_ = {hold->owner_name, hold};
+        return;
     } else {
-        owners_.emplace_back(hold->owner, hold);
-        if (!index_.empty()) index_.emplace(hold->owner, owners_.size() - 1);
+        owners_.push_back({hold->owner_name, hold});
+        if (!index_.empty()) index_.emplace(*owners_.back().owner, owners_.size() - 1);
         else if (owners_.size() >= indexed_from) reindex();
     }
     if (owners_.size() < prune_at_) return;
@@ -185,7 +192,7 @@ void Contributions::note(const std::shared_ptr<Hold>& hold) {
     // owner made here notes the owner again. Amortised: the set is walked
     // each time it doubles.
     std::erase_if(owners_, [](const auto& entry) {
-        auto latest = entry.second.lock();
+        auto latest = entry.latest.lock();
         return !latest || latest->final();
     });
     prune_at_ = std::max<std::size_t>(64, owners_.size() * 2);
@@ -195,19 +202,19 @@ void Contributions::note(const std::shared_ptr<Hold>& hold) {
 void Contributions::hand_over(const void* object, const std::shared_ptr<Hold>& hold) {
     {
         std::lock_guard lock(mutex_);
-        if (auto it = find(hold->owner); it != owners_.end() && it->second.lock() == hold) remove(it);
+        if (first_.owner && *first_.owner == hold->owner) {
+            if (first_.latest.lock() == hold) first_ = {};
+        } else if (auto it = find(hold->owner); it != owners_.end() && it->latest.lock() == hold) {
+            remove(it);
+        }
     }
     while (hold->contribution_of(object) > 0) hold->withdraw(object);
 }
 
-std::vector<std::string> Contributions::take() {
-    std::vector<std::string> owners;
+Contributions::Taken Contributions::take() {
     std::lock_guard lock(mutex_);
-    owners.reserve(owners_.size());
-    for (auto& entry : owners_) owners.push_back(std::move(entry.first));
-    owners_.clear();
-    index_.clear();
-    return owners;
+    index_.clear();  // its keys are the entries' names
+    return {std::exchange(first_, {}), std::exchange(owners_, {})};
 }
 
 std::vector<Contributions::Entry>::iterator Contributions::find(const std::string& owner) {
@@ -215,14 +222,14 @@ std::vector<Contributions::Entry>::iterator Contributions::find(const std::strin
         const auto at = index_.find(owner);
         return at == index_.end() ? owners_.end() : owners_.begin() + static_cast<std::ptrdiff_t>(at->second);
     }
-    return std::find_if(owners_.begin(), owners_.end(), [&](const auto& entry) { return entry.first == owner; });
+    return std::find_if(owners_.begin(), owners_.end(), [&](const auto& entry) { return *entry.owner == owner; });
 }
 
 void Contributions::remove(std::vector<Entry>::iterator it) {
-    if (!index_.empty()) index_.erase(it->first);
+    if (!index_.empty()) index_.erase(*it->owner);
     if (it != owners_.end() - 1) {
         *it = std::move(owners_.back());
-        if (!index_.empty()) index_[it->first] = static_cast<std::size_t>(it - owners_.begin());
+        if (!index_.empty()) index_[*it->owner] = static_cast<std::size_t>(it - owners_.begin());
     }
     owners_.pop_back();
 }
@@ -231,23 +238,24 @@ void Contributions::reindex() {
     index_.clear();
     if (owners_.size() < indexed_from) return;
     index_.reserve(owners_.size());
-    for (std::size_t i = 0; i < owners_.size(); ++i) index_.emplace(owners_[i].first, i);
+    for (std::size_t i = 0; i < owners_.size(); ++i) index_.emplace(*owners_[i].owner, i);
 }
 
-void release_contributed(const void* object, const std::vector<std::string>& owners, HoldRegistry& registry,
+void release_contributed(const void* object, const Contributions::Taken& owners, HoldRegistry& registry,
                          const std::string& name,
                          const std::function<void(const std::string&, OwnerSlot&, GateTicket&, unsigned)>& release) {
-    for (const auto& owner : owners) {
+    owners.each([&](const Contributions::Noted& noted) {
+        const std::string& owner = *noted.owner;
         OwnerOperation operation(registry, name, owner);
         (void)operation.enter(std::nullopt, {});
         // Only what was made through this object, on the hold as it is
         // now: a hold that ended or was replaced took its share with it.
         const auto hold = operation.slot().current();
         const unsigned holds = hold ? hold->contribution_of(object) : 0;
-        if (holds == 0) continue;
+        if (holds == 0) return;
         for (unsigned i = 0; i < holds; ++i) hold->withdraw(object);
         release(owner, operation.slot(), operation.ticket, holds);
-    }
+    });
 }
 
 }  // namespace dlock::detail

@@ -54,7 +54,11 @@ ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>
 // validity was over before the answer came (a paused server): the caller
 // gives the grant back.
 std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
-                                  const std::string& owner, OwnerSlot& slot, const Grant& grant);
+                                  std::shared_ptr<const std::string> owner, OwnerSlot& slot, const Grant& grant);
+inline std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
+                                         const std::string& owner, OwnerSlot& slot, const Grant& grant) {
+    return adopt_grant(service, std::move(identity), std::make_shared<const std::string>(owner), slot, grant);
+}
 
 // A fresh acquisition's answer (acquire.lua, rw_*_acquire.lua; known,
 // and past the kind's own checks) as the attempt's result: failed (ec, the
@@ -104,20 +108,37 @@ public:
     // (or drops it) by itself: the object's destructor neither counts nor
     // releases it, so a hold outlives the object it was made through.
     void hand_over(const void* object, const std::shared_ptr<Hold>& hold);
-    // The owners, forgotten here.
-    std::vector<std::string> take();
+    // An owner, and its latest hold made here (ended or not).
+    struct Noted {
+        std::shared_ptr<const std::string> owner;  // the hold's own (Hold::owner_name)
+        std::weak_ptr<Hold> latest;
+    };
+    // The owners noted, forgotten here.
+    struct Taken {
+        Noted first;  // none while its owner is null
+        std::vector<Noted> more;
+        template <typename Visit>
+        void each(Visit&& visit) const {
+            if (first.owner) visit(first);
+            for (const auto& noted : more) visit(noted);
+        }
+    };
+    Taken take();
 
 private:
     std::mutex mutex_;
-    using Entry = std::pair<std::string, std::weak_ptr<Hold>>;
-    // owner -> its latest hold made here. Mostly a few owners per object
-    // (one per thread or handle using it): a vector, searched in place,
-    // costs one allocation where a hash map costs three. Past
+    using Entry = Noted;
+    // owner -> its latest hold made here. Mostly one owner per object (a
+    // lock object per name, used by one thread): kept inline, no
+    // allocation. Then a few (one per thread or handle using it): a
+    // vector, searched in place, costs one allocation where a hash map
+    // costs three. Past
     // indexed_from entries (thousands of shared holds live through one
     // object) an index finds an owner: no search grows with their number.
     static constexpr std::size_t indexed_from = 32;
-    std::vector<Entry> owners_;
-    std::unordered_map<std::string, std::size_t> index_;  // owner -> position in owners_, once indexed
+    Entry first_;  // none while its owner is null
+    std::vector<Entry> owners_;  // the others
+    std::unordered_map<std::string_view, std::size_t> index_;  // owner (an entry's) -> its position, once indexed
     std::size_t prune_at_ = 64;
     // owners_'s entry for owner, or its end. Under mutex_.
     std::vector<Entry>::iterator find(const std::string& owner);
@@ -131,7 +152,7 @@ private:
 // For each owner: the holds `object` made and still has on the owner's
 // current hold in registry, withdrawn, handed to release(owner, slot, ticket,
 // holds) with the owner's gate entered.
-void release_contributed(const void* object, const std::vector<std::string>& owners, HoldRegistry& registry,
+void release_contributed(const void* object, const Contributions::Taken& owners, HoldRegistry& registry,
                          const std::string& name,
                          const std::function<void(const std::string&, OwnerSlot&, GateTicket&, unsigned)>& release);
 

@@ -41,14 +41,18 @@ LockCore::LockCore(std::shared_ptr<ClientCore> client_, std::string name, LockOp
       identity(make_identity(std::move(name), std::move(options), *client, fair ? LockKind::fair_lock : LockKind::lock)),
       fair_(fair),
       name_inbox_(service->name_inbox(identity->keys.lock)),
-      handle_owner_(identity->options.ownership == Ownership::handle ? service->new_handle_owner() : std::string()) {}
+      handle_owner_(identity->options.ownership == Ownership::handle
+                        ? std::make_shared<const std::string>(service->new_handle_owner())
+                        : nullptr) {}
 
-LockCore::CallOwner::CallOwner(const LockCore& core, std::uint64_t number_, std::string name_)
+LockCore::CallOwner::CallOwner(const LockCore& core, std::uint64_t number_, std::shared_ptr<const std::string> name_)
     : service(core.service),
       identity(core.identity),
       number(number_),
-      name(std::move(name_)),
-      tombstone(identity->keys.tombstone(name)),
+      name_storage(std::move(name_)),
+      name(*name_storage),
+      tombstone_{identity->keys.lock, LockKeys::tombstone_infix, name},
+      tombstone(tombstone_.view()),
       slot(service->holds().slot(identity->name, name)) {}
 
 LockCore::CallOwner::~CallOwner() {
@@ -63,7 +67,7 @@ std::shared_ptr<const LockCore::CallOwner> LockCore::calling_owner() const {
         std::lock_guard lock(owner_mutex_);
         if (last_owner_ && last_owner_->number == number) return last_owner_;
     }
-    auto made = std::make_shared<const CallOwner>(*this, number, by_handle ? handle_owner_ : service->thread_owner());
+    auto made = std::make_shared<const CallOwner>(*this, number, by_handle ? handle_owner_ : service->shared_thread_owner());
     std::shared_ptr<const CallOwner> replaced;  // given back outside the lock
     std::lock_guard lock(owner_mutex_);
     replaced = std::exchange(last_owner_, made);

@@ -58,11 +58,11 @@ private:
     bool taken_ = false, kept_ = false;
 };
 
-bool LockCore::record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant,
+bool LockCore::record_grant(const std::shared_ptr<const std::string>& owner, OwnerSlot& slot, const Grant& grant,
                             const std::string& operation) {
     auto hold = adopt_grant(*service, identity, owner, slot, grant);
     if (!hold) {
-        undo(owner, operation);  // its lease may be over already: give it back
+        undo(*owner, operation);  // its lease may be over already: give it back
         return false;
     }
     contributions_.add(this, hold);
@@ -171,14 +171,15 @@ AttemptResult LockCore::attempt(const CallOwner& call_owner, OwnerSlot& slot, Ga
     }
     FreshAcquire fresh;
     const auto result = read_attempt(answer, ec, fresh, [&](const Grant& grant) {
-        return record_grant(owner, slot, grant, answer.operation);
+        return record_grant(call_owner.name_storage, slot, grant, answer.operation);
     });
     if (place && result.kind == AttemptResult::Kind::busy) place->placed(fresh.arrival, answer.sent);
     if (place && result.kind == AttemptResult::Kind::granted) place->kept();  // the grant took the owner out of the line
     return result;
 }
 
-bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, OwnerSlot& slot, GateTicket& ticket) {
+bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const std::string>& owner, OwnerSlot& slot,
+                                 GateTicket& ticket) {
     const auto direct = place.direct_grant();
     if (!direct || direct->place_kept == LockClock::time_point{}) return false;
     const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease};
@@ -207,7 +208,7 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::string& owner, Own
     const auto arrival = std::to_string(direct->arrival);
     const auto holder = OwnerIds::holder_label();
     std::string_view k[] = {keys.lock, keys.fence()};
-    std::string_view a[] = {owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
+    std::string_view a[] = {*owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
     const auto sent = LockClock::now();
     service->unattended().send(
         client, confirm_grant_script(), k, a, retry_window_end(),
@@ -295,7 +296,7 @@ public:
             signal_->wait_change(seen, wake_at, call.stop);  // a hand-off would skip the WAIT
         } else if (auto handed = signal_->sleep_as_head(seen, wake_at, call.deadline, call.stop, call.owner(),
                                                         core_.identity->lease_ms)) {
-            if (core_.record_grant(call.owner(), *call.slot, handed->grant, handed->operation)) {
+            if (core_.record_grant(owner_->name_storage, *call.slot, handed->grant, handed->operation)) {
                 place_->kept();
                 core_.client->recorder().hand_off(HandOff::local);
                 return true;
@@ -304,7 +305,7 @@ public:
         if (call.past_deadline()) return false;
         // Woken by the grant notice for this wait: held already, no round
         // trip (with replica_ack the next attempt confirms it and WAITs).
-        return !acknowledged && core_.take_direct_grant(*place_, call.owner(), *call.slot, *call.ticket);
+        return !acknowledged && core_.take_direct_grant(*place_, owner_->name_storage, *call.slot, *call.ticket);
     }
 
 private:

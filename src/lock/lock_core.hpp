@@ -15,6 +15,7 @@
 #include "hold/outage.hpp"
 #include "hold/retried_call.hpp"
 #include "hold_steps.hpp"
+#include "runtime/inline_text.hpp"
 #include "lock_service.hpp"
 
 namespace dlock::detail {
@@ -28,7 +29,7 @@ public:
     // registry (which keeps the slot while this holds it; the last
     // reference gives it back, HoldRegistry::release_if_idle).
     struct CallOwner {
-        CallOwner(const LockCore& core, std::uint64_t number, std::string name);
+        CallOwner(const LockCore& core, std::uint64_t number, std::shared_ptr<const std::string> name);
         ~CallOwner();
         CallOwner(const CallOwner&) = delete;
         CallOwner& operator=(const CallOwner&) = delete;
@@ -36,8 +37,14 @@ public:
         const std::shared_ptr<LockService> service;
         const std::shared_ptr<const LockIdentity> identity;
         const std::uint64_t number;  // OwnerIds::calling_number(); 0: the handle
-        const std::string name;
-        const std::string tombstone;
+        // Shared with the thread's other lock objects (OwnerIds::shared_thread_owner).
+        const std::shared_ptr<const std::string> name_storage;
+        const std::string& name;
+    private:
+        const InlineText<160> tombstone_;  // kept in this object: no allocation of its own
+
+    public:
+        const std::string_view tombstone;  // identity->keys.tombstone(name)
         std::shared_ptr<OwnerSlot> slot;
     };
 
@@ -126,10 +133,12 @@ private:
     // that the owner's next call on it (a release, a re-entry) comes after
     // the confirmation. False when there is no such notice or its validity
     // is over (the next attempt then confirms the grant, if it is still there).
-    bool take_direct_grant(LinePlace& place, const std::string& owner, OwnerSlot& slot, GateTicket& ticket);
+    bool take_direct_grant(LinePlace& place, const std::shared_ptr<const std::string>& owner, OwnerSlot& slot,
+                           GateTicket& ticket);
     // A grant confirmed by the server: a new hold, tracked and renewed, or
     // (its validity already over) undone. False when undone.
-    bool record_grant(const std::string& owner, OwnerSlot& slot, const Grant& grant, const std::string& operation);
+    bool record_grant(const std::shared_ptr<const std::string>& owner, OwnerSlot& slot, const Grant& grant,
+                      const std::string& operation);
     // Releases `holds` holds (or all) of owner; the gate is held.
     // tombstone: the owner's tombstone key, when the caller has it (empty: made here).
     void release_holds(const std::string& owner, OwnerSlot& slot, GateTicket& ticket, unsigned holds,
@@ -154,7 +163,7 @@ private:
     const bool fair_;
     // Cluster only: this lock's inbox (LockService::name_inbox).
     Subscription name_inbox_;
-    const std::string handle_owner_;  // Ownership::handle only
+    const std::shared_ptr<const std::string> handle_owner_;  // Ownership::handle only
     mutable std::mutex owner_mutex_;
     mutable std::shared_ptr<const CallOwner> last_owner_;  // calling_owner()'s last
     // The owners this object made holds for; what it made is counted on

@@ -134,17 +134,18 @@ void RedlockCore::release_outstanding() noexcept {
         if (masters->usable()) return;
         // This object's owners, whichever threads locked it: the owner names
         // the object, so no other object's holds are among them.
-        for (const auto& owner : owners_.take()) {
+        owners_.take().each([this](const Contributions::Noted& noted) {
+            const std::string& owner = *noted.owner;
             auto hold = hold_of(owner);
-            if (!hold || hold->final()) continue;
+            if (!hold || hold->final()) return;
             OwnerOperation operation(masters->runtime.holds(), identity->name, owner);
             (void)operation.enter(std::nullopt, {});
-            if (!hold->begin_final_release()) continue;
+            if (!hold->begin_final_release()) return;
             masters->keeper().forget(hold);
             operation.slot().clear(hold);
             release_everywhere(owner, true);
             hold->release_answered(0, LockClock::now());
-        }
+        });
     } catch (...) {
         // Best effort: the lease ends what is left.
     }

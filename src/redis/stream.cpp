@@ -141,14 +141,6 @@ void Stream::start_tls(ConnectHandler done) {
     });
 }
 
-void Stream::async_read_some(asio::mutable_buffer buffer, IoHandler done) {
-    auto self = shared_from_this();
-    auto handler = [self, done = std::move(done)](std::error_code ec, std::size_t n) { done(ec, n); };
-    if (tls_) tls_->async_read_some(buffer, std::move(handler));
-    else if (tcp_) tcp_->async_read_some(buffer, std::move(handler));
-    else unix_->async_read_some(buffer, std::move(handler));
-}
-
 void Stream::async_write(std::shared_ptr<const std::string> bytes, IoHandler done) {
     auto self = shared_from_this();
     auto buffer = asio::buffer(*bytes);

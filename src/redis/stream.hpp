@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "asio.hpp"
 #include "dlock/server_address.hpp"
@@ -25,7 +26,19 @@ public:
     Stream(asio::io_context& io, const ServerAddress& address, asio::ssl::context* tls);
 
     void async_connect(ConnectHandler done);
-    void async_read_some(asio::mutable_buffer buffer, IoHandler done);
+    // done(ec, bytes) is handed to asio as it is (no std::function): asio
+    // keeps the operation in memory it recycles, so a read per reply costs
+    // no allocation once the loop runs.
+    template <typename Handler>
+    void async_read_some(asio::mutable_buffer buffer, Handler&& done) {
+        auto handler = [self = shared_from_this(), done = std::forward<Handler>(done)](std::error_code ec,
+                                                                                      std::size_t n) mutable {
+            done(ec, n);
+        };
+        if (tls_) tls_->async_read_some(buffer, std::move(handler));
+        else if (tcp_) tcp_->async_read_some(buffer, std::move(handler));
+        else unix_->async_read_some(buffer, std::move(handler));
+    }
     void async_write(std::shared_ptr<const std::string> bytes, IoHandler done);
 
     // The descriptor other threads may send() on directly, or -1 where every

@@ -47,6 +47,19 @@ std::string OwnerIds::thread_owner() const {
     return with_thread(std::move(owner));
 }
 
+std::shared_ptr<const std::string> OwnerIds::shared_thread_owner() const {
+    thread_local std::shared_ptr<const std::string> last;
+    thread_local std::uint64_t last_number = 0;
+    const auto number = this_thread_number();
+    // The name is id_ + ":t" + number: the same number and id, the same name.
+    if (last && last_number == number && last->size() > id_.size() && last->starts_with(id_) &&
+        (*last)[id_.size()] == ':')
+        return last;
+    last = std::make_shared<const std::string>(thread_owner());
+    last_number = number;
+    return last;
+}
+
 std::string OwnerIds::with_thread(std::string base) {
     char number[24];
     const auto end = std::to_chars(number, number + sizeof number, this_thread_number()).ptr;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace dlock::detail {
@@ -16,6 +17,11 @@ public:
     const std::string& id() const noexcept { return id_; }
     // id + calling thread: the default owner.
     std::string thread_owner() const;
+    // The same, shared: the calling thread keeps the last one it was given
+    // and hands it out again while it reads the same (same id, same
+    // thread or OwnerScope), so that a lock object made per name does not
+    // make its owner's name again.
+    std::shared_ptr<const std::string> shared_thread_owner() const;
     // id + a number unique under this id: an explicit owner handle.
     std::string new_handle_owner();
     // base + calling thread (or the OwnerScope in force).

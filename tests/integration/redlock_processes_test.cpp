@@ -13,6 +13,7 @@
 #include "child_process.hpp"
 #include "dlock/client.hpp"
 #include "dlock/redlock.hpp"
+#include "eventually.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
 
@@ -259,7 +260,10 @@ static void close_off_the_loop_with_replies_late(std::chrono::milliseconds late)
         std::fprintf(stderr, "~Masters off their loop returned in %lld ms; the voter's try_lock: %d, is_held %d\n",
                      static_cast<long long>(took.count()), result.load(), int(lock.is_held()));
         for (auto& p : proxies) p->delay_replies(0ms);
-        std::this_thread::sleep_for(2s);
+        // What the acquisition leaves is released once it has left (its
+        // late answers read): after the close returned, within a few
+        // round trips. The process lives until then, or 10 s.
+        (void)dlock::support::eventually([&] { return holding() == 0; }, 10s);
         return 0;
     });
     ASSERT_EQ(dlock::support::wait_child(child), 0);

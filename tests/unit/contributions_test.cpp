@@ -18,6 +18,16 @@ using dlock::detail::Grant;
 using dlock::detail::Hold;
 using dlock::detail::LockIdentity;
 
+namespace {
+
+std::vector<std::string> names_of(const Contributions::Taken& taken) {
+    std::vector<std::string> names;
+    taken.each([&](const Contributions::Noted& noted) { names.push_back(*noted.owner); });
+    return names;
+}
+
+}  // namespace
+
 TEST(Contributions, OwnersWhoseHoldsEndedAreForgottenAsTheSetGrows) {
     auto identity = std::make_shared<const LockIdentity>("name", dlock::LockOptions{});
     Contributions contributions;
@@ -29,7 +39,7 @@ TEST(Contributions, OwnersWhoseHoldsEndedAreForgottenAsTheSetGrows) {
         if (i % 1000 == 0) live.push_back(hold);  // still held
         else hold->lose(dlock::LostReason::taken_over);  // ended (or simply let go)
     }
-    const auto owners = contributions.take();
+    const auto owners = names_of(contributions.take());
     EXPECT_LT(owners.size(), 200u);  // the live ones, and what came since the last walk
     for (const auto& hold : live) EXPECT_EQ(std::count(owners.begin(), owners.end(), hold->owner), 1) << hold->owner;
 }
@@ -59,9 +69,39 @@ TEST(Contributions, ManyLiveOwnersAreEachKeptOnceWithoutASearchThatGrowsWithThem
     std::fprintf(stderr, "%d live owners noted twice each, half handed over: %lld ms\n", n,
                  static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
     EXPECT_LT(took, std::chrono::seconds(60));
-    auto owners = contributions.take();
+    auto owners = names_of(contributions.take());
     EXPECT_EQ(owners.size(), std::size_t(n / 2));
     std::sort(owners.begin(), owners.end());
     EXPECT_EQ(std::unique(owners.begin(), owners.end()), owners.end());
     for (const auto& owner : owners) EXPECT_EQ((std::stoi(owner.substr(5)) % 2), 1) << owner;
+}
+
+// The first owner is kept apart from the others (no allocation for a lock
+// object used by one owner): it is found, replaced, handed over and taken
+// as any other, and its place goes to the next new owner.
+TEST(Contributions, TheFirstOwnerIsFoundHandedOverAndTakenAsTheOthers) {
+    auto identity = std::make_shared<const LockIdentity>("name", dlock::LockOptions{});
+    const auto now = std::chrono::steady_clock::now();
+    auto hold = [&](const char* owner) { return std::make_shared<Hold>(identity, owner, Grant{1, 1, now, now}); };
+    Contributions contributions;
+    auto a1 = hold("a"), b = hold("b"), a2 = hold("a"), c = hold("c");
+    contributions.add(&contributions, a1);
+    contributions.add(&contributions, b);
+    contributions.add(&contributions, a2);  // a's latest: one entry for a
+    contributions.hand_over(&contributions, a1);  // not a's latest: a stays
+    auto names = names_of(contributions.take());
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"a", "b"}));
+    EXPECT_TRUE(names_of(contributions.take()).empty());  // taken: forgotten
+
+    contributions.add(&contributions, a2);
+    contributions.add(&contributions, b);
+    contributions.hand_over(&contributions, a2);  // the first leaves
+    contributions.add(&contributions, c);         // and c takes its place
+    contributions.note(b);
+    names = names_of(contributions.take());
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"b", "c"}));
+    EXPECT_EQ(a2->contribution_of(&contributions), 0u);  // handed over: its share withdrawn
+    EXPECT_EQ(c->contribution_of(&contributions), 1u);
 }
