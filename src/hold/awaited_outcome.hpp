@@ -79,7 +79,8 @@ public:
             on_stop.emplace(stop, std::function<void()>([&] {
                                 if (!woken_by_stop.exchange(true)) done_.release();
                             }));
-        if (!client.spin_for(done_)) {
+        const auto drive_until = deadline.value_or(Clock::now() + client.options().command_timeout);
+        if (!ClientCore::drive_for(done_, drive_until) && !client.spin_for(done_)) {
             if (deadline) (void)done_.try_acquire_until(*deadline);
             else done_.acquire();
         }
