@@ -135,8 +135,10 @@ void Connection::watch_hangup(int fd, std::uint64_t generation) {
         hangup_fd_ = fd;
     }
     hangup_watch_->async_wait(asio::posix::descriptor_base::wait_read,
-                              [self = shared_from_this(), generation](std::error_code ec) {
-                                  if (ec) return;
+                              // Weak: a watch never keeps a connection (nor its loop) alive.
+                              [weak = weak_from_this(), generation](std::error_code ec) {
+                                  auto self = weak.lock();
+                                  if (ec || !self) return;
                                   self->guarded([&] {
                                       bool parked;
                                       {
