@@ -115,7 +115,9 @@ public:
     // been missed). After every reconnect the channel is subscribed again and
     // the listener receives Event::resubscribed: messages may have been missed.
     // The Subscription may outlive the Client: it then no longer listens,
-    // active() is false and wait_active() returns false at once.
+    // active() is false and wait_active() returns false at once. Throws
+    // Error(client_closed) once the client is closing (also from a callback
+    // running while another thread destroys the Client).
     Subscription subscribe(std::string channel, Subscription::Listener listener);
 
     // A lock on name through this client (see lock.hpp). The Lock may outlive

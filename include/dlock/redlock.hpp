@@ -86,7 +86,10 @@ public:
     // Wakes every thread waiting in a Redlock acquisition through these
     // masters (it returns errc::client_closed), releases every Redlock
     // still held through them (best effort), then closes the clients.
-    // Redlocks that outlive it fail with client_closed.
+    // Destroyed on the masters' own I/O thread (from a callback of client(i)),
+    // it does not wait for the releases' answers, which that thread reads: it
+    // sends them and returns; the clients close once every master answered
+    // or timed out. Redlocks that outlive it fail with client_closed.
     ~Masters();
     Masters(const Masters&) = delete;
     Masters& operator=(const Masters&) = delete;

@@ -15,11 +15,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <stop_token>
 
 #include "runtime/condition.hpp"
 #include "runtime/function_ref.hpp"
+#include "runtime/wake_count.hpp"
 #include "redis/client_core.hpp"
 
 namespace dlock::detail {
@@ -64,8 +64,9 @@ public:
     // Blocks until the outcome is delivered (true: `out` is set), or until
     // deadline (none: no deadline) or stop (false: walked away; the outcome
     // goes to the handler make_if_walked_away makes, when it comes, on the
-    // delivering thread). `client` lends its short spin before sleeping (a
-    // reply on loopback is often faster than a sleep and wake-up).
+    // delivering thread). It sleeps at once: a spin for a reply on loopback
+    // cost more client CPU than the wake-up it saved, and on a busy machine
+    // took the core the I/O thread needed (README "Table of targets").
     bool wait(ClientCore& client, std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               MakeHandler make_if_walked_away) {
         if (Fiber::current()) return park(deadline, stop, out, make_if_walked_away);
@@ -80,7 +81,7 @@ public:
                                 if (!woken_by_stop.exchange(true)) done_.release();
                             }));
         const auto drive_until = deadline.value_or(Clock::now() + client.options().command_timeout);
-        if (!ClientCore::drive_for(done_, drive_until) && !client.spin_for(done_)) {
+        if (!ClientCore::drive_for(done_, drive_until)) {
             if (deadline) (void)done_.try_acquire_until(*deadline);
             else done_.acquire();
         }
@@ -95,6 +96,8 @@ public:
         delivered_ = walked_away_ = awaited_ = fiber_waits_ = false;
         outcome_.reset();
         if_walked_away_ = nullptr;
+        // A stop request's release that came after the delivery's (one
+        // atomic load when there is none: WakeCount never yields).
         while (done_.try_acquire()) {
         }
     }
@@ -105,7 +108,7 @@ public:
         return awaited_ && !delivered_;
     }
 
-    // Walks away at once, without a spin or a sleep (a caller that never
+    // Walks away at once, without a sleep (a caller that never
     // waits): true with `out` set when the outcome is there already.
     bool leave_now(Outcome& out, Handler if_walked_away) {
         std::lock_guard lock(mutex_);
@@ -119,7 +122,7 @@ public:
     }
 
 private:
-    // wait() in a fiber (an asynchronous operation): it parks, with no spin.
+    // wait() in a fiber (an asynchronous operation): it parks.
     bool park(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               MakeHandler make_if_walked_away) {
         {
@@ -161,7 +164,7 @@ private:
     std::optional<Outcome> outcome_;
     Handler if_walked_away_;
     // Released by the delivery and by a stop request: hence two.
-    std::counting_semaphore<2> done_{0};
+    WakeCount done_;
     // A fiber's wait, made by the first one (a thread's wait allocates none).
     std::unique_ptr<Condition> parked_;
 };

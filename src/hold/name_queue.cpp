@@ -101,14 +101,14 @@ bool NameQueue::finish_handoff(std::uint64_t ticket, std::optional<Handed> hande
 }
 
 bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,
-                                  const std::string& channel, LockClock::time_point deadline,
+                                  std::string_view channel, LockClock::time_point deadline,
                                   std::stop_token stop) {
     {
         std::lock_guard lock(mutex_);
         if (subscriptions_.empty()) {
             std::weak_ptr<NameQueue> weak = weak_from_this();
             for (const auto& server : servers)
-                subscriptions_.push_back(server->subscribe(channel, [weak](Subscription::Event, std::string_view) {
+                subscriptions_.push_back(server->subscribe(std::string(channel), [weak](Subscription::Event, std::string_view) {
                     if (auto queue = weak.lock()) queue->bump();
                 }));
         }

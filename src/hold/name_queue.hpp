@@ -78,7 +78,7 @@ public:
     // waits until `needed` of them confirmed it (or deadline, or stop).
     // False when not confirmed in time.
     bool ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,
-                           const std::string& channel, LockClock::time_point deadline, std::stop_token stop);
+                           std::string_view channel, LockClock::time_point deadline, std::stop_token stop);
 
 private:
     // Each waiter sleeps on its own condition variable: a release, a

@@ -73,7 +73,7 @@ public:
     bool wait_making(std::optional<Clock::time_point> deadline, std::stop_token stop, std::error_code& ec,
                      Reply& reply, FunctionRef<Done()> make_if_walked_away);
 
-    // As wait() with no time to wait at all: no spin, no sleep (a caller that
+    // As wait() with no time to wait at all: no sleep (a caller that
     // never waits for the answer, Lock::unlock_nowait).
     bool leave_now(std::error_code& ec, Reply& reply, Done if_answered_later) {
         Answer answer;

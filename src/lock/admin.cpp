@@ -96,7 +96,7 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
     };
     // A Lock's and an RwLock's releases come on the lock's channel, a
     // semaphore's on its own.
-    auto subscription = client.subscribe(detail::LockKeys(name).channel(), heard);
+    auto subscription = client.subscribe(std::string(detail::LockKeys(name).channel()), heard);
     auto semaphore_subscription = client.subscribe(detail::SemaphoreKeys(name).channel(), heard);
     // Subscribed before the first look, so a release between the two is heard.
     const auto confirm_by = std::min(deadline, std::chrono::steady_clock::now() + client.options().command_timeout);

@@ -175,7 +175,8 @@ void Contributions::add(const void* object, const std::shared_ptr<Hold>& hold) {
 
 void Contributions::note(const std::shared_ptr<Hold>& hold) {
     std::lock_guard lock(mutex_);
-    owners_[hold->owner] = hold;
+    if (auto it = find(hold->owner); it != owners_.end()) it->second = hold;
+    else owners_.emplace_back(hold->owner, hold);
     if (owners_.size() < prune_at_) return;
     // An ended hold has nothing left to release; a later hold of the same
     // owner made here notes the owner again. Amortised: the set is walked
@@ -190,20 +191,25 @@ void Contributions::note(const std::shared_ptr<Hold>& hold) {
 void Contributions::hand_over(const void* object, const std::shared_ptr<Hold>& hold) {
     {
         std::lock_guard lock(mutex_);
-        if (auto it = owners_.find(hold->owner); it != owners_.end() && it->second.lock() == hold) owners_.erase(it);
+        if (auto it = find(hold->owner); it != owners_.end() && it->second.lock() == hold) owners_.erase(it);
     }
     while (hold->contribution_of(object) > 0) hold->withdraw(object);
 }
 
-std::unordered_set<std::string> Contributions::take() {
-    std::unordered_set<std::string> owners;
+std::vector<std::string> Contributions::take() {
+    std::vector<std::string> owners;
     std::lock_guard lock(mutex_);
-    for (auto& entry : owners_) owners.insert(entry.first);
+    owners.reserve(owners_.size());
+    for (auto& entry : owners_) owners.push_back(std::move(entry.first));
     owners_.clear();
     return owners;
 }
 
-void release_contributed(const void* object, const std::unordered_set<std::string>& owners, HoldRegistry& registry,
+std::vector<std::pair<std::string, std::weak_ptr<Hold>>>::iterator Contributions::find(const std::string& owner) {
+    return std::find_if(owners_.begin(), owners_.end(), [&](const auto& entry) { return entry.first == owner; });
+}
+
+void release_contributed(const void* object, const std::vector<std::string>& owners, HoldRegistry& registry,
                          const std::string& name,
                          const std::function<void(const std::string&, OwnerSlot&, GateTicket&, unsigned)>& release) {
     for (const auto& owner : owners) {

@@ -4,6 +4,7 @@
 // belongs to.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -11,8 +12,10 @@
 #include <stop_token>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "hold/acquisition_engine.hpp"
 #include "hold/hold.hpp"
@@ -102,18 +105,23 @@ public:
     // releases it, so a hold outlives the object it was made through.
     void hand_over(const void* object, const std::shared_ptr<Hold>& hold);
     // The owners, forgotten here.
-    std::unordered_set<std::string> take();
+    std::vector<std::string> take();
 
 private:
     std::mutex mutex_;
-    std::unordered_map<std::string, std::weak_ptr<Hold>> owners_;  // owner -> its latest hold made here
+    // owner -> its latest hold made here. A few owners per object (one per
+    // thread or handle using it): a vector, searched in place, costs one
+    // allocation where a hash map costs three.
+    std::vector<std::pair<std::string, std::weak_ptr<Hold>>> owners_;
     std::size_t prune_at_ = 64;
+    // owners_'s entry for owner, or its end. Under mutex_.
+    std::vector<std::pair<std::string, std::weak_ptr<Hold>>>::iterator find(const std::string& owner);
 };
 
 // For each owner: the holds `object` made and still has on the owner's
 // current hold in registry, withdrawn, handed to release(owner, slot, ticket,
 // holds) with the owner's gate entered.
-void release_contributed(const void* object, const std::unordered_set<std::string>& owners, HoldRegistry& registry,
+void release_contributed(const void* object, const std::vector<std::string>& owners, HoldRegistry& registry,
                          const std::string& name,
                          const std::function<void(const std::string&, OwnerSlot&, GateTicket&, unsigned)>& release);
 

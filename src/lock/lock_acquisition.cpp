@@ -32,7 +32,8 @@ public:
             // Named by its arrival, the wait it ends and nothing after it.
             const auto arrival = waiter_->arrival();
             core_.send_unattended({&line_leave_script(),
-                                   {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places(), id.keys.channel()},
+                                   {id.keys.lock, std::string(id.keys.fence()), std::string(id.keys.line()), std::string(id.keys.places()),
+                                    std::string(id.keys.channel())},
                                    {owner_, id.waiter_lease_ms, id.retention_ms,
                                     arrival ? std::to_string(arrival) : std::string()}});
         } catch (...) {
@@ -156,8 +157,9 @@ AttemptResult LockCore::attempt(const CallOwner& call_owner, OwnerSlot& slot, Ga
     if (!answer.known) return AttemptResult::walked_away();
     if (answer.ec == errc::wrong_type) {
         const auto& keys = identity->keys;
-        throw Error(answer.ec, "key " + keys.lock + ", " + keys.fence() + ", " + keys.tombstone(owner) + ", " +
-                                   keys.line() + " or " + keys.places() + " holds data that is not a dlock lock");
+        throw Error(answer.ec, "key " + keys.lock + ", " + std::string(keys.fence()) + ", " + keys.tombstone(owner) + ", " +
+                                   std::string(keys.line()) + " or " + std::string(keys.places()) +
+                                   " holds data that is not a dlock lock");
     }
     if (answer.ec == errc::slot_migrating ||
         (answer.ec && answer.reply.is_error() && answer.reply.text.rfind("ASK ", 0) == 0)) {

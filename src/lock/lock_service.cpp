@@ -17,7 +17,7 @@
 namespace dlock::detail {
 
 HoldCall LockIdentity::renewal(const std::string& owner) const {
-    return {&renew_script(), {keys.lock, keys.fence()}, {owner, lease_ms, retention_ms, "0"}};
+    return {&renew_script(), {keys.lock, std::string(keys.fence())}, {owner, lease_ms, retention_ms, "0"}};
 }
 
 HoldCall LockIdentity::release(const std::string& owner, const std::string& operation, std::string how_many,

@@ -111,9 +111,9 @@ void MastersCore::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
 
 std::shared_ptr<FanOut> MastersCore::send_release(const RedlockIdentity& identity, const std::string& owner) {
     const auto& keys = identity.keys;
-    const auto fence = keys.fence(), channel = keys.channel(), tombstone = keys.tombstone(owner);
+    const auto tombstone = keys.tombstone(owner);
     const auto operation = runtime.next_operation_id();
-    std::string_view k[] = {keys.lock, fence, channel, tombstone};
+    std::string_view k[] = {keys.lock, keys.fence(), keys.channel(), tombstone};
     std::string_view a[] = {owner, identity.lease_ms, operation, "all", identity.retention_ms};
     return FanOut::send(cores, release_script(), k, a, Clock::now() + identity.node_timeout);
 }
@@ -137,8 +137,30 @@ void MastersCore::close() {
     for (auto& hold : holds) {
         releases.push_back(send_release(static_cast<const RedlockIdentity&>(*hold->lock), hold->owner));
     }
+    // On the masters' own I/O thread (a callback of theirs dropped the last
+    // Masters) no answer could arrive while this thread waited for it: the
+    // releases go out and the clients close once they are answered.
+    if (cores.front()->on_io_thread()) {
+        if (auto self = weak_from_this().lock()) return close_when_answered(std::move(self), releases);
+    }
     for (auto& release : releases) release->wait([](const auto&) { return false; });
     clients_.clear();  // stops every I/O thread; the keeper's timer with the first
+}
+
+void MastersCore::close_when_answered(std::shared_ptr<MastersCore> self,
+                                      const std::vector<std::shared_ptr<FanOut>>& releases) {
+    // Everything below runs on the loop's one thread: the count needs no lock.
+    auto unanswered = std::make_shared<std::size_t>(releases.size() + 1);
+    auto one_answered = [self, unanswered] {
+        if (--*unanswered != 0) return;
+        self->clients_.clear();  // their shutdowns are posted to the loop, and run before...
+        // ...the core goes: those shutdowns still cancel its keeper's timer.
+        asio::post(self->cores.front()->io(), [self] {});
+    };
+    // Every release is answered or times out by its deadline (each master's
+    // connection keeps its own), so the clients close within a node timeout.
+    for (const auto& release : releases) release->when_complete([one_answered](const auto&) { one_answered(); });
+    one_answered();
 }
 
 }  // namespace detail

@@ -17,13 +17,15 @@
 
 namespace dlock::detail {
 
-class MastersCore {
+class MastersCore : public std::enable_shared_from_this<MastersCore> {
 public:
     MastersCore(const std::vector<std::string>& urls, const ClientOptions& options);
     ~MastersCore();
 
     // Releases every hold still live (waits up to each master's node
-    // timeout), then closes the clients. Idempotent.
+    // timeout), then closes the clients. Idempotent. On the masters' I/O
+    // thread it does not wait: the releases are sent, and the clients (and
+    // this core) are kept until every master answered them or timed out.
     void close();
     // client_closed after close(); forked_child in a child process.
     std::error_code usable() const noexcept;
@@ -51,6 +53,8 @@ private:
     static std::vector<std::unique_ptr<Client>> connect_all(const std::vector<std::string>& urls,
                                                            ClientOptions options);
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
+    // close() on the loop's thread: closes the clients once every release is answered.
+    void close_when_answered(std::shared_ptr<MastersCore> self, const std::vector<std::shared_ptr<FanOut>>& releases);
 
     std::vector<std::unique_ptr<Client>> clients_;
     std::mutex stragglers_mutex_;

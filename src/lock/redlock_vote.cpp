@@ -90,7 +90,8 @@ AttemptResult RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
     if ((ec = masters->usable())) return AttemptResult::failed();
     const auto n = masters->size();
     const auto& keys = identity->keys;
-    const auto fence = keys.fence(), tombstone = keys.tombstone(owner);
+    const auto fence = keys.fence();
+    const auto tombstone = keys.tombstone(owner);
     const auto operation = masters->runtime.next_operation_id();
     const auto sent = LockClock::now();
     // Each master gets its node timeout, and the caller's deadline is kept

@@ -44,12 +44,13 @@ LockOptions side_options(const std::string& name, const RwLockOptions& options) 
 }  // namespace
 
 HoldCall ReadIdentity::renewal(const std::string& owner) const {
-    return {&rw_read_renew_script(), {keys.readers(), keys.reader_state(), keys.fence()}, {owner, lease_ms, retention_ms}};
+    return {&rw_read_renew_script(), {std::string(keys.readers()), keys.reader_state(), std::string(keys.fence())}, {owner, lease_ms, retention_ms}};
 }
 
 HoldCall ReadIdentity::final_release(const std::string& owner, const std::string& operation) const {
     return {&rw_read_release_script(),
-            {keys.readers(), keys.reader_state(), keys.fence(), keys.channel(), keys.read_tombstone(owner), keys.lock},
+            {std::string(keys.readers()), keys.reader_state(), std::string(keys.fence()), std::string(keys.channel()),
+             keys.read_tombstone(owner), keys.lock},
             {owner, lease_ms, std::move(operation), "all", retention_ms}};
 }
 
@@ -82,12 +83,14 @@ HoldCall RwLockCore::acquire_call(RwSide side, const std::string& owner, std::st
     const auto& id = identity(side);
     if (side == RwSide::write)
         return {&rw_write_acquire_script(),
-                {keys.lock, keys.fence(), keys.tombstone(owner), keys.readers(), keys.reader_state(),
-                 keys.waiting_writers(), keys.semaphore_permits(), keys.semaphore_waiters()},
+                {keys.lock, std::string(keys.fence()), keys.tombstone(owner), std::string(keys.readers()),
+                 keys.reader_state(), keys.waiting_writers(), std::string(keys.semaphore_permits()),
+                 std::string(keys.semaphore_waiters())},
                 {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, OwnerIds::holder_label()}};
     return {&rw_read_acquire_script(),
-            {keys.lock, keys.fence(), keys.readers(), keys.reader_state(), keys.waiting_writers(),
-             keys.read_tombstone(owner), keys.semaphore_permits(), keys.semaphore_waiters(), keys.places()},
+            {keys.lock, std::string(keys.fence()), std::string(keys.readers()), keys.reader_state(),
+             keys.waiting_writers(), keys.read_tombstone(owner), std::string(keys.semaphore_permits()),
+             std::string(keys.semaphore_waiters()), std::string(keys.places())},
             {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, prefer_readers_ ? "1" : "0"}};
 }
 
@@ -122,7 +125,7 @@ void RwLockCore::undo(RwSide side, const std::string& owner, const std::string& 
 void RwLockCore::withdraw(const std::string& owner, const std::string& last_attempt) {
     const auto& keys = write_->keys;
     fire_and_forget({&rw_write_withdraw_script(),
-                     {keys.waiting_writers(), keys.tombstone(owner), keys.channel()},
+                     {keys.waiting_writers(), keys.tombstone(owner), std::string(keys.channel())},
                      {owner, last_attempt, write_->retention_ms}});
 }
 

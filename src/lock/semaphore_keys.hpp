@@ -31,7 +31,7 @@ struct SemaphoreKeys {
 
 private:
     static std::array<std::string, 3> other_kinds_of(const LockKeys& lock) {
-        return {lock.lock, lock.readers(), lock.places()};
+        return {lock.lock, std::string(lock.readers()), std::string(lock.places())};
     }
 };
 

@@ -4,8 +4,8 @@
 #include "client_core.hpp"
 
 #include "runtime/condition.hpp"
+#include "runtime/wake_count.hpp"
 
-#include <semaphore>
 
 #include "command_format.hpp"
 #include "dlock/error.hpp"
@@ -46,7 +46,7 @@ struct NoScriptDetour {
 };
 
 struct SyncCall {
-    std::binary_semaphore done{0};
+    WakeCount done;
     std::error_code ec;
     Reply reply;
     // A fiber's call (an asynchronous operation) parks instead; made before
@@ -129,7 +129,7 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
                 ec = errc::command_timeout;
                 return {};
             }
-        } else if (!drive_for(call->done, until) && !spin_for(call->done) && !call->done.try_acquire_until(until)) {
+        } else if (!drive_for(call->done, until) && !call->done.try_acquire_until(until)) {
             ec = errc::command_timeout;
             return {};
         }

@@ -155,7 +155,13 @@ void ClientCore::shutdown_on_io_thread() {
         io_hooks.swap(on_io_shutdown_);
     }
     run_each(io_hooks);
-    if (subscriber_) subscriber_->shutdown();
+    std::shared_ptr<Subscriber> subscriber;
+    {
+        std::lock_guard lock(subscriber_mutex_);
+        subscriber_closed_ = true;
+        subscriber = subscriber_;
+    }
+    if (subscriber) subscriber->shutdown();
     topology_->shutdown();
 }
 
@@ -187,7 +193,12 @@ ClientCore::ClusterFootprint ClientCore::cluster_footprint() {
     ClusterFootprint footprint;
     footprint.router_nodes = topology.command_nodes;
     footprint.node_pools = topology.node_pools;
-    if (subscriber_made_.load(std::memory_order_acquire)) footprint.subscriber_shards = subscriber_->shard_count();
+    std::shared_ptr<Subscriber> subscriber;
+    {
+        std::lock_guard lock(subscriber_mutex_);
+        subscriber = subscriber_;
+    }
+    if (subscriber) footprint.subscriber_shards = subscriber->shard_count();
     return footprint;
 }
 
@@ -218,14 +229,21 @@ void ClientCore::before_stop(std::function<void()> hook) {
 
 Subscription ClientCore::subscribe(std::string channel, Subscription::Listener listener) {
     throw_if(usable());
-    std::call_once(subscriber_once_, [this] {
-        auto subscriber = std::make_shared<Subscriber>(loop_->io(), options_, topology_);
-        subscriber->set_io_thread(loop_->thread_id());
-        subscriber->start();
-        subscriber_ = std::move(subscriber);
-        subscriber_made_.store(true, std::memory_order_release);
-    });
-    return subscriber_->add(std::move(channel), std::move(listener));
+    std::shared_ptr<Subscriber> subscriber;
+    {
+        // A close that began meanwhile either finds the Subscriber made here
+        // and shuts it down, or has already looked: then none is made.
+        std::lock_guard lock(subscriber_mutex_);
+        if (subscriber_closed_)
+            throw Error(errc::client_closed, "subscribe(\"" + channel + "\"): the client is closing");
+        if (!subscriber_) {
+            subscriber_ = std::make_shared<Subscriber>(loop_->io(), options_, topology_);
+            subscriber_->set_io_thread(loop_->thread_id());
+            subscriber_->start();
+        }
+        subscriber = subscriber_;
+    }
+    return subscriber->add(std::move(channel), std::move(listener));
 }
 
 std::error_code ClientCore::wait_connected(Clock::time_point deadline) {

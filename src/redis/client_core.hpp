@@ -6,7 +6,6 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <semaphore>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -176,11 +175,6 @@ public:
     const std::shared_ptr<Metrics>& metrics() const noexcept { return options_.metrics; }
     MetricsRecorder& recorder() const noexcept { return options_.metrics->recorder(); }
 
-    // A reply on loopback comes back in tens of microseconds; sleeping on a
-    // futex and being woken by the I/O thread adds a cross-CPU wake-up of
-    // about as much. One waiter at a time may spin for its reply instead
-    // (at most 60 µs); the others sleep, so many threads never burn the
-    // cores the I/O thread needs. True when done was acquired.
     // A blocking caller whose DriveScope claimed a parked connection reads
     // its own replies on this thread (connection.hpp, the read baton) until
     // done is acquired or deadline: no wake-up by the I/O thread. False
@@ -195,21 +189,6 @@ public:
     // on the I/O thread, which must not read for themselves.
     bool may_drive() const noexcept { return !Fiber::current() && !on_io_thread(); }
 
-    template <typename Semaphore>
-    bool spin_for(Semaphore& done) noexcept {
-        if (spinning_.exchange(true, std::memory_order_acquire)) return false;
-        const auto until = Clock::now() + std::chrono::microseconds(60);
-        bool acquired = false;
-        do {
-            for (int i = 0; i < 64 && !acquired; ++i) {
-                acquired = done.try_acquire();
-                if (!acquired) cpu_relax();
-            }
-        } while (!acquired && Clock::now() < until);
-        spinning_.store(false, std::memory_order_release);
-        return acquired;
-    }
-
 private:
     ClientCore(ServerAddress address, ClientOptions options, std::shared_ptr<IoLoop> loop);
 
@@ -218,13 +197,6 @@ private:
     void fail_soon(Completion& done, std::error_code ec);
     template <typename Start>
     Reply wait_for(Start start, std::error_code& ec) noexcept;
-    static void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        asm volatile("yield");
-#endif
-    }
     void shutdown_on_io_thread();
     void run_failover_hooks();
 
@@ -236,12 +208,13 @@ private:
     // Before every member that refers to its io_context: destroyed after them.
     const std::shared_ptr<IoLoop> loop_;  // never null
     std::atomic<bool> stopped_{false};
-    std::atomic<bool> spinning_{false};
 
     std::shared_ptr<Topology> topology_;  // never null
-    std::once_flag subscriber_once_;
+    // Made on the first subscribe() and shut down with the client: made and
+    // read under one lock, and never made once the shutdown has read it.
+    std::mutex subscriber_mutex_;
     std::shared_ptr<Subscriber> subscriber_;
-    std::atomic<bool> subscriber_made_{false};  // subscriber_ is set
+    bool subscriber_closed_ = false;  // the shutdown took subscriber_
     std::mutex fiber_mutex_;
     std::shared_ptr<FiberRunner> fibers_;
     bool fibers_closed_ = false;

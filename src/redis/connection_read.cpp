@@ -80,8 +80,11 @@ void Connection::drop_over_limit(std::error_code ec) {
         }
     }
     if (!offender) return drop(ec);
-    ran_cleanly([&] { offender(ec, Reply::make_error(std::move(detail))); });
+    // Dropped before its caller hears why: a caller that sends again at
+    // once must find the connection reconnecting, not the doomed socket
+    // (its next command would be lost with it, in flight).
     drop(errc::connection_lost);
+    ran_cleanly([&] { offender(ec, Reply::make_error(std::move(detail))); });
 }
 
 // A completion or listener that throws does not stop the others of this

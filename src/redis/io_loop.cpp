@@ -1,9 +1,9 @@
 #include "io_loop.hpp"
 
 #include <exception>
-#include <semaphore>
 
 #include "dlock/error.hpp"
+#include "runtime/wake_count.hpp"
 
 namespace dlock::detail {
 
@@ -93,7 +93,7 @@ void IoLoop::run_alone(const std::function<void()>& fn) {
         started = started_;
     }
     if (!started || on_io_thread()) return fn();
-    auto done = std::make_shared<std::binary_semaphore>(0);
+    auto done = std::make_shared<WakeCount>();
     std::exception_ptr failure;
     asio::post(io_, [&fn, &failure, done] {
         try {
@@ -122,7 +122,7 @@ void IoLoop::leave(std::function<void()> shutdown) {
         if (!started || on_io_thread()) return asio::post(io_, std::move(run_shutdown));
         // This member's connections are closed before its stop returns, as
         // when a client joins its own thread.
-        auto done = std::make_shared<std::binary_semaphore>(0);
+        auto done = std::make_shared<WakeCount>();
         asio::post(io_, [run_shutdown = std::move(run_shutdown), done] {
             run_shutdown();
             done->release();

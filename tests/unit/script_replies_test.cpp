@@ -264,8 +264,9 @@ TEST(LockKeys, EveryKeyOfALockSharesItsHashSlot) {
     for (std::string name : {"}", "}}", "x{}y", "{", "{}", "a}b", "%", "%7D", "plain", "with space", "}{x}"}) {
         const dlock::detail::LockKeys keys(name);
         const auto slot = key_slot(keys.lock);
-        for (const auto& key : {keys.fence(), keys.channel(), keys.line(), keys.places(), keys.tombstone("o:1"),
-                                keys.readers(), keys.reader_state(), keys.waiting_writers(), keys.read_tombstone("o:1"),
+        for (const auto& key : {std::string(keys.fence()), std::string(keys.channel()), std::string(keys.line()),
+                                std::string(keys.places()), keys.tombstone("o:1"), std::string(keys.readers()),
+                                keys.reader_state(), keys.waiting_writers(), keys.read_tombstone("o:1"),
                                 keys.lock + ":inbox:abc"})
             EXPECT_EQ(key_slot(key), slot) << name << " " << key;
         const dlock::detail::SemaphoreKeys semaphore(name);
@@ -276,6 +277,24 @@ TEST(LockKeys, EveryKeyOfALockSharesItsHashSlot) {
     EXPECT_EQ(dlock::detail::LockKeys("orders:42").lock, "dlock:{orders:42}");
     EXPECT_EQ(dlock::detail::LockKeys("%").lock, "dlock:{%25}");
     EXPECT_NE(dlock::detail::LockKeys("%7D").lock, dlock::detail::LockKeys("}").lock);
+}
+
+// A lock's key names are made in one buffer; each reads as the name it
+// always had, in a copy too (the copy reads its own buffer).
+TEST(LockKeys, EachKeyNameReadsWholeFromTheSharedBuffer) {
+    const dlock::detail::LockKeys made("a}b");
+    const auto keys = made;
+    EXPECT_EQ(keys.lock, "dlock:{a%7Db}");
+    EXPECT_EQ(keys.fence(), "dlock:{a%7Db}:fence");
+    EXPECT_EQ(keys.channel(), "dlock:{a%7Db}:ch");
+    EXPECT_EQ(keys.line(), "dlock:{a%7Db}:line");
+    EXPECT_EQ(keys.places(), "dlock:{a%7Db}:places");
+    EXPECT_EQ(keys.readers(), "dlock:{a%7Db}:readers");
+    EXPECT_EQ(keys.semaphore_permits(), "dlock:sem:{a%7Db}");
+    EXPECT_EQ(keys.semaphore_waiters(), "dlock:sem:{a%7Db}:waiters");
+    EXPECT_EQ(keys.semaphore_permits(), dlock::detail::SemaphoreKeys("a}b").permits);
+    EXPECT_EQ(keys.tombstone("o:1"), "dlock:{a%7Db}:done:o:1");
+    EXPECT_EQ(keys.read_tombstone("o:1"), "dlock:{a%7Db}:rdone:o:1");
 }
 
 // The slot function against values Redis's CLUSTER KEYSLOT gives.
