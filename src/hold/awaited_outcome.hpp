@@ -67,23 +67,18 @@ public:
     // delivering thread). It sleeps at once: a spin for a reply on loopback
     // cost more client CPU than the wake-up it saved, and on a busy machine
     // took the core the I/O thread needed (README "Table of targets").
+    // A caller inside a DriveScope (client_core.hpp) reads its own reply
+    // meanwhile, until the deadline or for at most the client's command
+    // timeout.
+    bool wait(ClientCore& client, std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
+              MakeHandler make_if_walked_away) {
+        return wait_driving(deadline.value_or(Clock::now() + client.options().command_timeout), deadline, stop, out,
+                            make_if_walked_away);
+    }
+    // As above, for a caller with no connection to read: it only sleeps.
     bool wait(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               MakeHandler make_if_walked_away) {
-        if (Fiber::current()) return park(deadline, stop, out, make_if_walked_away);
-        {
-            std::lock_guard lock(mutex_);
-            awaited_ = true;
-        }
-        std::atomic<bool> woken_by_stop{false};
-        std::optional<std::stop_callback<std::function<void()>>> on_stop;
-        if (stop.stop_possible())
-            on_stop.emplace(stop, std::function<void()>([&] {
-                                if (!woken_by_stop.exchange(true)) done_.release();
-                            }));
-        if (deadline) (void)done_.try_acquire_until(*deadline);
-        else done_.acquire();
-        on_stop.reset();
-        return settle(out, make_if_walked_away);
+        return wait_driving(std::nullopt, deadline, stop, out, make_if_walked_away);
     }
 
     // Ready for another call, once the last one's outcome was taken or
@@ -119,6 +114,27 @@ public:
     }
 
 private:
+    bool wait_driving(std::optional<Clock::time_point> drive_until, std::optional<Clock::time_point> deadline,
+                      std::stop_token stop, Outcome& out, MakeHandler make_if_walked_away) {
+        if (Fiber::current()) return park(deadline, stop, out, make_if_walked_away);
+        {
+            std::lock_guard lock(mutex_);
+            awaited_ = true;
+        }
+        std::atomic<bool> woken_by_stop{false};
+        std::optional<std::stop_callback<std::function<void()>>> on_stop;
+        if (stop.stop_possible())
+            on_stop.emplace(stop, std::function<void()>([&] {
+                                if (!woken_by_stop.exchange(true)) done_.release();
+                            }));
+        if (!drive_until || !ClientCore::drive_for(done_, *drive_until)) {
+            if (deadline) (void)done_.try_acquire_until(*deadline);
+            else done_.acquire();
+        }
+        on_stop.reset();
+        return settle(out, make_if_walked_away);
+    }
+
     // wait() in a fiber (an asynchronous operation): it parks.
     bool park(std::optional<Clock::time_point> deadline, std::stop_token stop, Outcome& out,
               MakeHandler make_if_walked_away) {

@@ -177,7 +177,7 @@ bool RetriedCall::wait_making(std::optional<Clock::time_point> deadline, std::st
             if (handler) handler(late.ec, std::move(late.reply));
         };
     };
-    if (!outcome_.wait(deadline, stop, answer, make)) return false;
+    if (!outcome_.wait(*client_core_, deadline, stop, answer, make)) return false;
     ec = answer.ec;
     reply = std::move(answer.reply);
     return true;

@@ -12,6 +12,8 @@ ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>
                          ClientCore::Args argv, LockClock::time_point give_up_by,
                          std::optional<LockClock::time_point> wait_until, std::stop_token stop, GateTicket& ticket,
                          MakeLate make_late, RetriedCall::Migration migration) {
+    // This thread reads the call's reply itself when it can (connection.hpp).
+    DriveScope driving(client->may_drive());
     auto call = service.calls().start(client, script, keys, argv, give_up_by, RetriedCall::Send::evalsha, migration);
     ScriptAnswer answer;
     answer.sent = call->first_sent();

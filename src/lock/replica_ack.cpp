@@ -59,7 +59,7 @@ bool eval_acknowledged(ClientCore& client, const Script& script, std::span<const
     // closing meanwhile, whose I/O thread may no longer deliver anything.
     auto until = Clock::now() + ack.timeout + client.options().command_timeout + std::chrono::seconds(1);
     if (deadline) until = std::min(until, *deadline);
-    return outcome->wait(until, stop, answer, [&] {
+    return outcome->wait(client, until, stop, answer, [&] {
         return AwaitedOutcome<AcknowledgedAnswer>::Handler(std::move(if_walked_away));
     });
 }

@@ -108,6 +108,7 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
         auto call = std::make_shared<SyncCall>();
         if (Fiber::current()) call->parked = std::make_unique<Condition>();
         auto until = deadline();
+        DriveScope driving(may_drive());
         start(
             [call](std::error_code e, Reply&& r) {
                 call->ec = e;
@@ -128,7 +129,7 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
                 ec = errc::command_timeout;
                 return {};
             }
-        } else if (!call->done.try_acquire_until(until)) {
+        } else if (!drive_for(call->done, until) && !call->done.try_acquire_until(until)) {
             ec = errc::command_timeout;
             return {};
         }

@@ -175,6 +175,20 @@ public:
     const std::shared_ptr<Metrics>& metrics() const noexcept { return options_.metrics; }
     MetricsRecorder& recorder() const noexcept { return options_.metrics->recorder(); }
 
+    // A blocking caller whose DriveScope claimed a parked connection reads
+    // its own replies on this thread (connection.hpp, the read baton) until
+    // done is acquired or deadline: no wake-up by the I/O thread. False
+    // when it could not drive or done was not acquired by then.
+    template <typename Semaphore>
+    static bool drive_for(Semaphore& done, Clock::time_point deadline) {
+        auto* scope = DriveScope::current();
+        if (!scope || !scope->claimed()) return false;
+        return scope->claimed()->drive([&] { return done.try_acquire(); }, deadline);
+    }
+    // A DriveScope for a blocking caller of this client: none in a fiber or
+    // on the I/O thread, which must not read for themselves.
+    bool may_drive() const noexcept { return !Fiber::current() && !on_io_thread(); }
+
 private:
     ClientCore(ServerAddress address, ClientOptions options, std::shared_ptr<IoLoop> loop);
 

@@ -1,5 +1,7 @@
 #include "connection.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "connection_internal.hpp"
@@ -48,7 +50,10 @@ Connection::Connection(asio::io_context& io, ServerAddress address, ClientOption
     }
 }
 
-Connection::~Connection() = default;
+Connection::~Connection() {
+    if (hangup_watch_) hangup_watch_.reset();  // closes hangup_epoll_
+    else if (hangup_epoll_ >= 0) ::close(hangup_epoll_);
+}
 
 void Connection::lose(std::error_code ec, const std::string& detail) {
     State state;
@@ -89,8 +94,10 @@ void Connection::start() {
 
 void Connection::shutdown() {
     std::deque<Pending> failed;
+    int loose_fd;
     {
         std::lock_guard lock(mutex_);
+        loose_fd = release_baton_locked();
         state_ = State::closed;
         ++generation_;
         failed.swap(pending_);
@@ -103,7 +110,11 @@ void Connection::shutdown() {
     connect_timer_.cancel();
     reconnect_timer_.cancel();
     tick_timer_.cancel();
-    close_stream();
+    if (hangup_watch_) {
+        std::error_code ignored;
+        hangup_watch_->cancel(ignored);
+    }
+    close_stream(loose_fd);
     fail_all(failed, errc::client_closed, Clock::now());
 }
 

@@ -5,7 +5,26 @@
 // the writer: it send()s everything queued, including what other threads
 // appended meanwhile, so many threads' commands leave in few syscalls. Over
 // TLS, or when the socket is full, the I/O thread writes instead. Replies are
-// read on the I/O thread and matched to submissions in order.
+// matched to submissions in order.
+//
+// Who reads replies (the read baton, docs/design/caller-driven-reads.md):
+// exactly one of the I/O thread or one blocking caller reads the socket at a
+// time. A plain (TCP or unix socket) request/reply connection with nothing
+// in flight is parked: its descriptor is out of the I/O thread's reactor,
+// nobody reads it. A blocking caller that submits inside a DriveScope
+// leaves it parked and then, in drive(), takes the baton, reads with
+// poll()/recv() on its own thread up to its deadline and runs the
+// completions of its own commands there (no thread hop, no wake-up of the
+// I/O thread). It stops at the first reply of someone else's command, at its
+// deadline, or when its own outcome is in, and hands the baton back: parked
+// when nothing is in flight, else to the I/O thread, which puts the
+// descriptor back under its reactor and reads as before. Any other
+// submission (the I/O thread's own, an asynchronous caller's, a fiber's)
+// hands a parked connection to the I/O thread. TLS, subscriber connections,
+// the handshake and reconnects are always the I/O thread's. A server that
+// closed a parked connection is noticed at the next submission (a
+// zero-timeout poll before writing): the command then waits for the
+// reconnect, as it would have if the I/O thread had seen the close.
 //
 // States: connecting -> ready -> (drop) connecting ... ; a failed attempt
 // goes to backoff, where new commands fail at once with the attempt's error
@@ -65,6 +84,34 @@ inline void release_if_large(std::string& buffer) noexcept {
     if (buffer.capacity() > kept_buffer_capacity) std::string().swap(buffer);
 }
 
+class Connection;
+
+// Marks a blocking caller's thread (not a fiber, not the I/O thread) that
+// waits for the replies of what it submits within the scope: a parked
+// connection it submits to stays parked for it to drive() (its first one;
+// any other goes to the I/O thread). On leaving the scope, a connection it
+// claimed and did not drive to the end goes to the I/O thread, so no reply
+// is ever left unread. Scopes nest: an inner one adds nothing.
+class DriveScope {
+public:
+    explicit DriveScope(bool active = true) noexcept;
+    ~DriveScope();
+    DriveScope(const DriveScope&) = delete;
+    DriveScope& operator=(const DriveScope&) = delete;
+
+    // The innermost active scope of this thread, or null.
+    static DriveScope* current() noexcept;
+    // The connection this scope may drive, or null.
+    const std::shared_ptr<Connection>& claimed() const noexcept { return claimed_; }
+
+private:
+    friend class Connection;
+    DriveScope* outer_ = nullptr;
+    bool active_ = false;
+    std::uint64_t id_ = 0;  // never 0 when active, never reused
+    std::shared_ptr<Connection> claimed_;
+};
+
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
     enum class Mode {
@@ -101,6 +148,18 @@ public:
     // (on_ready resends, never in a forked child).
     bool send_if_ready(std::string_view formatted);
 
+    // The caller's side of the read baton (see above): reads and delivers
+    // replies on this thread until done() returns true or deadline passes,
+    // if this thread's DriveScope claimed the connection and the baton is
+    // free; then hands the baton back. True when done() returned true. The
+    // completions of this thread's own commands run here; a reply to anyone
+    // else's command is left to the I/O thread. Call only from the thread of
+    // the DriveScope that claimed it.
+    bool drive(const std::function<bool()>& done, Clock::time_point deadline);
+    // The scope that claimed this connection ends: if it never drove it, a
+    // reply still owed goes to the I/O thread. Any thread.
+    void unclaim();
+
     // Blocks until ready or the current attempt failed, or deadline. Any thread.
     std::error_code wait_connected(Clock::time_point deadline);
 
@@ -121,11 +180,17 @@ public:
 
 private:
     enum class State { idle, connecting, ready, backoff, closed };
+    // Who reads the socket (the read baton). io: the I/O thread (the
+    // descriptor under its reactor); parked: nobody (out of the reactor,
+    // in loose_fd_); caller: a blocking caller in drive() (caller_fd_);
+    // returning: on its way back to the I/O thread (in loose_fd_).
+    enum class Baton { io, parked, caller, returning };
     struct Pending {
         Completion done;
         Clock::time_point deadline;
         std::string bytes;  // only while waiting for a connection
         ReplyLimit limit;   // what its reply may hold (reply_limits.hpp)
+        std::uint64_t driver = 0;  // the DriveScope that reads its reply itself (its id), or 0
     };
     struct HandshakeStep {
         enum class Kind { auth, select, set_name, ping, admission } kind;
@@ -148,6 +213,45 @@ private:
     // reconnecting. first, if given, runs once the session has ended and
     // before the others are failed (a command failed for its own reply).
     void drop(std::error_code reason, FunctionRef<void()> first = {});
+    // The ready session ends (mutex_ held): what was in flight moves to
+    // failed; returns a descriptor out of the reactor to close, or -1.
+    int end_session_locked(std::deque<Pending>& failed);
+    // The baton back to the I/O thread for a session that ends or closes
+    // (mutex_ held): returns a descriptor out of the reactor to close, or -1.
+    int release_baton_locked();
+    // A submission found the parked connection closed by the server (mutex_
+    // held, this thread): the session ends as a drop would, the command
+    // waits for the reconnect, which the I/O thread starts.
+    void notice_close_locked();
+    bool parked_connection_closed_locked() const;
+    // A submission on the ready connection (mutex_ held): true to send it
+    // now; false when the parked connection was found closed by the server
+    // (the command then waits for the reconnect). Settles who reads its reply.
+    bool accept_on_ready_locked();
+    // The id of this thread's active DriveScope, or 0.
+    static std::uint64_t driver_id() noexcept;
+    // The submitter's claim on a parked connection: true to leave it parked
+    // for the submitting thread to drive (mutex_ held).
+    bool claim_locked(DriveScope* scope);
+    // Hands the baton to the I/O thread (mutex_ held, baton parked).
+    void return_to_io_locked();
+    // I/O thread: the descriptor back under the reactor, reading as before.
+    void resume_io(std::uint64_t generation);
+    // I/O thread, after a read: parks the connection when nothing is in flight.
+    bool maybe_park();
+    // I/O thread, once ready: watches the session's socket for the server's
+    // close alone (EPOLLRDHUP in an epoll of this connection's, which is
+    // under the reactor; a reply does not wake it), so that a parked
+    // connection's close is seen at once, as a read would see it.
+    void watch_hangup(int fd, std::uint64_t generation);
+    void stop_watching_hangup_locked() noexcept;
+    // One reply of this thread's own command, read in drive(): delivers it
+    // and says whether the connection must be dropped (and why).
+    enum class Hangup { none, lost, unexpected, demoted, over_limit };
+    Hangup deliver_own(Reply& reply, std::uint64_t generation, bool& stale);
+    // I/O thread: what a caller's read found wrong, acted on as the I/O
+    // thread's own read would have.
+    void hang_up(std::uint64_t generation, Hangup why, std::error_code ec);
     void schedule_reconnect();
     void read_loop(std::uint64_t attempt);
     void process_replies();
@@ -169,7 +273,7 @@ private:
     // Fails the connection in whatever state it is: drop when ready, a failed
     // attempt while connecting.
     void lose(std::error_code ec, const std::string& detail);
-    void close_stream() noexcept;
+    void close_stream(int loose_fd = -1) noexcept;
     static void fail_all(std::deque<Pending>& items, std::error_code ec, Clock::time_point now,
                          const std::string& detail = {});
 
@@ -189,7 +293,7 @@ private:
     std::optional<asio::ssl::context> tls_context_;
     std::string tls_setup_error_;
     std::shared_ptr<Stream> stream_;
-    std::unique_ptr<ReplyReader> reader_;
+    std::shared_ptr<ReplyReader> reader_;  // the baton holder's
     std::vector<char> read_buffer_;
     std::vector<Reply> replies_;
     std::vector<Completion> completions_;
@@ -202,6 +306,9 @@ private:
     asio::steady_timer connect_timer_;
     asio::steady_timer reconnect_timer_;
     asio::steady_timer tick_timer_;
+    int hangup_epoll_ = -1;  // the hang-up watch (watch_hangup), made at the first ready
+    int hangup_fd_ = -1;     // mutex_: the descriptor in hangup_epoll_, or -1
+    std::optional<asio::posix::stream_descriptor> hangup_watch_;
 
     // Shared state, guarded by mutex_.
     mutable std::mutex mutex_;
@@ -218,6 +325,12 @@ private:
     bool direct_writes_ = false;
     std::deque<Pending> pending_;   // sent or queued on the ready connection, in order
     std::deque<Pending> waiting_;   // submitted while connecting
+    Baton baton_ = Baton::io;
+    int loose_fd_ = -1;             // parked, returning: the descriptor out of the reactor
+    int caller_fd_ = -1;            // caller: the descriptor it reads
+    bool close_noticed_ = false;    // a submitter saw the server's close; the I/O thread reconnects
+    bool io_write_waits_ = false;   // a write the I/O thread must do waits for the baton
+    std::atomic<bool> io_wants_baton_{false};  // ... from a caller, who hands it back
 
     // Held while any thread writes to the socket; close takes it too, so a
     // descriptor is never written after it was closed (and maybe reused).

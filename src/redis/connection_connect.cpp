@@ -1,3 +1,6 @@
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <random>
@@ -23,6 +26,7 @@ void Connection::begin_attempt() {
         std::lock_guard lock(mutex_);
         if (state_ == State::closed) return;
         state_ = State::connecting;
+        close_noticed_ = false;  // this is the reconnect a submitter asked for
     }
     attempt_located_ = false;
     if (!tls_setup_error_.empty()) return fail_attempt(errc::tls_error, tls_setup_error_);
@@ -40,9 +44,14 @@ void Connection::begin_attempt() {
 }
 
 void Connection::connect(std::uint64_t attempt) {
-    reader_ = std::make_unique<ReplyReader>(options_.max_string_bytes, options_.max_array_elements,
-                                            options_.max_reply_overhead);
-    delivered_ = 0;
+    auto reader = std::make_shared<ReplyReader>(options_.max_string_bytes, options_.max_array_elements,
+                                                options_.max_reply_overhead);
+    {
+        // A caller still driving the session that ended keeps its own reader.
+        std::lock_guard lock(mutex_);
+        reader_ = std::move(reader);
+        delivered_ = 0;
+    }
     if (mode_ == Mode::request_reply)
         reader_->limit_replies([this](std::size_t index) { return limit_of_reply(index); });
     stream_ = std::make_shared<Stream>(io_, address_, tls_context_ ? &*tls_context_ : nullptr);
@@ -211,8 +220,10 @@ void Connection::become_ready() {
     }
     waiting_.clear();
     state_changed_.notify_all();
+    const auto generation = generation_;
     flush(lock);
     if (lock.owns_lock()) lock.unlock();
+    if (fd >= 0 && mode_ == Mode::request_reply) watch_hangup(fd, generation);
     if (hooks_.on_ready) hooks_.on_ready();
 }
 
@@ -256,31 +267,58 @@ void Connection::schedule_reconnect() {
 
 void Connection::drop(std::error_code reason, FunctionRef<void()> first) {
     std::deque<Pending> failed;
+    int loose_fd;
     {
         std::lock_guard lock(mutex_);
         if (state_ != State::ready) return;
-        ++generation_;
-        sessions_.fetch_add(1, std::memory_order_acq_rel);  // the session ended: nothing it knew holds now
-        state_ = State::connecting;
-        writer_active_ = false;
-        out_.clear();
-        release_if_large(out_);
-        failed.swap(pending_);
+        loose_fd = end_session_locked(failed);
     }
     ++attempt_;
-    close_stream();
+    close_stream(loose_fd);
     if (first) first();
     fail_all(failed, reason, Clock::now());
     // Reconnect at once; backoff applies only after a failed attempt.
     begin_attempt();
 }
 
-void Connection::close_stream() noexcept {
+int Connection::end_session_locked(std::deque<Pending>& failed) {
+    ++generation_;
+    sessions_.fetch_add(1, std::memory_order_acq_rel);  // the session ended: nothing it knew holds now
+    state_ = State::connecting;
+    writer_active_ = false;
+    out_.clear();
+    release_if_large(out_);
+    failed.swap(pending_);
+    return release_baton_locked();
+}
+
+int Connection::release_baton_locked() {
+    stop_watching_hangup_locked();
+    {
+        // No writer may send on the descriptor once it may be closed.
+        std::lock_guard write_lock(write_mutex_);
+        write_fd_ = -1;
+        write_generation_ = 0;
+    }
+    int loose_fd = -1;
+    // A caller reading it is woken (its read ends) and closes it itself,
+    // seeing the generation changed; it is never closed under its feet.
+    if (baton_ == Baton::caller) ::shutdown(caller_fd_, SHUT_RDWR);
+    else if (baton_ == Baton::parked || baton_ == Baton::returning) loose_fd = loose_fd_;
+    baton_ = Baton::io;
+    loose_fd_ = caller_fd_ = -1;
+    io_write_waits_ = false;
+    io_wants_baton_.store(false, std::memory_order_relaxed);
+    return loose_fd;
+}
+
+void Connection::close_stream(int loose_fd) noexcept {
     {
         std::lock_guard lock(write_mutex_);
         write_fd_ = -1;
         write_generation_ = 0;
     }
+    if (loose_fd >= 0) ::close(loose_fd);
     if (stream_) stream_->close();
 }
 

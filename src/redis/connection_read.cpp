@@ -20,7 +20,7 @@ void Connection::read_loop(std::uint64_t attempt) {
             }
             self->reader_->feed(self->read_buffer_.data(), n);
             self->process_replies();
-            if (attempt == self->attempt_) self->read_loop(attempt);
+            if (attempt == self->attempt_ && !self->maybe_park()) self->read_loop(attempt);
         });
     });
 }

@@ -16,8 +16,12 @@ std::error_code Connection::submit(std::string_view formatted, Completion& done,
     if (ec) return ec;
     switch (state_) {
         case State::ready:
+            if (!accept_on_ready_locked()) {
+                waiting_.push_back(Pending{std::move(done), deadline, std::string(formatted), limit});
+                return {};
+            }
             out_.append(formatted);
-            pending_.push_back(Pending{std::move(done), deadline, {}, limit});
+            pending_.push_back(Pending{std::move(done), deadline, {}, limit, driver_id()});
             flush(lock);
             return {};
         case State::idle:
@@ -37,12 +41,16 @@ std::error_code Connection::submit_many(std::span<const std::string_view> format
     if (ec) return ec;
     switch (state_) {
         case State::ready:
-            for (std::size_t i = 0; i < formatted.size(); ++i) {
-                out_.append(formatted[i]);
-                pending_.push_back(Pending{std::move(dones[i]), deadline, {}, reply_limit_of(formatted[i])});
+            if (accept_on_ready_locked()) {
+                for (std::size_t i = 0; i < formatted.size(); ++i) {
+                    out_.append(formatted[i]);
+                    pending_.push_back(
+                        Pending{std::move(dones[i]), deadline, {}, reply_limit_of(formatted[i]), driver_id()});
+                }
+                flush(lock);
+                return {};
             }
-            flush(lock);
-            return {};
+            [[fallthrough]];  // the server closed it: the commands wait for the reconnect
         case State::idle:
         case State::connecting:
             for (std::size_t i = 0; i < formatted.size(); ++i)
@@ -129,8 +137,25 @@ void Connection::write_from_io_thread() {
     std::uint64_t generation;
     auto bytes = std::make_shared<std::string>();
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
         if (state_ != State::ready || !writer_active_) return;
+        // The socket is out of the reactor: the write waits until it is back.
+        if (baton_ == Baton::caller) {
+            io_write_waits_ = true;
+            io_wants_baton_.store(true, std::memory_order_release);  // the caller hands it back
+            return;
+        }
+        if (baton_ == Baton::returning) {
+            io_write_waits_ = true;  // resume_io() writes
+            return;
+        }
+        if (baton_ == Baton::parked) {
+            io_write_waits_ = true;
+            baton_ = Baton::returning;
+            const auto generation_now = generation_;
+            lock.unlock();
+            return resume_io(generation_now);
+        }
         if (out_.empty()) {
             writer_active_ = false;
             return;

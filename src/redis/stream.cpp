@@ -156,6 +156,28 @@ int Stream::direct_write_handle() {
     return -1;
 }
 
+int Stream::take_out() {
+    std::error_code ec;
+    if (tcp_ && tcp_->is_open()) {
+        v6_ = tcp_->local_endpoint(ec).protocol() == asio::ip::tcp::v6();
+        const int fd = tcp_->release(ec);
+        return ec ? -1 : fd;
+    }
+    if (unix_ && unix_->is_open()) {
+        const int fd = unix_->release(ec);
+        return ec ? -1 : fd;
+    }
+    return -1;
+}
+
+std::error_code Stream::give_back(int fd) {
+    std::error_code ec;
+    if (tcp_) tcp_->assign(v6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), fd, ec);
+    else if (unix_) unix_->assign(asio::local::stream_protocol(), fd, ec);
+    else ec = make_error_code(std::errc::bad_file_descriptor);
+    return ec;
+}
+
 void Stream::close() noexcept {
     closed_ = true;
     std::error_code ignored;

@@ -44,6 +44,14 @@ public:
     // The descriptor other threads may send() on directly, or -1 where every
     // write must go through the I/O thread (TLS).
     int direct_write_handle();
+    // Takes the plain socket's descriptor out of the I/O thread's reactor
+    // (asio registers it edge-triggered for its whole life, so the I/O
+    // thread would wake on every reply even with no read outstanding): the
+    // descriptor is then the caller's, until give_back() returns it. -1 and
+    // nothing done over TLS. No asynchronous operation may be outstanding.
+    int take_out();
+    // Puts a descriptor take_out() returned back under the reactor.
+    std::error_code give_back(int fd);
     void close() noexcept;
     // True from the TCP connection's success until the TLS handshake ends:
     // a connect timeout then most likely means the server does not speak TLS
@@ -66,6 +74,7 @@ private:
     std::unique_ptr<asio::local::stream_protocol::socket> unix_;
     std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket>> tls_;
     bool closed_ = false;
+    bool v6_ = false;  // the TCP socket's protocol, for give_back()
     bool in_tls_handshake_ = false;  // I/O thread only
 };
 

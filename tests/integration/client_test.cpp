@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 #include <vector>
@@ -277,4 +278,58 @@ TEST(Client, SelectsTheDatabaseFromTheUri) {
     std::error_code ec;
     bad.wait_connected(ec);
     EXPECT_EQ(ec, dlock::errc::server_error);
+}
+
+namespace {
+
+// Voluntary context switches of every thread of this process but the
+// calling one (the client's I/O thread, here): /proc/self/task/*/status.
+long other_threads_voluntary_switches() {
+    long total = 0;
+    const auto self = std::to_string(gettid());
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+        if (task.path().filename() == self) continue;
+        std::ifstream status(task.path() / "status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stol(line.substr(24));
+    }
+    return total;
+}
+
+}  // namespace
+
+// The read baton (connection.hpp): a blocking caller alone on the command
+// connection reads its own replies, so the I/O thread is not woken per round
+// trip (before, it slept in epoll_wait and woke for every reply: at least
+// one switch per command).
+TEST(Client, ABlockingCallerAloneReadsItsOwnRepliesWithoutWakingTheIoThread) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    for (int i = 0; i < 10; ++i) ASSERT_EQ(client.command({"PING"}).text, "PONG");  // connected, parked
+    constexpr int commands = 2000;
+    const long before = other_threads_voluntary_switches();
+    for (int i = 0; i < commands; ++i) {
+        const auto text = std::to_string(i);
+        ASSERT_EQ(client.command({"ECHO", text}).text, text);
+    }
+    const long woken = other_threads_voluntary_switches() - before;
+    EXPECT_LT(woken, commands / 4) << woken << " wake-ups of other threads for " << commands << " commands";
+}
+
+// A server that closes an idle connection (nobody reads a parked one) is
+// noticed by the next command, which waits for the reconnect and is answered,
+// as when the I/O thread saw the close at once.
+TEST(Client, ACommandAfterTheServerClosedTheIdleConnectionIsAnswered) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    ASSERT_EQ(client.command({"PING"}).text, "PONG");
+    ASSERT_EQ(client.command({"PING"}).text, "PONG");  // parked after the first reply
+    server.cli({"CONFIG", "SET", "timeout", "1"});
+    std::this_thread::sleep_for(2500ms);  // the server closes idle clients after 1 s
+    std::error_code ec;
+    const std::string_view ping[] = {"PING"};
+    auto reply = client.command(ping, ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_EQ(reply.text, "PONG");
 }
