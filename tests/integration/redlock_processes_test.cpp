@@ -278,3 +278,73 @@ TEST(RedlockProcesses, MastersClosedOffTheirLoopWhileAGrantedVoteIsUnreadLeaveNo
 TEST(RedlockProcesses, MastersClosedOffTheirLoopWhileAVoteOutlastsTheCloseWaitLeaveNothingHeld) {
     close_off_the_loop_with_replies_late(1'500ms);
 }
+
+// Masters closed while a vote is out (replies 300 ms late, so the vote is
+// granted and its answers are on the way): ~Masters says the acquisitions
+// under way return errc::client_closed, and the close releases what is
+// left. A try_lock() that returns true there tells its caller it holds the
+// lock while the close gives the key back: a second owner then gets it too.
+// Expected: no two owners both told they hold the lock.
+static void close_during_a_granted_vote_then_lock_elsewhere(bool on_the_loop) {
+    std::vector<std::unique_ptr<dlock::support::RedisServer>> servers;
+    std::vector<std::string> direct;
+    for (int i = 0; i < 3; ++i) {
+        servers.push_back(std::make_unique<dlock::support::RedisServer>());
+        direct.push_back(servers.back()->uri());
+    }
+    const pid_t child = dlock::support::run_in_child([&] {
+        std::vector<std::unique_ptr<dlock::support::TcpProxy>> proxies;
+        std::vector<std::string> urls;
+        for (auto& s : servers) {
+            proxies.push_back(std::make_unique<dlock::support::TcpProxy>(s->port()));
+            urls.push_back(proxies.back()->uri());
+        }
+        auto masters = std::make_unique<dlock::Masters>(urls);
+        dlock::Redlock lock(*masters, "twice", {.lease = 30'000ms});
+        lock.lock();  // the scripts are loaded
+        lock.unlock();
+        for (auto& p : proxies) p->delay_replies(300ms);
+        std::atomic<int> result{-1};  // 0 not held, 1 told it holds, 2 threw
+        std::stop_token lost;
+        std::thread voter([&] {
+            try {
+                result = lock.try_lock() ? 1 : 0;
+                if (result == 1) lost = lock.lost_token();
+            } catch (const std::exception&) {
+                result = 2;
+            }
+        });
+        std::this_thread::sleep_for(100ms);
+        if (on_the_loop) {
+            std::promise<void> closed;
+            const std::string_view ping[] = {"PING"};
+            masters->client(0).submit(ping, [&](std::error_code, dlock::Reply&&) {
+                masters.reset();  // on the masters' I/O thread
+                closed.set_value();
+            });
+            if (closed.get_future().wait_for(20s) != std::future_status::ready) return 2;
+        } else {
+            masters.reset();  // on this thread
+        }
+        voter.join();
+        for (auto& p : proxies) p->delay_replies(0ms);
+        std::this_thread::sleep_for(2s);  // the close's releases answered
+        dlock::Masters others(direct);
+        dlock::Redlock other(others, "twice", {.lease = 30'000ms});
+        const bool second = other.try_lock();
+        std::fprintf(stderr, "closed %s: the first owner's try_lock %d (1: told it holds), its lost_token %d, is_held %d; "
+                     "a second owner's try_lock after: %d\n", on_the_loop ? "on the loop" : "off the loop",
+                     result.load(), int(lost.stop_requested()), int(lock.is_held()), int(second));
+        return result == 1 && second ? 3 : 0;
+    });
+    EXPECT_EQ(dlock::support::wait_child(child), 0)
+        << "3: try_lock() returned true during the close, and a second owner got the same lock after it";
+}
+
+TEST(RedlockProcesses, ATryLockGrantedWhileMastersCloseOffTheLoopIsNotAlsoGrantedToAnotherOwner) {
+    close_during_a_granted_vote_then_lock_elsewhere(false);
+}
+
+TEST(RedlockProcesses, ATryLockGrantedWhileMastersCloseOnTheLoopIsNotAlsoGrantedToAnotherOwner) {
+    close_during_a_granted_vote_then_lock_elsewhere(true);
+}
