@@ -5,7 +5,10 @@
 // TCP proxy between client and server stands in for a bad network.
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <atomic>
+#include <cstdio>
 #include <future>
 #include <thread>
 
@@ -568,4 +571,67 @@ TEST(HoldTruth, AnEvictingMaxmemoryPolicyIsWarnedOfOnce) {
     const auto warnings = told.told();
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_NE(warnings[0].find("allkeys-lru"), std::string::npos) << warnings[0];
+}
+
+// A lock object's (name, owner) slot keeps its key inline up to a length
+// and on the heap past it; the call owner's tombstone key likewise. Names
+// around those lengths, of odd bytes (NUL, newline, 0xff, braces): two
+// objects of one owner share one hold, the destructor of one that never
+// unlocked gives back only its own, a name one byte different is another
+// lock, and nothing is left once the outer holder unlocks.
+TEST(HoldTruth, NamesAroundTheInlineKeyLengthsWithOddBytesKeepOneHoldPerNameAndOwner) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri()), other(server.uri());
+    const std::string odd("\0\n\xff{}", 5);
+    for (std::size_t length : {1u, 5u, 70u, 79u, 80u, 81u, 86u, 87u, 88u, 119u, 120u, 121u, 159u, 160u, 161u, 400u}) {
+        std::string name;
+        for (std::size_t i = 0; name.size() < length; ++i) name.push_back(odd[i % odd.size()]);
+        std::string sibling = name;
+        sibling.back() = sibling.back() == 'x' ? 'y' : 'x';
+        SCOPED_TRACE("name length " + std::to_string(length));
+        auto outer = client.lock(name);
+        outer.lock();
+        {
+            auto helper = client.lock(name);
+            ASSERT_TRUE(helper.try_lock());
+            EXPECT_EQ(helper.hold_count(), 2u);
+            helper.unlock();
+        }
+        {
+            auto forgetful = client.lock(name);
+            forgetful.lock();
+        }  // gives back its own hold only
+        auto next = client.lock(sibling);
+        ASSERT_TRUE(next.try_lock()) << "a name one byte different is another lock";
+        EXPECT_EQ(next.hold_count(), 1u);
+        EXPECT_TRUE(outer.is_held());
+        EXPECT_EQ(outer.hold_count(), 1u);
+        EXPECT_FALSE(other.lock(name).try_lock()) << "another client got a lock the outer object still holds";
+        outer.unlock();
+        next.unlock();
+        EXPECT_TRUE(other.lock(name).try_lock()) << "the name is still held after its last unlock";
+        EXPECT_TRUE(other.lock(sibling).try_lock()) << "the sibling is still held after its last unlock";
+    }
+}
+
+// A slot per (name, owner) is made on first use and given back once idle:
+// locking ever new names (a lock object per name, long names on the heap)
+// must not grow the heap with the number of names.
+TEST(HoldTruth, LockingEverNewNamesDoesNotGrowTheHeapWithThem) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    const std::string long_part(150, 'n');
+    auto run = [&](int from, int count) {
+        for (int i = from; i < from + count; ++i) {
+            auto lock = client.lock((i % 2 ? long_part : std::string()) + "grow-" + std::to_string(i));
+            lock.lock();
+            lock.unlock();
+        }
+    };
+    run(0, 3'000);  // warm: pools, tables at their working size
+    const auto before = mallinfo2().uordblks;
+    run(3'000, 12'000);
+    const auto after = mallinfo2().uordblks;
+    std::fprintf(stderr, "heap in use after 3,000 names: %zu bytes; after 12,000 more: %zu bytes\n", before, after);
+    EXPECT_LT(after, before + 1'000'000) << "the heap grew with the names locked";
 }
