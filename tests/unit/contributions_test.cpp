@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <random>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -104,4 +106,45 @@ TEST(Contributions, TheFirstOwnerIsFoundHandedOverAndTakenAsTheOthers) {
     EXPECT_EQ(names, (std::vector<std::string>{"b", "c"}));
     EXPECT_EQ(a2->contribution_of(&contributions), 0u);  // handed over: its share withdrawn
     EXPECT_EQ(c->contribution_of(&contributions), 1u);
+}
+
+// Random notes and hand-overs over up to 200 owners (the first inline, the
+// others in a vector, indexed from 32 entries and back below), every hold
+// live (nothing pruned), against a plain map: take() names each owner
+// whose latest hold was not handed over, once.
+TEST(Contributions, RandomNotesAndHandOversAgreeWithAMap) {
+    auto identity = std::make_shared<const LockIdentity>("name", dlock::LockOptions{});
+    const auto now = std::chrono::steady_clock::now();
+    std::mt19937 random(34);
+    for (int round = 0; round < 40; ++round) {
+        Contributions contributions;
+        std::map<std::string, std::shared_ptr<Hold>> model;
+        std::vector<std::shared_ptr<Hold>> all;
+        const int owners = 1 + static_cast<int>(random() % 200);
+        for (int step = 0; step < 3'000; ++step) {
+            const auto owner = "o" + std::to_string(random() % owners);
+            if (random() % 3 != 0 || !model.count(owner)) {
+                std::shared_ptr<Hold> hold;
+                if (random() % 2 && model.count(owner)) hold = model[owner];
+                else hold = std::make_shared<Hold>(identity, owner, Grant{1, 1, now, now});
+                all.push_back(hold);
+                contributions.add(&contributions, hold);
+                model[owner] = hold;
+            } else {
+                // Hand over either the latest hold of that owner or an older one.
+                std::shared_ptr<Hold> hold = model[owner];
+                if (random() % 4 == 0) {
+                    for (auto& h : all)
+                        if (h->owner == owner) { hold = h; break; }
+                }
+                contributions.hand_over(&contributions, hold);
+                if (model[owner] == hold) model.erase(owner);
+            }
+        }
+        auto names = names_of(contributions.take());
+        std::sort(names.begin(), names.end());
+        std::vector<std::string> expected;
+        for (const auto& [owner, hold] : model) expected.push_back(owner);
+        ASSERT_EQ(names, expected) << "round " << round << ", " << owners << " owners";
+    }
 }
