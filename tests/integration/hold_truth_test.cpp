@@ -668,3 +668,33 @@ TEST(HoldTruth, ATryLockGrantedWhileItsClientClosesIsNotAlsoGrantedToAnotherClie
                  result.load(), int(lock.is_held()), int(second));
     EXPECT_FALSE(result == 1 && second) << "both told they hold the lock";
 }
+
+// One owner (a handle) used by four threads at once: each of its calls
+// waits at the owner's gate for the one in flight, the gate's condition
+// made by the first that must wait. Every lock is matched by an unlock:
+// nothing is left held, and no call is lost or stuck.
+TEST(HoldTruth, FourThreadsOfOneHandleOwnerPassItsGateInTurn) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    for (int round = 0; round < 5; ++round) {
+        auto lock = client.lock("gate-" + std::to_string(round), {.ownership = dlock::Ownership::handle});
+        std::vector<std::thread> threads;
+        std::atomic<int> failed{0};
+        for (int t = 0; t < 4; ++t) {
+            threads.emplace_back([&] {
+                for (int i = 0; i < 100; ++i) {
+                    try {
+                        lock.lock();
+                        lock.unlock();
+                    } catch (const std::exception&) {
+                        ++failed;
+                    }
+                }
+            });
+        }
+        for (auto& t : threads) t.join();
+        EXPECT_EQ(failed.load(), 0);
+        EXPECT_FALSE(lock.is_held());
+        EXPECT_EQ(server.cli({"EXISTS", key_of("gate-" + std::to_string(round))}), "0");
+    }
+}
