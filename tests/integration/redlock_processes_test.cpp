@@ -306,24 +306,31 @@ static void close_during_a_granted_vote_then_lock_elsewhere(bool on_the_loop) {
         for (auto& p : proxies) p->delay_replies(300ms);
         std::atomic<int> result{-1};  // 0 not held, 1 told it holds, 2 threw
         std::stop_token lost;
-        std::thread voter([&] {
+        auto vote = [&] {
             try {
                 result = lock.try_lock() ? 1 : 0;
                 if (result == 1) lost = lock.lost_token();
             } catch (const std::exception&) {
                 result = 2;
             }
-        });
-        std::this_thread::sleep_for(100ms);
+        };
+        std::thread voter;
         if (on_the_loop) {
+            // The callback is answered (300 ms) before the vote sent 100 ms
+            // later (its answers at 400 ms): the close runs while the
+            // masters have granted the vote and its answers are on the way.
             std::promise<void> closed;
             const std::string_view ping[] = {"PING"};
             masters->client(0).submit(ping, [&](std::error_code, dlock::Reply&&) {
                 masters.reset();  // on the masters' I/O thread
                 closed.set_value();
             });
+            std::this_thread::sleep_for(100ms);
+            voter = std::thread(vote);
             if (closed.get_future().wait_for(20s) != std::future_status::ready) return 2;
         } else {
+            voter = std::thread(vote);
+            std::this_thread::sleep_for(100ms);
             masters.reset();  // on this thread
         }
         voter.join();
