@@ -219,6 +219,9 @@ bool acquire_with(AcquisitionProtocol& kind, std::optional<LockClock::time_point
     // Stopped by the close (the protocol gave back what it left on the
     // server when the call ended): the caller learns why.
     if (!acquired && !ec && gate.closed()) ec = errc::client_closed;
+    // Granted after the close began: the close gives that hold back once
+    // this acquisition has left, so it is not the caller's to keep.
+    if (acquired && gate.closed()) acquired = false, ec = errc::client_closed;
     return meter.finish(acquired, ec);
 }
 
