@@ -347,3 +347,40 @@ TEST(ReadBatonAttack, DestroyingTheClientWhileACallerReadsEndsTheCallPromptly) {
         EXPECT_TRUE(seen) << "a call through a destroyed client succeeded";
     }
 }
+
+// The NOSCRIPT detour read by the caller: the EVAL it resends on its own
+// thread is answered to it, whatever the script cache held.
+TEST(ReadBatonAttack, TheNoscriptDetourReadByTheCallerAnswersItsOwnCall) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client flusher(server.uri());
+    const dlock::Script script("return ARGV[1]");
+    for (int i = 0; i < 50; ++i) {
+        if (i % 2 == 0) {
+            ASSERT_EQ(flusher.command({"SCRIPT", "FLUSH"}).text, "OK");
+        }
+        const std::string text = "s" + std::to_string(i);
+        const std::string_view argv[] = {text};
+        auto reply = client.eval(script, {}, argv);
+        ASSERT_EQ(reply.text, text);
+    }
+}
+
+// The server closes idle connections after 1 s while a lock is held and
+// its connection sits parked between renewals: the hold is kept (the
+// close is seen and the next renewal goes out on the new connection).
+TEST(ReadBatonAttack, AHoldSurvivesTheServerClosingItsParkedConnection) {
+    dlock::support::RedisServer server;
+    server.cli({"CONFIG", "SET", "timeout", "1"});
+    dlock::Client client(server.uri());
+    std::atomic<bool> lost{false};
+    dlock::LockOptions options;
+    options.lease = 4500ms;  // renewed every 1.5 s: idle long enough to be closed
+    options.on_lost = [&](std::string_view, std::error_code) { lost = true; };
+    auto lock = client.lock("baton-idle-close", options);
+    lock.lock();
+    std::this_thread::sleep_for(8s);
+    EXPECT_FALSE(lost.load());
+    EXPECT_TRUE(lock.is_held());
+    lock.unlock();
+}
