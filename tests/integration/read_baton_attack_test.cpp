@@ -384,3 +384,39 @@ TEST(ReadBatonAttack, AHoldSurvivesTheServerClosingItsParkedConnection) {
     EXPECT_TRUE(lock.is_held());
     lock.unlock();
 }
+
+// Threads of one client (each its own Lock: blocking callers sharing the
+// baton) and threads of a second client contend for one name while the
+// proxy cuts the first client's connections: never two holders at once.
+TEST(ReadBatonAttack, ContendersOnOneClientUnderCutsNeverHoldTogether) {
+    TwoClients setup;
+    dlock::Client cut(setup.proxy.uri(), with_timeout(500ms));
+    dlock::Client steady(setup.server.uri());
+    std::atomic<int> inside{0};
+    std::atomic<int> overlaps{0};
+    std::atomic<long> entries{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+        threads.emplace_back([&, t] {
+            auto lock = (t < 4 ? cut : steady).lock("baton-contended", setup.options);
+            while (!stop) {
+                std::error_code ec;
+                if (!lock.try_lock_until(std::chrono::steady_clock::now() + 300ms, ec)) continue;
+                if (inside.fetch_add(1) != 0) ++overlaps;
+                ++entries;
+                std::this_thread::sleep_for(1ms);
+                inside.fetch_sub(1);
+                lock.unlock(ec);
+            }
+        });
+    }
+    for (int i = 0; i < 15; ++i) {
+        std::this_thread::sleep_for(150ms);
+        setup.proxy.drop_connections();
+    }
+    stop = true;
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(overlaps.load(), 0) << overlaps << " overlaps in " << entries << " entries";
+    EXPECT_GT(entries.load(), 20);
+}
