@@ -147,6 +147,13 @@ void Connection::watch_hangup(int fd, std::uint64_t generation) {
                                           if (self->generation_ != generation || self->state_ != State::ready) return;
                                           // A reader (the I/O thread, a caller) sees the close itself.
                                           parked = self->baton_ == Baton::parked;
+                                          if (parked && !self->pending_.empty()) {
+                                              // Claimed by a caller that has not read yet: the
+                                              // server may have answered before it closed. The
+                                              // I/O thread reads what came, then the close.
+                                              self->return_to_io_locked();
+                                              return;
+                                          }
                                       }
                                       if (parked) self->drop(errc::connection_lost);
                                   });
