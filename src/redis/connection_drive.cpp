@@ -66,6 +66,7 @@ bool Connection::parked_connection_closed_locked() const {
 }
 
 bool Connection::accept_on_ready_locked() {
+    last_driven_ = driver_id() != 0;
     if (baton_ != Baton::parked) return true;
     if (pending_.empty() && parked_connection_closed_locked()) {
         notice_close_locked();
@@ -170,7 +171,8 @@ void Connection::stop_watching_hangup_locked() noexcept {
 bool Connection::maybe_park() {
     if (mode_ != Mode::request_reply) return false;
     std::lock_guard lock(mutex_);
-    if (state_ != State::ready || baton_ != Baton::io || !direct_writes_ || writer_active_ || !pending_.empty())
+    if (state_ != State::ready || baton_ != Baton::io || !direct_writes_ || writer_active_ || !pending_.empty() ||
+        !last_driven_)
         return false;
     const int fd = stream_->take_out();
     if (fd < 0) return false;
