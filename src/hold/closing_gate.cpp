@@ -20,31 +20,13 @@ void ClosingGate::leave() {
     if (when_left) when_left();
 }
 
-bool ClosingGate::close(LockClock::time_point until) {
+bool ClosingGate::close(LockClock::time_point until, std::function<void()> when_late) {
     // An enter() that saw no close is counted before the wait below reads the count.
     stop_.request_stop();  // wakes the waiters: their stop callbacks run here
-    std::unique_lock lock(mutex_);
-    return left_.wait_until(lock, until, [this] { return inside_ == 0; });
-}
-
-bool ClosingGate::close(LockClock::time_point until, std::function<void()> when_late) {
-    stop_.request_stop();
     std::unique_lock lock(mutex_);
     if (left_.wait_until(lock, until, [this] { return inside_ == 0; })) return true;
     when_left_ = std::move(when_late);  // read by the last leave(), under this mutex
     return false;
-}
-
-void ClosingGate::close_then(std::function<void()> when_left) {
-    stop_.request_stop();
-    {
-        std::lock_guard lock(mutex_);
-        if (inside_ != 0) {
-            when_left_ = std::move(when_left);
-            return;
-        }
-    }
-    when_left();
 }
 
 }  // namespace dlock::detail

@@ -48,18 +48,17 @@ public:
     std::stop_token closing() const noexcept { return stop_.get_token(); }
     bool closed() const noexcept { return stop_.stop_requested(); }
     // Stops every acquisition inside and waits until they left, or until
-    // `until`: true when all did. Later calls of enter() get nothing.
-    bool close(LockClock::time_point until);
-    // As close(); when `until` passes with acquisitions still inside,
-    // when_late runs once the last of them has left, on its thread (never
-    // when close returns true). For a close that may not wait longer but
-    // must still finish what those acquisitions leave.
-    bool close(LockClock::time_point until, std::function<void()> when_late);
-    // As close(), without waiting: when_left runs once every acquisition
-    // inside has left, at once (here) when none is inside, else on the
-    // thread of the last to leave. For a close on the very thread their
-    // answers need (it could not wait for them).
-    void close_then(std::function<void()> when_left);
+    // `until`: true when all did. Later calls of enter() get nothing. When
+    // `until` passes with acquisitions still inside, when_late (if given)
+    // runs once the last of them has left, on its thread: for a close that
+    // may not wait longer but must still finish what they leave.
+    bool close(LockClock::time_point until, std::function<void()> when_late = {});
+    // As close() with no wait at all: when_left runs once every acquisition
+    // inside has left, at once (here) when none is inside. For a close on
+    // the very thread their answers need (it could not wait for them).
+    void close_then(const std::function<void()>& when_left) {
+        if (close(LockClock::time_point::min(), when_left)) when_left();
+    }
 
 private:
     void leave();
@@ -68,7 +67,7 @@ private:
     std::mutex mutex_;
     std::condition_variable left_;
     std::size_t inside_ = 0;
-    std::function<void()> when_left_;  // close_then's, until the last leaves
+    std::function<void()> when_left_;  // a late close's, until the last leaves
 };
 
 }  // namespace dlock::detail

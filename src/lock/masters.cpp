@@ -141,11 +141,10 @@ void MastersCore::close() {
         runtime.closing().close_then(finish_on_loop);
         return;
     }
-    if (!self) {  // no owner left to keep the clients for a late finish
-        (void)runtime.closing().close(Clock::now() + Client::max_close_wait);
-    } else if (!runtime.closing().close(Clock::now() + Client::max_close_wait, finish_on_loop)) {
-        return;
-    }
+    // With no owner left (the core's own destructor) nothing could keep the
+    // clients for a late finish.
+    const auto late = self ? std::function<void()>(finish_on_loop) : nullptr;
+    if (!runtime.closing().close(Clock::now() + Client::max_close_wait, late) && self) return;
     // Every acquisition has left: every hold still ours, and a release a
     // waiter left on its way (among the stragglers), is released here.
     for (auto& release : releases_of_close()) release->wait([](const auto&) { return false; });
