@@ -2,7 +2,7 @@
 master with a replica), alternated in one run so that the machine's load
 hits both alike: what a cluster costs the client per lock+unlock.
 
-    python3 bench/many_cluster_ab.py [BUILD_DIR] [ROUNDS]   (default build/release, 2)
+    python3 bench/many_cluster_ab.py [BUILD_DIR] [ROUNDS]   (default build/default, 2)
 """
 
 import json

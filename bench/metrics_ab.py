@@ -1,7 +1,7 @@
 """What the metrics cost: the uncontended lock+unlock with the client's
 metrics on and off, alternated in one run (ab.py). Ratio is on / off.
 
-    python3 bench/metrics_ab.py [BUILD_DIR] [ROUNDS] [N]   (default build/release, 4, 20000)
+    python3 bench/metrics_ab.py [BUILD_DIR] [ROUNDS] [N]   (default build/default, 4, 20000)
 """
 
 import json
