@@ -244,6 +244,9 @@ private:
     // under the reactor; a reply does not wake it), so that a parked
     // connection's close is seen at once, as a read would see it.
     void watch_hangup(int fd, std::uint64_t generation);
+    void arm_hangup_wait();
+    // The watch saw a hang-up: of the session it watches now, or stale.
+    void on_hangup_seen();
     void stop_watching_hangup_locked() noexcept;
     // One reply of this thread's own command, read in drive(): delivers it
     // and says whether the connection must be dropped (and why).
@@ -309,6 +312,7 @@ private:
     int hangup_epoll_ = -1;  // the hang-up watch (watch_hangup), made at the first ready
     int hangup_fd_ = -1;     // mutex_: the descriptor in hangup_epoll_, or -1
     std::optional<asio::posix::stream_descriptor> hangup_watch_;
+    bool hangup_wait_armed_ = false;  // I/O thread: the one wait on hangup_watch_ is outstanding
 
     // Shared state, guarded by mutex_.
     mutable std::mutex mutex_;

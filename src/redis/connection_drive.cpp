@@ -135,30 +135,50 @@ void Connection::watch_hangup(int fd, std::uint64_t generation) {
         if (::epoll_ctl(hangup_epoll_, EPOLL_CTL_ADD, fd, &event) != 0) return;
         hangup_fd_ = fd;
     }
-    hangup_watch_->async_wait(asio::posix::descriptor_base::wait_read,
-                              // Weak: a watch never keeps a connection (nor its loop) alive.
-                              [weak = weak_from_this(), generation](std::error_code ec) {
-                                  auto self = weak.lock();
-                                  if (ec || !self) return;
-                                  self->guarded([&] {
-                                      bool parked;
-                                      {
-                                          std::lock_guard lock(self->mutex_);
-                                          self->stop_watching_hangup_locked();  // once per session
-                                          if (self->generation_ != generation || self->state_ != State::ready) return;
-                                          // A reader (the I/O thread, a caller) sees the close itself.
-                                          parked = self->baton_ == Baton::parked;
-                                          if (parked && !self->pending_.empty()) {
-                                              // Claimed by a caller that has not read yet: the
-                                              // server may have answered before it closed. The
-                                              // I/O thread reads what came, then the close.
-                                              self->return_to_io_locked();
-                                              return;
-                                          }
-                                      }
-                                      if (parked) self->drop(errc::connection_lost);
-                                  });
-                              });
+    // One wait serves every session: a session that ends another way (the
+    // client's own drop) leaves it waiting, and the next session's socket
+    // is what it then watches. A wait per session piled up one per such
+    // end until the next hang-up.
+    if (!hangup_wait_armed_) arm_hangup_wait();
+}
+
+void Connection::arm_hangup_wait() {
+    hangup_wait_armed_ = true;
+    // Weak: a watch never keeps a connection (nor its loop) alive.
+    hangup_watch_->async_wait(asio::posix::descriptor_base::wait_read, [weak = weak_from_this()](std::error_code ec) {
+        auto self = weak.lock();
+        if (!self) return;
+        self->hangup_wait_armed_ = false;
+        if (ec) return;  // cancelled: the connection shuts down
+        self->guarded([&] { self->on_hangup_seen(); });
+    });
+}
+
+void Connection::on_hangup_seen() {
+    bool parked;
+    {
+        std::lock_guard lock(mutex_);
+        if (hangup_fd_ < 0) return;  // no session watched: the next one arms the wait again
+        // The readiness may be an ended session's, seen before its socket
+        // left the watch: only the socket in it now counts.
+        epoll_event event{};
+        if (::epoll_wait(hangup_epoll_, &event, 1, 0) <= 0) {
+            arm_hangup_wait();
+            return;
+        }
+        stop_watching_hangup_locked();  // once per session
+        if (state_ != State::ready) return;
+        // A reader (the I/O thread, a caller) sees the close itself.
+        parked = baton_ == Baton::parked;
+        if (parked && !pending_.empty()) {
+            // Claimed by a caller that has not read yet: the server may have
+            // answered before it closed. The I/O thread reads what came,
+            // then the close.
+            return_to_io_locked();
+            return;
+        }
+    }
+    if (parked) drop(errc::connection_lost);
 }
 
 void Connection::stop_watching_hangup_locked() noexcept {

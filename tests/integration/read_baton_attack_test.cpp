@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -383,6 +384,45 @@ TEST(ReadBatonAttack, AHoldSurvivesTheServerClosingItsParkedConnection) {
     EXPECT_FALSE(lost.load());
     EXPECT_TRUE(lock.is_held());
     lock.unlock();
+}
+
+// The hang-up watch after sessions the client ended itself (a reply over
+// its limit resets the connection): one wait serves every session, so the
+// server's close of the parked connection of the current one is still seen
+// at once, with nothing sent: the client is connected again soon after.
+TEST(ReadBatonAttack, TheServersCloseIsSeenAtOnceAfterSessionsTheClientEnded) {
+    dlock::support::RedisServer server;
+    dlock::ClientOptions options;
+    options.max_string_bytes = 16;
+    dlock::Client client(server.uri(), options);
+    client.command({"SET", "baton-watch:value", std::string(100, 'v')});
+    for (int i = 0; i < 20; ++i) {
+        std::error_code ec;
+        const std::string_view get[] = {"GET", "baton-watch:value"};
+        (void)client.command(get, ec);
+        ASSERT_EQ(ec, dlock::errc::reply_too_large);
+        client.wait_connected();
+    }
+    ASSERT_EQ(client.command({"PING"}).text, "PONG");  // the connection is parked after it
+    // The ids of the server's clients but the cli asking (CLIENT LIST).
+    const auto others = [&] {
+        std::vector<std::string> ids;
+        std::istringstream lines(server.cli({"CLIENT", "LIST"}));
+        for (std::string line; std::getline(lines, line);)
+            if (line.rfind("id=", 0) == 0 && line.find("cmd=client|list") == std::string::npos)
+                ids.push_back(line.substr(3, line.find(' ') - 3));
+        return ids;
+    };
+    const auto before = others();
+    ASSERT_EQ(before.size(), 1u);
+    server.cli({"CLIENT", "KILL", "ID", before.front()});
+    EXPECT_TRUE(dlock::support::eventually(
+        [&] {
+            const auto now = others();
+            return now.size() == 1 && now.front() != before.front();
+        },
+        2s))
+        << "the client did not connect again on its own: the server's close went unseen";
 }
 
 // Threads of one client (each its own Lock: blocking callers sharing the
