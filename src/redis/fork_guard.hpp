@@ -10,10 +10,9 @@
 // from its construction and checks it where other threads come in.
 #pragma once
 
-namespace dlock::detail {
+#include "runtime/fork_generation.hpp"
 
-// Incremented in every child after fork().
-unsigned current_fork_generation() noexcept;
+namespace dlock::detail {
 
 class ForkGuard {
 public:

@@ -1,12 +1,14 @@
 #include "owner_ids.hpp"
 
+#include "fork_generation.hpp"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <string_view>
 #include <random>
 
@@ -23,6 +25,9 @@ std::string random_id() {
     }
     return id;  // 128 random bits
 }
+
+// How often a thread's holder label looks at the host's name again.
+constexpr auto host_recheck = std::chrono::seconds(1);
 
 // Threads and asynchronous operations draw their numbers from one counter:
 // no operation is ever mistaken for a thread.
@@ -81,21 +86,39 @@ std::string OwnerIds::new_handle_owner() { return id_ + ":h" + std::to_string(ne
 std::string OwnerIds::next_operation_id() { return std::to_string(next_operation_.fetch_add(1)); }
 
 const std::string& OwnerIds::holder_label() {
-    // Asked at every fresh acquisition: a forked child is another process,
-    // and the host name may change. The label is rebuilt (into the thread's
-    // own string, whose room stays) only when it reads differently.
+    // Asked at every fresh acquisition, so it is made once per thread and
+    // made again only when it may read differently: in a forked child
+    // (another process, whose thread has another id), or when the host's
+    // name may have changed (looked at again at most once a second). Three
+    // system calls and a format per acquisition before.
+    struct Kept {
+        std::string label;
+        unsigned fork_generation = 0;
+        std::chrono::steady_clock::time_point host_read;
+        std::string host;
+        bool made = false;
+    };
+    thread_local Kept kept;
+    const auto now = std::chrono::steady_clock::now();
+    const bool forked = kept.fork_generation != current_fork_generation();
+    if (kept.made && !forked && now - kept.host_read < host_recheck) return kept.label;
     char host[HOST_NAME_MAX + 1] = {};
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    kept.host_read = now;
+    if (kept.made && !forked && kept.host == host) return kept.label;
+    kept.host = host;
+    kept.fork_generation = current_fork_generation();
     char pid[24], thread[24];
     const auto pid_end = std::to_chars(pid, pid + sizeof pid, getpid()).ptr;
     const auto thread_end = std::to_chars(thread, thread + sizeof thread, syscall(SYS_gettid)).ptr;
-    char built[64 + HOST_NAME_MAX];
-    const int n = std::snprintf(built, sizeof built, "host=%s pid=%.*s thread=%.*s", host[0] ? host : "?",
-                                static_cast<int>(pid_end - pid), pid, static_cast<int>(thread_end - thread), thread);
-    const std::string_view label(built, n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof built - 1) : 0);
-    thread_local std::string kept;
-    if (kept != label) kept.assign(label);
-    return kept;
+    kept.label = "host=";
+    kept.label += host[0] ? std::string_view(host) : std::string_view("?");
+    kept.label += " pid=";
+    kept.label.append(pid, pid_end);
+    kept.label += " thread=";
+    kept.label.append(thread, thread_end);
+    kept.made = true;
+    return kept.label;
 }
 
 }  // namespace dlock::detail

@@ -38,7 +38,9 @@ public:
 
     // "host=NAME pid=N thread=N" of the calling thread, stored with a fresh
     // grant so that an operator can find the holder (`dlock status`).
-    // The calling thread's own copy, remade only when one of them changed.
+    // The calling thread's own copy, made once per thread and again in a
+    // forked child or when the host's name changed (looked at again at most
+    // once a second): no system call per acquisition.
     static const std::string& holder_label();
 
 private:

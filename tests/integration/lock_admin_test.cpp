@@ -3,6 +3,12 @@
 // resource: an acquisition of another kind is refused.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
 #include <future>
 #include <thread>
 
@@ -39,6 +45,48 @@ std::error_code code_of(Call call) {
 }
 
 }  // namespace
+
+// The holder label is made once per thread and kept: a forked child (a new
+// process, whose thread has a new id) must name itself, not its parent.
+TEST(LockAdmin, AForkedChildsGrantNamesTheChildAsHolder) {
+    RedisServer server;
+    dlock::Client client(server.uri());
+    auto parents = client.lock("fork-label-parent", {.ownership = dlock::Ownership::handle});
+    parents.lock();  // this thread's label is made, naming the parent
+    const auto parent_holder = dlock::list_locks(client, "fork-label-parent").at(0).second.holder;
+    ASSERT_NE(parent_holder.find(" pid=" + std::to_string(getpid()) + " "), std::string::npos) << parent_holder;
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        int code = 1;
+        try {
+            dlock::Client own(server.uri());
+            auto lock = own.lock("fork-label-child", {.ownership = dlock::Ownership::handle});
+            lock.lock();
+            _exit(0);  // before the lock object's end: the lock stays held for the parent to read
+        } catch (...) {
+        }
+        _exit(code);
+    }
+    int status = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (waitpid(child, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > until) {
+            kill(child, SIGKILL);
+            waitpid(child, &status, 0);
+            FAIL() << "the child did not finish within 20 s";
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0);
+    const auto locks = dlock::list_locks(client, "fork-label-child");
+    ASSERT_EQ(locks.size(), 1u);
+    const auto& holder = locks[0].second.holder;
+    EXPECT_NE(holder.find(" pid=" + std::to_string(child) + " "), std::string::npos) << holder;
+    EXPECT_EQ(holder.find(" pid=" + std::to_string(getpid()) + " "), std::string::npos) << holder;
+    parents.unlock();
+}
 
 TEST(LockAdmin, ListLocksAndWaitUntilFree) {
     RedisServer server;
