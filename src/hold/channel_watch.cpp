@@ -1,6 +1,7 @@
 #include "channel_watch.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "redis/client_core.hpp"
 
@@ -21,11 +22,12 @@ void ChannelWatch::on_message(Subscription::Event event, std::string_view payloa
     if (event == Subscription::Event::message && payload.substr(0, grant_prefix.size()) == grant_prefix) {
         const auto id = payload.substr(grant_prefix.size());
         if (id.substr(0, own_prefix_.size()) != own_prefix_) return;  // another client's waiter
-        if (auto it = sleepers_.find(std::string(id)); it != sleepers_.end()) {
+        const std::string waiter(id);
+        if (auto it = sleepers_.find(waiter); it != sleepers_.end()) {
             it->second->granted = true;
             it->second->wake.notify_all();
-        } else {
-            granted_.emplace(id);  // between two requests: its next sleep takes it
+        } else if (auto known = granted_.find(waiter); known != granted_.end()) {
+            known->second = true;  // between two requests: its next sleep takes it
         }
         return;
     }
@@ -49,7 +51,9 @@ bool ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockCl
                                std::stop_token stop) {
     Sleeper me;
     std::unique_lock lock(mutex_);
-    if (granted_.erase(id)) return true;
+    // Known from its first sleep until forget(): a notice that comes while
+    // it asks again is kept for it (and for nobody the watch does not know).
+    if (std::exchange(granted_[id], false)) return true;
     sleepers_[id] = &me;
     me.wake.wait_until(lock, stop, wake_at, [&] { return me.granted || me.called || generation_ != seen; });
     sleepers_.erase(id);

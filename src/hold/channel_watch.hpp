@@ -6,8 +6,10 @@
 // resubscription (messages may have been missed), wake them all to ask
 // again. Messages naming another client's waiters are ignored. A grant
 // notice ('granted <id>': the server granted that waiter its permits
-// directly) goes to the waiter it names only, asleep or not (one not asleep
-// finds it when it next sleeps); everyone else ignores it. One
+// directly) goes to the waiter it names only (one asking again since its
+// last sleep finds it when it next sleeps; one that has not slept yet
+// learns of its grant from the answer to that request); everyone else
+// ignores it. One
 // subscription per channel and client, shared by every waiting thread; it
 // lives while someone waits.
 #pragma once
@@ -19,7 +21,6 @@
 #include <stop_token>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "runtime/condition.hpp"
 #include "dlock/subscription.hpp"
@@ -39,8 +40,8 @@ public:
     // seen, until wake_at, or stop. True when a grant notice for `id` came
     // (now or since its last sleep): the waiter holds its permits.
     bool wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop);
-    // Drops a grant notice for `id` that no sleep took (the waiter learnt
-    // of its grant from an answer, or gave up).
+    // Waiter `id` waits no more (granted, gave up, or asks under another
+    // id): a grant notice for it is dropped, and later ones ignored.
     void forget(const std::string& id);
     // Subscribes once for every waiter of the watch, and waits until the
     // server confirmed it (or deadline, or stop). False when not in time.
@@ -59,7 +60,9 @@ private:
     std::mutex mutex_;
     std::uint64_t generation_ = 0;
     std::unordered_map<std::string, Sleeper*> sleepers_;  // by waiter id; each on its own stack
-    std::unordered_set<std::string> granted_;              // grant notices for waiters not asleep
+    // Waiters that slept once, until forget(): true when a grant notice came
+    // for one while it was not asleep. Bounded by the waiters that wait.
+    std::unordered_map<std::string, bool> granted_;
     Subscription subscription_;
 };
 
