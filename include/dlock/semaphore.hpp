@@ -18,13 +18,15 @@
 //
 // The limit holds only while leases are valid. A permit's lease is set in
 // Redis when it is granted, so the permits of a holder that dies come back
-// after at most one lease. While held, the client's lease keeper renews it
-// every lease/3, batched with the client's other renewals. As for a Lock
-// (lock.hpp): valid_until() = send time of the granting request + lease -
-// drift; when a renewal finds the permit gone or validity ends unconfirmed,
-// the permit is LOST: lost_token() is stop-requested and
-// SemaphoreOptions::on_lost runs on the client's I/O thread, no later than
-// valid_until(), and release() reports errc::lease_lost.
+// after at most one lease (those of a waiter that dies as a release grants
+// them to it: at most one waiter_lease, see below). While held, the client's
+// lease keeper renews it every lease/3, batched with the client's other
+// renewals. As for a Lock (lock.hpp): valid_until() = send time of the
+// granting request + lease - drift (a direct grant's: below); when a
+// renewal finds the permit gone or validity ends unconfirmed, the permit is
+// LOST: lost_token() is stop-requested and SemaphoreOptions::on_lost runs on
+// the client's I/O thread, no later than valid_until(), and release()
+// reports errc::lease_lost.
 //
 // Fairness: strict FIFO across processes. Waiters stand in one line on the
 // server, in arrival order; a request is granted only when no earlier waiter
@@ -36,11 +38,24 @@
 // within one waiter lease.
 //
 // Waiting never polls for permits: waiters sleep until a message on the
-// semaphore's channel (a release, a grant that left permits free, a new
-// limit; one subscriber connection per client, shared), until the next
-// lease or place on the server runs out, or until their place is due for
-// its refresh. After a reconnect of the subscriber each waiter tries again
-// at once.
+// semaphore's channel (one subscriber connection per client, shared), until
+// the next lease or place on the server runs out, or until their place is
+// due for its refresh. A release (or a grant that leaves permits free, a
+// waiter that gives up, a force release) grants the first waiter in line its
+// permits inside that same script, and the next ones while their permits are
+// free, and tells each ("granted <id>"): the waiter returns holding them
+// with no further round trip. Such a permit is leased on the server until the
+// waiter's place would have ended; its valid_until() is the send time of the
+// last request that kept the place + waiter_lease - drift (never past what
+// the server keeps) until the background confirmation (a renewal) extends it
+// to a full lease. A waiter that misses its notice (after a reconnect of the
+// subscriber each waiter tries again at once) finds its permits granted and
+// they are extended to a full lease from that request; a waiter that gives
+// up (deadline, stop) while its grant is on its way gives it back; one that
+// died holds it at most until its place would have ended. A new limit wakes
+// every waiter to ask again. Permit ids carry '!' before '#k' (this client
+// takes direct grants); waiters of older clients, whose ids do not, are
+// called by their ids instead and ask, as they expect.
 //
 // Retries: a request that fails in transit is resent with the same permit
 // id, which the scripts answer as they answered the first copy: a resent
@@ -114,7 +129,8 @@ struct SemaphoreOptions {
     bool renew = true;
     // How long a waiter keeps its place in line without a refresh (its
     // thread refreshes it every waiter_lease/3): a waiter that died holds
-    // up the line at most this long. 30 ms .. 1 h; default 6 s.
+    // up the line at most this long, and permits granted to it as it died
+    // at most this long. 30 ms .. 1 h; default 6 s.
     std::chrono::milliseconds waiter_lease{6'000};
     // How long the ids of released, expired and given-up permits stay in
     // Redis, so that a late or resent copy of a request is recognised.

@@ -1,10 +1,16 @@
 #include "channel_watch.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "redis/client_core.hpp"
 
 namespace dlock::detail {
+
+namespace {
+// semaphore_prelude.lua's serve_line: the waiter named after it holds its permits.
+constexpr std::string_view grant_prefix = "granted ";
+}  // namespace
 
 std::uint64_t ChannelWatch::generation() {
     std::lock_guard lock(mutex_);
@@ -13,6 +19,18 @@ std::uint64_t ChannelWatch::generation() {
 
 void ChannelWatch::on_message(Subscription::Event event, std::string_view payload) {
     std::lock_guard lock(mutex_);
+    if (event == Subscription::Event::message && payload.substr(0, grant_prefix.size()) == grant_prefix) {
+        const auto id = payload.substr(grant_prefix.size());
+        if (id.substr(0, own_prefix_.size()) != own_prefix_) return;  // another client's waiter
+        const std::string waiter(id);
+        if (auto it = sleepers_.find(waiter); it != sleepers_.end()) {
+            it->second->granted = true;
+            it->second->wake.notify_all();
+        } else if (auto known = granted_.find(waiter); known != granted_.end()) {
+            known->second = true;  // between two requests: its next sleep takes it
+        }
+        return;
+    }
     if (event == Subscription::Event::message && payload.substr(0, own_prefix_.size()) != own_prefix_ &&
         payload.find('#') != std::string_view::npos)
         return;  // another client's waiter is called
@@ -29,13 +47,22 @@ void ChannelWatch::on_message(Subscription::Event event, std::string_view payloa
     for (auto& [id, sleeper] : sleepers_) sleeper->wake.notify_all();
 }
 
-void ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at,
+bool ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at,
                                std::stop_token stop) {
     Sleeper me;
     std::unique_lock lock(mutex_);
+    // Known from its first sleep until forget(): a notice that comes while
+    // it asks again is kept for it (and for nobody the watch does not know).
+    if (std::exchange(granted_[id], false)) return true;
     sleepers_[id] = &me;
-    me.wake.wait_until(lock, stop, wake_at, [&] { return me.called || generation_ != seen; });
+    me.wake.wait_until(lock, stop, wake_at, [&] { return me.granted || me.called || generation_ != seen; });
     sleepers_.erase(id);
+    return me.granted;
+}
+
+void ChannelWatch::forget(const std::string& id) {
+    std::lock_guard lock(mutex_);
+    granted_.erase(id);
 }
 
 bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,

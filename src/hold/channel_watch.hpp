@@ -4,7 +4,12 @@
 // wakes that waiter only; a message naming one of this client's waiters
 // that is not asleep (it is asking right now) or any other message, and a
 // resubscription (messages may have been missed), wake them all to ask
-// again. Messages naming another client's waiters are ignored. One
+// again. Messages naming another client's waiters are ignored. A grant
+// notice ('granted <id>': the server granted that waiter its permits
+// directly) goes to the waiter it names only (one asking again since its
+// last sleep finds it when it next sleeps; one that has not slept yet
+// learns of its grant from the answer to that request); everyone else
+// ignores it. One
 // subscription per channel and client, shared by every waiting thread; it
 // lives while someone waits.
 #pragma once
@@ -32,8 +37,12 @@ public:
 
     std::uint64_t generation();
     // Waiter `id` sleeps until it is called, until the generation moves past
-    // seen, until wake_at, or stop.
-    void wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop);
+    // seen, until wake_at, or stop. True when a grant notice for `id` came
+    // (now or since its last sleep): the waiter holds its permits.
+    bool wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop);
+    // Waiter `id` waits no more (granted, gave up, or asks under another
+    // id): a grant notice for it is dropped, and later ones ignored.
+    void forget(const std::string& id);
     // Subscribes once for every waiter of the watch, and waits until the
     // server confirmed it (or deadline, or stop). False when not in time.
     bool ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,
@@ -43,6 +52,7 @@ private:
     struct Sleeper {
         Condition wake;
         bool called = false;
+        bool granted = false;
     };
     void on_message(Subscription::Event event, std::string_view payload);
 
@@ -50,6 +60,9 @@ private:
     std::mutex mutex_;
     std::uint64_t generation_ = 0;
     std::unordered_map<std::string, Sleeper*> sleepers_;  // by waiter id; each on its own stack
+    // Waiters that slept once, until forget(): true when a grant notice came
+    // for one while it was not asleep. Bounded by the waiters that wait.
+    std::unordered_map<std::string, bool> granted_;
     Subscription subscription_;
 };
 

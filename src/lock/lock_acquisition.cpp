@@ -213,7 +213,7 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
     service->unattended().send(
         client, confirm_grant_script(), k, a, retry_window_end(),
         [service = service, hold, sent, carried](std::error_code ec, Reply&& reply) {
-            service->confirmed(hold, sent, ec, reply);
+            service->confirmed(hold, sent, ec, !ec && is_grant(reply));
         },
         RetriedCall::Send::eval_unless_cached);
     return true;

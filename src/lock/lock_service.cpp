@@ -257,10 +257,10 @@ void LockService::send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, L
 }
 
 void LockService::confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
-                            const Reply& reply) {
+                            bool kept) {
     if (ec == errc::client_closed) return keeper().failed(hold, ec);
     using Answer = LeaseKeeper::Answer;
-    if (!ec && is_grant(reply)) return keeper().renewed(hold, sent, Answer::grant_confirmation);
+    if (!ec && kept) return keeper().renewed(hold, sent, Answer::grant_confirmation);
     // Refused, or not confirmed within the whole retry window: lost now.
     // Renewals could keep it, but unconfirmed it could never be released
     // (release.lua takes an unconfirmed grant's release for a late copy);

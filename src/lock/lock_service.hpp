@@ -60,10 +60,10 @@ public:
     // a lock object listens there while it lives. Empty elsewhere, where the
     // client's one inbox serves every name.
     Subscription name_inbox(const std::string& lock_key);
-    // The answer to confirm_grant.lua for a direct grant its waiter took
-    // from the notice (sent at `sent`): extended as by a renewal, or lost.
-    void confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec,
-                   const Reply& reply);
+    // The answer to the confirmation of a direct grant its waiter took from
+    // the notice (sent at `sent`; confirm_grant.lua, a semaphore's renewal):
+    // kept (extended as by a renewal), or lost.
+    void confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec, bool kept);
 
 private:
     // Renewals due together leave in one write on the command connection.

@@ -9,6 +9,7 @@
 #include "hold/retried_call.hpp"
 #include "redis/server_error_text.hpp"
 #include "semaphore_core.hpp"
+#include "script_replies.hpp"
 #include "semaphore_replies.hpp"
 
 namespace dlock::detail {
@@ -37,15 +38,36 @@ SemaphoreCore::Asked SemaphoreCore::ask(const std::string& permit, std::string_v
     return asked;
 }
 
-std::shared_ptr<Hold> SemaphoreCore::take(const std::string& permit, unsigned k, LockClock::time_point sent) {
-    if (LockClock::now() >= valid_until(sent, identity->options.lease)) {
+std::shared_ptr<Hold> SemaphoreCore::track(const std::string& permit, const Grant& grant) {
+    if (LockClock::now() >= valid_until(grant.sent, grant.lease_or(identity->options.lease))) {
         // Granted after so long (a paused server, a slow network) that its
         // lease may be over: not a permit anyone may trust. Give it back.
         undo(permit);
         return nullptr;
     }
-    auto hold = std::make_shared<Hold>(identity, permit, Grant{0, k, sent, sent});
-    service->keeper().track(hold, sent);
+    auto hold = std::make_shared<Hold>(identity, permit, grant);
+    service->keeper().track(hold, grant.sent);
+    return hold;
+}
+
+std::shared_ptr<Hold> SemaphoreCore::take_direct(const std::string& permit, unsigned k,
+                                                 LockClock::time_point place_kept) {
+    auto hold = track(permit, Grant{0, k, place_kept, LockClock::now(), identity->waiter_lease});
+    if (!hold) return nullptr;
+    client->recorder().hand_off(HandOff::direct);
+    // The confirmation is the permit's renewal (semaphore_renew.lua): the
+    // full lease from its send time. Unattended, as EVAL unless the server is
+    // known to have the script, so that no NOSCRIPT detour puts it behind
+    // the caller's release of the permit.
+    const auto renewal = identity->renewal(permit);
+    const HoldCallViews views(renewal);
+    const auto sent = LockClock::now();
+    service->unattended().send(
+        client, *renewal.script, views.keys, views.argv, retry_window_end(),
+        [service = service, hold, sent](std::error_code ec, Reply&& reply) {
+            service->confirmed(hold, sent, ec, !ec && read_renewed(reply));
+        },
+        RetriedCall::Send::eval_unless_cached);
     return hold;
 }
 
@@ -100,17 +122,22 @@ public:
             case SemaphoreAcquire::Kind::stale:
                 // This id was given up or expired without our knowing (an
                 // answer lost in transit): ask again under a new one.
-                permit_ = core_.new_permit_id(k_);
+                renew_id();
                 armed_ = false;
                 return AttemptResult::again();
             case SemaphoreAcquire::Kind::granted:
                 armed_ = false;
                 if ((hold_ = core_.take(permit_, k_, asked.sent))) return AttemptResult::granted();
-                permit_ = core_.new_permit_id(k_);  // given back: ask again under a new id
+                renew_id();  // given back: ask again under a new id
                 return AttemptResult::again();
             case SemaphoreAcquire::Kind::not_granted: break;
         }
-        if (!call.single_attempt) armed_ = true;  // in line on the server from here
+        if (!call.single_attempt) {
+            armed_ = true;  // in line on the server from here
+            // Its place lasts waiter_lease from this request's send at least:
+            // a direct grant is trusted that long (take_direct).
+            place_kept_ = std::max(place_kept_, asked.sent);
+        }
         // Sleep until called (our permits are free and we are first in line),
         // until the limit changes, until the next lease or place on the
         // server runs out, or until our place is due for its refresh.
@@ -118,10 +145,29 @@ public:
         return AttemptResult::busy(std::min<std::chrono::milliseconds>(answer.wake + std::chrono::milliseconds(1), refresh));
     }
 
+    ~SemaphoreAcquisition() override {
+        if (watch_) watch_->forget(permit_);
+    }
+
     std::uint64_t generation() override { return watch_ ? watch_->generation() : 0; }
     void wait_change(std::uint64_t seen, LockClock::time_point wake_at, const std::stop_token& stop) override {
-        if (watch_) watch_->wait_change(permit_, seen, wake_at, stop);
+        if (watch_) (void)watch_->wait_change(permit_, seen, wake_at, stop);
         else pause_until(wake_at, stop);
+    }
+    // Sleeps until called, or granted: a grant notice for this request means
+    // the server granted it its permits already (serve_line), and it returns
+    // holding them with no further round trip. Past the deadline (or
+    // stopped) it does not take them: give_up() gives them back.
+    bool sleep(AcquisitionCall& call, const AttemptResult&, std::uint64_t seen, LockClock::time_point wake_at) override {
+        if (!watch_) {
+            pause_until(wake_at, call.stop);
+            return false;
+        }
+        if (!watch_->wait_change(permit_, seen, wake_at, call.stop) || call.past_deadline()) return false;
+        armed_ = false;
+        if ((hold_ = core_.take_direct(permit_, k_, place_kept_))) return true;
+        renew_id();  // given back (its validity is over already): ask again under a new id
+        return false;
     }
     void hear_revocations(AcquisitionCall& call) override {
         (void)core_.service->wait_for_inbox(core_.name_inbox, call.wait_until(), call.stop);
@@ -145,10 +191,17 @@ public:
     const std::shared_ptr<Hold>& hold() const { return hold_; }
 
 private:
+    void renew_id() {
+        if (watch_) watch_->forget(permit_);
+        permit_ = core_.new_permit_id(k_);
+        place_kept_ = {};
+    }
+
     SemaphoreCore& core_;
     const unsigned k_;
     const std::string k_text_;
     std::string permit_;
+    LockClock::time_point place_kept_{};  // send time of the last request answered "in line" under permit_
     bool armed_ = false;  // the request may stand on the server: give it up when the call ends without it
     std::shared_ptr<ChannelWatch> watch_;
     std::shared_ptr<Hold> hold_;

@@ -124,10 +124,23 @@ private:
               std::optional<LockClock::time_point> wait_until, std::stop_token stop, std::error_code& ec);
     // A grant confirmed by a request sent at `sent`: a tracked hold, or null
     // (given back) when its lease may be over already.
-    std::shared_ptr<Hold> take(const std::string& permit, unsigned k, LockClock::time_point sent);
+    std::shared_ptr<Hold> take(const std::string& permit, unsigned k, LockClock::time_point sent) {
+        return track(permit, Grant{0, k, sent, sent});
+    }
+    // A direct grant (serve_line in semaphore_prelude.lua) taken from its
+    // notice: the server leased it until the waiter's place would have
+    // ended, so it is trusted for waiter_lease from the send time of the
+    // last request that kept the place (place_kept), then confirmed in the
+    // background (the full lease from the confirmation's send). Null (given
+    // back) when that is over already.
+    std::shared_ptr<Hold> take_direct(const std::string& permit, unsigned k, LockClock::time_point place_kept);
+    std::shared_ptr<Hold> track(const std::string& permit, const Grant& grant);
 
+    // '!' before the '#k': this client takes direct grants (takes_grants in
+    // semaphore_prelude.lua); the scripts of clients before them read it as
+    // part of an opaque id, and call such a waiter rather than grant it.
     std::string new_permit_id(unsigned k) const {
-        return service->id() + ":s" + service->next_operation_id() + "#" + std::to_string(k);
+        return service->id() + ":s" + service->next_operation_id() + "!#" + std::to_string(k);
     }
     LockClock::time_point retry_window_end() const {
         const auto& options = client->options();

@@ -8,7 +8,8 @@
 -- (as semaphore_set_limit.lua) instead of refusing
 -- Fairness: strict FIFO. A request is granted only when no earlier waiter is still in line and
 -- its k permits are free; 'try' requests do not jump the line either.
--- Returns {1, limit} granted (also for a resent copy of a granted request); {0, wake ms} not
+-- Returns {1, limit} granted (also for a resent copy of a granted request, and for a waiter
+-- granted directly that asks: either way its lease is now + ARGV[3] at least); {0, wake ms} not
 -- granted ('wait': in line, its place kept for the waiter lease; wake ms: when a lease or a place
 -- runs out next); {-2} the id was released, expired or given up: it never grants;
 -- {-3, limit} k is more than the limit. Error replies, before any write but the pruning:
@@ -46,7 +47,14 @@ elseif not limit then
 end
 -- The state lives as long as what it counts: a grant's lease, or a waiter's place (below).
 live_for(KEYS[2], lease + retention)
-if redis.call('ZSCORE', KEYS[1], id) then return {1, limit} end
+if redis.call('ZSCORE', KEYS[1], id) then
+  -- Granted already: a resent copy, or a waiter granted directly that missed
+  -- its notice (a subscriber reconnect) and asks. Its client counts the full
+  -- lease from this request's first send, so the server keeps it that long.
+  redis.call('ZADD', KEYS[1], 'XX', 'GT', now + lease, id)
+  live_for(KEYS[1], lease + retention)
+  return {1, limit}
+end
 if redis.call('ZSCORE', KEYS[5], id) or redis.call('ZSCORE', KEYS[5], '~' .. id) then return {-2} end
 local rank = redis.call('ZRANK', KEYS[3], id)
 local function leave_line()
@@ -57,7 +65,7 @@ local function leave_line()
 end
 if k > limit then
   leave_line()
-  if rank == 0 then call_next(limit, used_count()) end
+  if rank == 0 then serve_line(limit, used_count(), now, retention) end
   return {-3, limit}
 end
 local used = used_count()
@@ -67,7 +75,7 @@ if (rank or redis.call('ZCARD', KEYS[3])) == 0 and used + k <= limit then
   set_used(used + k)
   live_for(KEYS[1], lease + retention)
   -- The next in line may fit in what is left.
-  call_next(limit, used + k)
+  serve_line(limit, used + k, now, retention)
   return {1, limit}
 end
 if ARGV[5] ~= 'wait' then return {0, 0} end

@@ -1,4 +1,4 @@
--- An operator's override: take permits back whoever holds them, call the next in line, and
+-- An operator's override: take permits back whoever holds them, serve the line (serve_line), and
 -- tell each holder at once on its client's inbox (inbox_of, publish.lua):
 -- 'revoked-permit <permit id> 0 <permits key>'. The id is retired, as an expired one is, so
 -- that a renewal or a late copy of its request never holds it again.
@@ -30,6 +30,6 @@ for _, id in ipairs(ids) do
 end
 set_used(used)
 local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
-if limit then call_next(limit, math.max(used, 0)) end
+if limit then used = serve_line(limit, math.max(used, 0), now, retention) end
 if used <= 0 then publish(KEYS[6], 'free') end
 return {'released', holds}

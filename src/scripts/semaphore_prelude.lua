@@ -9,9 +9,12 @@
 -- KEYS[4] waiter deadlines: zset waiter id -> the server-time (ms) its place ends unless refreshed
 -- KEYS[5] done: zset id -> the server-time (ms) it may be forgotten. '<id>' was released
 --   (a resent release is answered "released"); '~<id>' expired or was given up. Neither grants again.
--- KEYS[6] the semaphore's channel: the id of the first waiter when its permits are free;
---   'limit' when the limit changed (every waiter asks again)
--- A waiter's id is the permit id it asks for. Permit ids end in '#k': k permits.
+-- KEYS[6] the semaphore's channel: 'granted <id>' when the first waiter was granted its
+--   permits (serve_line); the id alone when its permits are free and it must ask (a client
+--   from before direct grant); 'limit' when the limit changed (every waiter asks again);
+--   'free' when the last permit came back and nobody waits
+-- A waiter's id is the permit id it asks for. Permit ids end in '#k': k permits; '!#k' when
+-- the waiter's client takes direct grants (takes_grants).
 -- No client clock decides anything here: every time is the server's TIME.
 
 local function now_ms()
@@ -74,10 +77,43 @@ local function prune(now, retention)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 end
 
--- Calls the first in line by its id, when its permits are free: only that
--- waiter wakes and asks (no herd). When it is granted and permits are left,
--- the grant calls the next one.
-local function call_next(limit, used)
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  if head and used + weight(head) <= limit then publish(KEYS[6], head) end
+-- Whether a waiter's client takes a direct grant from its notice: its permit
+-- id ends '!#k'. A waiter of a client from before direct grant (an id with
+-- no '!' before the '#', which its scripts read as opaque) is called
+-- instead: it would not understand the notice, and its acquire would answer
+-- "granted" without extending the lease it then trusts.
+local function takes_grants(id)
+  return string.find(id, '!#%d+$') ~= nil
+end
+
+-- Serves the line while the permits of the first in line are free, strictly
+-- in arrival order (a head whose k do not fit stops it). A head that takes
+-- direct grants is granted here: out of the line, its permits leased until
+-- its place would have ended (its client counts its waiter_lease from the
+-- last request that kept the place, so never past that), and told alone on
+-- the channel ('granted <id>'); it confirms with a renewal. A head of an
+-- older client is called by its id (only it wakes, no herd) and asks; its
+-- grant serves the next. Nothing is published when nobody is in line.
+-- Returns the permits in use after.
+local function serve_line(limit, used, now, retention)
+  local granted = false
+  while true do
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not head or used + weight(head) > limit then break end
+    local place = tonumber(redis.call('ZSCORE', KEYS[4], head))
+    if not place or not takes_grants(head) then
+      publish(KEYS[6], head)
+      break
+    end
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('ZREM', KEYS[4], head)
+    redis.call('ZADD', KEYS[1], place, head)
+    used = used + weight(head)
+    granted = true
+    live_for(KEYS[1], place - now + retention)
+    live_for(KEYS[2], place - now + retention)
+    publish(KEYS[6], 'granted ' .. head)
+  end
+  if granted then set_used(used) end
+  return used
 end

@@ -32,7 +32,7 @@ live_for(KEYS[2], retention)
 if result == 1 or was_head then
   local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
   local used = used_count()
-  if limit then call_next(limit, used) end
+  if limit then used = serve_line(limit, used, now, retention) end
   -- The last permit back and nobody in line: 'free', for whoever waits for the
   -- name to be free without taking it (wait_until_free); waiters ignore it.
   if result == 1 and used == 0 and redis.call('EXISTS', KEYS[3]) == 0 then publish(KEYS[6], 'free') end

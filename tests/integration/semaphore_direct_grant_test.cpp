@@ -1,0 +1,223 @@
+// A semaphore's direct grant against a real server: a release (or a grant
+// that leaves permits free, or a give-up) grants the first in line inside
+// the script and tells it; the waiter returns holding its permits without
+// asking again. The waiter's client goes through a TcpProxy, so that the
+// tests can hold its requests back (it must not need them), lose its
+// notice, or delay it.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/metrics.hpp"
+#include "dlock/semaphore.hpp"
+#include "eventually.hpp"
+#include "lock/semaphore_keys.hpp"
+#include "lock/semaphore_scripts.hpp"
+#include "redis_server.hpp"
+#include "tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::eventually;
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}"; }
+
+// How long the server keeps permit `id` of semaphore `name` from now (its
+// clock); -1 ms when it is not held.
+std::chrono::milliseconds server_left(const dlock::support::RedisServer& server, const std::string& name,
+                                      const std::string& id) {
+    const auto score = server.cli({"ZSCORE", key_of(name), id});
+    if (score.empty()) return -1ms;
+    return std::chrono::milliseconds(std::stoll(score) - static_cast<long long>(server.time_us() / 1000));
+}
+
+std::string first_in_line(const dlock::support::RedisServer& server, const std::string& name) {
+    return server.cli({"ZRANGE", key_of(name) + ":queue", "0", "0"});
+}
+
+// One waiter and one holder on `name`: the waiter's client through a proxy.
+struct WaiterAndHolder {
+    explicit WaiterAndHolder(const std::string& name, unsigned limit = 1)
+        : holder_sem(holder_client, name, {.limit = limit}),
+          waiter_sem(waiter_client, name, {.limit = limit, .lease = 30s, .waiter_lease = 6s}) {}
+
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy{server.port()};
+    dlock::Client holder_client{server.uri()};
+    dlock::Client waiter_client{proxy.uri()};
+    dlock::Semaphore holder_sem;
+    dlock::Semaphore waiter_sem;
+
+    // Waits until `n` stand in line, and a little more: the last one has
+    // subscribed, asked again and sleeps (its next refresh is 2 s away).
+    void until_in_line(const std::string& name, int n) {
+        ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of(name) + ":queue"}) == std::to_string(n); }));
+        std::this_thread::sleep_for(200ms);
+    }
+    // One waiter for up to 20 s, once it stands first in line and sleeps;
+    // id: its permit id.
+    std::future<dlock::Permit> first_waiter(const std::string& name, std::string& id) {
+        auto waited = std::async(std::launch::async, [this] { return waiter_sem.try_acquire_for(20s); });
+        until_in_line(name, 1);
+        id = first_in_line(server, name);
+        return waited;
+    }
+};
+
+}  // namespace
+
+TEST(SemaphoreDirectGrant, AReleaseGrantsTheFirstWaiterInsideItAndTheWaiterReturnsWithoutAskingAgain) {
+    WaiterAndHolder s("direct");
+    auto held = s.holder_sem.acquire();
+    std::string id;
+    auto waited = s.first_waiter("direct", id);
+    s.proxy.hold_requests(true);  // from here no request of the waiter reaches the server
+    held.release();
+    // Granted by the release itself, before the waiter sent anything.
+    EXPECT_GT(server_left(s.server, "direct", id), 0ms) << "the release did not grant the waiter";
+    EXPECT_EQ(s.server.cli({"ZCARD", key_of("direct") + ":queue"}), "0");
+    ASSERT_EQ(waited.wait_for(5s), std::future_status::ready) << "the waiter needed a request to take its permit";
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p.id(), id);
+    EXPECT_TRUE(p.is_held());
+    // Unconfirmed, it is trusted for waiter_lease from the last request that
+    // kept its place, never longer than the server keeps it.
+    const auto kept = server_left(s.server, "direct", id);
+    EXPECT_LE(p.valid_until() - Clock::now(), kept);
+    EXPECT_LE(p.valid_until(), Clock::now() + 6s);
+    EXPECT_EQ(s.waiter_client.metrics().value("dlock_handoffs_total", {{"how", "direct"}}), 1);
+    // Its confirmation (held back until now): the full lease from its send.
+    s.proxy.hold_requests(false);
+    EXPECT_TRUE(eventually([&] { return p.valid_until() > Clock::now() + 25s; }));
+    EXPECT_GT(server_left(s.server, "direct", id), 25s);
+    EXPECT_GE(s.waiter_client.metrics().value("dlock_grant_confirmations_total", {{"result", "confirmed"}}), 1);
+    p.release();
+    EXPECT_EQ(s.server.cli({"ZCARD", key_of("direct")}), "0");
+    EXPECT_EQ(s.server.cli({"HGET", key_of("direct") + ":state", "used"}), "0");
+}
+
+// Strict arrival order: the release grants the first in line while its k
+// permits fit, and stops at the first whose k do not (the one behind it,
+// which would fit, waits too).
+TEST(SemaphoreDirectGrant, GrantsGoInArrivalOrderWhileTheFirstInLineFits) {
+    WaiterAndHolder s("fifo", 3);
+    auto all = s.holder_sem.acquire(3);
+    const unsigned ks[] = {2, 1, 2, 1};
+    std::vector<std::future<dlock::Permit>> waiters;
+    std::vector<std::string> ids;
+    for (unsigned k : ks) {
+        waiters.push_back(std::async(std::launch::async, [&s, k] { return s.waiter_sem.try_acquire_for(20s, k); }));
+        s.until_in_line("fifo", static_cast<int>(waiters.size()));
+        ids.push_back(s.server.cli({"ZRANGE", key_of("fifo") + ":queue", "-1", "-1"}));
+    }
+    s.proxy.hold_requests(true);
+    all.release();  // 3 free: 2 + 1 granted; the next 2 do not fit, the 1 behind them waits
+    EXPECT_GT(server_left(s.server, "fifo", ids[0]), 0ms);
+    EXPECT_GT(server_left(s.server, "fifo", ids[1]), 0ms);
+    EXPECT_EQ(server_left(s.server, "fifo", ids[2]), -1ms);
+    EXPECT_EQ(server_left(s.server, "fifo", ids[3]), -1ms) << "the small request jumped the line";
+    EXPECT_EQ(s.server.cli({"HGET", key_of("fifo") + ":state", "used"}), "3");
+    ASSERT_EQ(waiters[0].wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(waiters[1].wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(waiters[3].wait_for(300ms), std::future_status::timeout);
+    s.proxy.hold_requests(false);
+    auto p0 = waiters[0].get();
+    auto p1 = waiters[1].get();
+    ASSERT_TRUE(p0);
+    ASSERT_TRUE(p1);
+    EXPECT_EQ(p0.count(), 2u);
+    p1.release();  // 1 free: the 2 first in line do not fit, the 1 behind them waits
+    EXPECT_EQ(server_left(s.server, "fifo", ids[3]), -1ms) << "the small request jumped the line";
+    EXPECT_EQ(waiters[3].wait_for(300ms), std::future_status::timeout);
+    p0.release();  // 3 free: both granted inside this release
+    EXPECT_GT(server_left(s.server, "fifo", ids[2]), 0ms);
+    EXPECT_GT(server_left(s.server, "fifo", ids[3]), 0ms);
+    auto p2 = waiters[2].get();
+    auto p3 = waiters[3].get();
+    EXPECT_TRUE(p2);
+    EXPECT_TRUE(p3);
+    EXPECT_EQ(s.server.cli({"ZCARD", key_of("fifo") + ":queue"}), "0");
+}
+
+// The notice was lost (its subscriber reconnected): the waiter asks, finds
+// its id granted, and counts the full lease from that request. The server
+// must keep it that long (the grant itself was leased only until the
+// waiter's place would have ended).
+TEST(SemaphoreDirectGrant, AWaiterThatMissedItsNoticeFindsItsGrantAndTheServerKeepsTheLeaseItCounts) {
+    WaiterAndHolder s("missed");
+    auto held = s.holder_sem.acquire();
+    std::string id;
+    auto waited = s.first_waiter("missed", id);
+    s.proxy.black_hole(true);  // the notice is kept from the waiter...
+    held.release();
+    const auto granted_for = server_left(s.server, "missed", id);
+    EXPECT_GT(granted_for, 0ms);
+    EXPECT_LE(granted_for, 6s) << "granted for what was left of its place";
+    s.proxy.drop_connections();  // ...and lost: its client reconnects and asks
+    s.proxy.black_hole(false);
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p.id(), id);
+    const auto kept = server_left(s.server, "missed", id);
+    const auto counted = p.valid_until() - Clock::now();
+    EXPECT_GT(counted, 20s) << "its lease counted from its request";
+    EXPECT_LE(counted, kept) << "the client trusts the permit longer than the server keeps it";
+}
+
+// Stopped while the notice of its grant was on its way: the waiter does not
+// take the permit, and gives it back.
+TEST(SemaphoreDirectGrant, AWaiterThatGivesUpWhileItsGrantIsOnItsWayGivesThePermitBack) {
+    WaiterAndHolder s("gaveup");
+    auto held = s.holder_sem.acquire();
+    std::stop_source stop;
+    auto waited = std::async(std::launch::async, [&] {
+        return s.waiter_sem.try_acquire_until(Clock::now() + 20s, 1, stop.get_token());
+    });
+    s.until_in_line("gaveup", 1);
+    const auto id = first_in_line(s.server, "gaveup");
+    s.proxy.delay_replies(1s);  // the notice arrives a second late
+    held.release();
+    EXPECT_GT(server_left(s.server, "gaveup", id), 0ms) << "the release did not grant the waiter";
+    stop.request_stop();
+    EXPECT_FALSE(waited.get());
+    s.proxy.delay_replies(0ms);
+    // Given back, not left to the end of its grant (what was left of a 6 s place).
+    EXPECT_TRUE(eventually([&] { return s.server.cli({"ZCARD", key_of("gaveup")}) == "0"; }, 2s))
+        << "the permit of a waiter that gave up was not given back";
+    EXPECT_EQ(s.server.cli({"HGET", key_of("gaveup") + ":state", "used"}), "0");
+    EXPECT_TRUE(s.holder_sem.try_acquire());
+}
+
+// A waiter that died once granted (its client never confirms) holds the
+// permit no longer than what was left of its place, not a lease.
+TEST(SemaphoreDirectGrant, AWaiterThatDiedOnceGrantedHoldsThePermitNoLongerThanItsPlace) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Semaphore sem(client, "died", {.limit = 1, .lease = 30s});
+    auto held = sem.acquire();
+    // In line as a client that takes direct grants asks ('!' before '#'),
+    // with a place of 1 s, and then nothing more.
+    const std::string dead = "deadclient:s1!#1";
+    const dlock::detail::SemaphoreKeys keys("died");
+    std::string_view k[] = {keys.all[0],         keys.all[1],         keys.all[2],        keys.all[3],   keys.all[4],
+                            keys.all[5],         keys.other_kinds[0], keys.other_kinds[1], keys.other_kinds[2]};
+    std::string_view a[] = {dead, "1", "30000", "1", "wait", "1000", "60000", ""};
+    const auto answer = client.eval(dlock::detail::semaphore_acquire_script(), k, a);
+    ASSERT_EQ(answer.elements.at(0).integer, 0);  // in line
+    held.release();
+    const auto granted_for = server_left(server, "died", dead);
+    EXPECT_GT(granted_for, 0ms) << "the release did not grant the waiter";
+    EXPECT_LE(granted_for, 1s);
+    const auto start = Clock::now();
+    auto p = sem.try_acquire_for(10s);
+    EXPECT_TRUE(p);
+    EXPECT_LT(Clock::now() - start, 3s) << "the dead waiter's permit came back later than its place would have ended";
+    EXPECT_EQ(server_left(server, "died", dead), -1ms);
+}

@@ -1,0 +1,174 @@
+// Rolling upgrades of the semaphore: clients from before direct grant (the
+// scripts under tests/data/semaphore1/, kept as they were, run as that
+// library sent them: publish.lua and semaphore_prelude.lua in front of each)
+// and this library's on one semaphore. A release of this library must call
+// an old client's waiter, never grant it (the old client would not take the
+// notice, and its acquire would answer "granted" without extending the
+// lease it trusts); an old client's release calls this library's waiters,
+// who then ask.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/script.hpp"
+#include "dlock/semaphore.hpp"
+#include "dlock/subscription.hpp"
+#include "eventually.hpp"
+#include "lock/semaphore_keys.hpp"
+#include "redis_server.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using dlock::support::eventually;
+
+namespace {
+
+std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}"; }
+
+std::string read_data(const std::string& file) {
+    std::ifstream in(std::string(DLOCK_SOURCE_DIR "/tests/data/semaphore1/") + file);
+    std::stringstream s;
+    s << in.rdbuf();
+    EXPECT_FALSE(s.str().empty()) << file;
+    return s.str();
+}
+
+dlock::Script old_script(const std::string& name) {
+    return dlock::Script(read_data("publish.lua") + "\n" + read_data("semaphore_prelude.lua") + "\n" +
+                         read_data(name + ".lua"));
+}
+
+// A client of the previous version on one semaphore: its requests, with
+// the arguments that version sent (lease 30 s, waiter lease 30 s, retention 60 s).
+class OldSemaphoreClient {
+public:
+    OldSemaphoreClient(dlock::Client& client, const std::string& name) : client_(client), keys_(name) {}
+
+    // {1, limit} granted, {0, wake ms} in line ('wait') or busy ('try').
+    dlock::Reply acquire(const std::string& id, const char* mode, const std::string& limit) {
+        std::string_view k[] = {keys_.all[0], keys_.all[1], keys_.all[2], keys_.all[3], keys_.all[4],
+                                keys_.all[5], keys_.other_kinds[0], keys_.other_kinds[1], keys_.other_kinds[2]};
+        const auto weight = id.substr(id.rfind('#') + 1);
+        std::string_view a[] = {id, weight, "30000", limit, mode, "30000", "60000", ""};
+        return client_.eval(acquire_, k, a);
+    }
+    long long release(const std::string& id) {
+        std::string_view a[] = {id, "60000", "release"};
+        return client_.eval(release_, keys(), a).integer;
+    }
+
+private:
+    dlock::Client::Args keys() {
+        views_.assign(keys_.all.begin(), keys_.all.end());
+        return {views_.data(), views_.size()};
+    }
+    dlock::Client& client_;
+    dlock::detail::SemaphoreKeys keys_;
+    std::vector<std::string_view> views_;
+    const dlock::Script acquire_ = old_script("semaphore_acquire");
+    const dlock::Script release_ = old_script("semaphore_release");
+};
+
+// Every message on the semaphore's channel.
+class ChannelLog {
+public:
+    ChannelLog(dlock::Client& client, const std::string& name)
+        : subscription_(client.subscribe(dlock::detail::SemaphoreKeys(name).channel(),
+                                         [this](dlock::Subscription::Event event, std::string_view payload) {
+                                             if (event != dlock::Subscription::Event::message) return;
+                                             std::lock_guard lock(mutex_);
+                                             messages_.emplace_back(payload);
+                                         })) {
+        EXPECT_TRUE(subscription_.wait_active(Clock::now() + 5s));
+    }
+    std::vector<std::string> messages() {
+        std::lock_guard lock(mutex_);
+        return messages_;
+    }
+
+private:
+    std::mutex mutex_;
+    std::vector<std::string> messages_;
+    dlock::Subscription subscription_;
+};
+
+bool contains(const std::vector<std::string>& all, const std::string& one) {
+    return std::find(all.begin(), all.end(), one) != all.end();
+}
+
+}  // namespace
+
+// An old client's waiter first in line, one of this library behind it: a
+// release of this library calls the old one by its id (what that version
+// understands) and grants nobody, not the new waiter behind it either
+// (strict arrival order). The old waiter asks and is granted as before, and
+// its grant (old scripts) calls the new waiter, which asks and is granted.
+TEST(SemaphoreUpgrade, ANewReleaseCallsAnOldClientsWaiterAndNeverGrantsIt) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client old_side(server.uri());
+    dlock::Semaphore sem(client, "mixed", {.limit = 1, .waiter_lease = 30s});
+    OldSemaphoreClient old(old_side, "mixed");
+    ChannelLog log(old_side, "mixed");
+
+    auto held = sem.acquire();
+    const std::string old_id = "oldclient:s1#1";
+    ASSERT_EQ(old.acquire(old_id, "wait", "1").elements.at(0).integer, 0);
+    auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(20s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("mixed") + ":queue"}) == "2"; }));
+    std::this_thread::sleep_for(200ms);
+    held.release();
+    EXPECT_EQ(server.cli({"ZSCORE", key_of("mixed"), old_id}), "") << "an old client's waiter was granted directly";
+    EXPECT_EQ(server.cli({"ZCARD", key_of("mixed")}), "0");
+    EXPECT_TRUE(eventually([&] { return contains(log.messages(), old_id); })) << "the old waiter was not called";
+    EXPECT_EQ(waited.wait_for(300ms), std::future_status::timeout) << "the new waiter jumped the line";
+
+    const auto granted = old.acquire(old_id, "wait", "1");
+    ASSERT_EQ(granted.elements.at(0).integer, 1);
+    // The old acquire's grant left no permit free: nobody else is served.
+    EXPECT_EQ(waited.wait_for(300ms), std::future_status::timeout);
+    EXPECT_EQ(old.release(old_id), 1);  // an old release: calls the new waiter, which asks
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    for (const auto& message : log.messages())
+        EXPECT_NE(message.rfind("granted ", 0), 0u) << "a grant notice went out, where only calls were due: " << message;
+}
+
+// This library's waiters under an old client's releases: called by their
+// ids (the old scripts know nothing else), they ask and are granted, and
+// the permit they hold is leased from their own request.
+TEST(SemaphoreUpgrade, AnOldReleaseCallsANewWaiterWhichAsksAndIsGranted) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client old_side(server.uri());
+    dlock::Semaphore sem(client, "oldrelease", {.limit = 1, .lease = 30s, .waiter_lease = 30s});
+    OldSemaphoreClient old(old_side, "oldrelease");
+    const std::string old_id = "oldclient:s1#1";
+    ASSERT_EQ(old.acquire(old_id, "try", "1").elements.at(0).integer, 1);
+    auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(20s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("oldrelease") + ":queue"}) == "1"; }));
+    std::this_thread::sleep_for(200ms);
+    const auto released_at = Clock::now();
+    EXPECT_EQ(old.release(old_id), 1);
+    ASSERT_EQ(waited.wait_for(5s), std::future_status::ready) << "the new waiter did not hear the old release's call";
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    EXPECT_LT(Clock::now() - released_at, 3s) << "woken by its refresh (every 10 s), not by the call";
+    const auto left = std::stoll(server.cli({"ZSCORE", key_of("oldrelease"), p.id()})) -
+                      static_cast<long long>(server.time_us() / 1000);
+    EXPECT_GT(left, 25'000);
+    // Its id marks it as a client that takes direct grants; the old
+    // scripts read its weight as before.
+    EXPECT_NE(p.id().find("!#1"), std::string::npos);
+    EXPECT_EQ(server.cli({"HGET", key_of("oldrelease") + ":state", "used"}), "1");
+    p.release();
+    EXPECT_EQ(server.cli({"HGET", key_of("oldrelease") + ":state", "used"}), "0");
+}
