@@ -221,3 +221,38 @@ TEST(SemaphoreDirectGrant, AWaiterThatDiedOnceGrantedHoldsThePermitNoLongerThanI
     EXPECT_LT(Clock::now() - start, 3s) << "the dead waiter's permit came back later than its place would have ended";
     EXPECT_EQ(server_left(server, "died", dead), -1ms);
 }
+
+// A grant notice that reaches the client after the answer to the request the
+// waiter makes right after subscribing, but before its first sleep: the
+// watch knows a waiter only from its first sleep (granted_), so the notice
+// is dropped, and the waiter, granted on the server, sleeps until its next
+// refresh (waiter_lease/3: 10 s here) while its permit is held for nobody.
+// Both reach the client at once here: the proxy delays replies, and lets
+// go of the request's answer and the notice together.
+TEST(SemaphoreDirectGrantAttack, ANoticeThatComesBeforeTheFirstSleepIsNotLost) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy{server.port()};
+    dlock::Client holder_client{server.uri()};
+    dlock::Client waiter_client{proxy.uri()};
+    dlock::Semaphore holder_sem(holder_client, "first", {.limit = 1, .lease = 60s});
+    dlock::Semaphore waiter_sem(waiter_client, "first", {.limit = 1, .lease = 60s, .waiter_lease = 30s});
+    auto held = holder_sem.acquire();
+    proxy.delay_replies(400ms);
+    auto waited = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(40s); });
+    // Its first request puts it in line...
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("first") + ":queue"}) == "1"; }));
+    const auto id = first_in_line(server, "first");
+    const auto place = server.cli({"ZSCORE", key_of("first") + ":waiters", id});
+    // ...and the one after subscribing keeps its place: its answer is on its way.
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZSCORE", key_of("first") + ":waiters", id}) != place; }, 10s));
+    held.release();  // grants it: the notice waits in the proxy behind the answer
+    ASSERT_GT(server_left(server, "first", id), 0ms) << "the release did not grant the waiter";
+    std::this_thread::sleep_for(50ms);
+    const auto start = Clock::now();
+    proxy.delay_replies(0ms);  // the answer and the notice, together
+    ASSERT_EQ(waited.wait_for(30s), std::future_status::ready);
+    const auto took = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_TRUE(waited.get());
+    EXPECT_LT(took, 3.0) << "granted on the server, the waiter slept on " << took
+                         << " s after its notice was delivered: the notice was dropped";
+}
