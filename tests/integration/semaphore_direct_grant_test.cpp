@@ -6,6 +6,7 @@
 // notice, or delay it.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <string>
 #include <thread>
@@ -255,4 +256,50 @@ TEST(SemaphoreDirectGrantAttack, ANoticeThatComesBeforeTheFirstSleepIsNotLost) {
     EXPECT_TRUE(waited.get());
     EXPECT_LT(took, 3.0) << "granted on the server, the waiter slept on " << took
                          << " s after its notice was delivered: the notice was dropped";
+}
+
+// A direct grant whose confirmation never reaches the server: the server
+// keeps the permit until the waiter's place would have ended (3 s), then
+// gives it to another. The waiter's client must have stopped trusting it by
+// then, and tell its loss.
+TEST(SemaphoreDirectGrantAttack, AnUnconfirmedDirectGrantIsNotTrustedPastTheServersLeaseAndItsLossIsTold) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy{server.port()};
+    dlock::Client holder_client{server.uri()};
+    dlock::Client waiter_client{proxy.uri()};
+    std::atomic<int> lost{0};
+    dlock::Semaphore holder_sem(holder_client, "unconfirmed", {.limit = 1, .lease = 30s});
+    dlock::Semaphore waiter_sem(waiter_client, "unconfirmed",
+                                {.limit = 1, .lease = 30s, .waiter_lease = 3s,
+                                 .on_lost = [&](std::string_view, std::error_code) { ++lost; }});
+    auto held = holder_sem.acquire();
+    auto waited = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(20s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("unconfirmed") + ":queue"}) == "1"; }));
+    std::this_thread::sleep_for(200ms);
+    const auto id = first_in_line(server, "unconfirmed");
+    proxy.hold_requests(true);  // its confirmation never arrives
+    held.release();
+    ASSERT_EQ(waited.wait_for(5s), std::future_status::ready);
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    ASSERT_TRUE(p.is_held());
+    // The other takes it as soon as the server let it go.
+    const auto start = Clock::now();
+    dlock::Permit other;
+    while (!other && Clock::now() - start < 10s) {
+        other = holder_sem.try_acquire();
+        if (!other) std::this_thread::sleep_for(20ms);
+    }
+    ASSERT_TRUE(other) << "the server never let the unconfirmed grant go";
+    EXPECT_FALSE(p.is_held()) << "two hold the one permit";
+    EXPECT_TRUE(eventually([&] { return lost.load() == 1; }, 5s)) << "the loss was not told";
+    EXPECT_TRUE(p.lost_reason().has_value());
+    EXPECT_EQ(server.cli({"HGET", key_of("unconfirmed") + ":state", "used"}), "1") << "the count drifted";
+    proxy.hold_requests(false);
+    std::error_code ec;
+    p.release(ec);
+    EXPECT_EQ(ec, dlock::errc::lease_lost);
+    other.release();
+    EXPECT_EQ(server.cli({"HGET", key_of("unconfirmed") + ":state", "used"}), "0") << "the count drifted";
+    EXPECT_EQ(server.cli({"ZCARD", key_of("unconfirmed")}), "0");
 }
