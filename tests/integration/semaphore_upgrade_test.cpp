@@ -172,3 +172,41 @@ TEST(SemaphoreUpgrade, AnOldReleaseCallsANewWaiterWhichAsksAndIsGranted) {
     p.release();
     EXPECT_EQ(server.cli({"HGET", key_of("oldrelease") + ":state", "used"}), "0");
 }
+
+// Old and new waiters and holders mixed, with weights: a new release grants
+// the new waiter first in line (2 permits) directly and calls nobody behind
+// it that does not fit; an old release then calls the old waiter, whose old
+// acquire grants it. The count of permits in use is the sum of the weights
+// held at every step.
+TEST(SemaphoreUpgrade, AMixedLineWithWeightsKeepsItsCount) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client old_side(server.uri());
+    dlock::Semaphore sem(client, "mixcount", {.limit = 3, .lease = 30s, .waiter_lease = 30s});
+    OldSemaphoreClient old(old_side, "mixcount");
+    const auto used = [&] { return server.cli({"HGET", key_of("mixcount") + ":state", "used"}); };
+    ASSERT_EQ(old.acquire("oldclient:s1#1", "try", "3").elements.at(0).integer, 1);
+    auto two = sem.acquire(2);
+    EXPECT_EQ(used(), "3");
+    auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(20s, 2); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("mixcount") + ":queue"}) == "1"; }));
+    std::this_thread::sleep_for(200ms);
+    ASSERT_EQ(old.acquire("oldclient:s2#1", "wait", "3").elements.at(0).integer, 0);
+    two.release();  // the new waiter's 2 fit: granted inside the release; the old one behind does not fit
+    EXPECT_EQ(used(), "3");
+    ASSERT_EQ(waited.wait_for(5s), std::future_status::ready);
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    EXPECT_EQ(server.cli({"ZSCORE", key_of("mixcount"), "oldclient:s2#1"}), "");
+    EXPECT_EQ(old.release("oldclient:s1#1"), 1);  // old release: calls the old waiter
+    EXPECT_EQ(used(), "2");
+    ASSERT_EQ(old.acquire("oldclient:s2#1", "wait", "3").elements.at(0).integer, 1);
+    EXPECT_EQ(used(), "3");
+    EXPECT_EQ(server.cli({"ZCARD", key_of("mixcount")}), "2");
+    EXPECT_FALSE(sem.try_acquire()) << "more than the limit";
+    p.release();
+    EXPECT_EQ(used(), "1");
+    EXPECT_EQ(old.release("oldclient:s2#1"), 1);
+    EXPECT_EQ(used(), "0");
+    EXPECT_EQ(server.cli({"ZCARD", key_of("mixcount") + ":queue"}), "0");
+}
