@@ -303,3 +303,34 @@ TEST(SemaphoreDirectGrantAttack, AnUnconfirmedDirectGrantIsNotTrustedPastTheServ
     EXPECT_EQ(server.cli({"HGET", key_of("unconfirmed") + ":state", "used"}), "0") << "the count drifted";
     EXPECT_EQ(server.cli({"ZCARD", key_of("unconfirmed")}), "0");
 }
+
+// A raised limit while three wait behind a holder: the two that now fit are
+// granted (the first by its own request, the next inside it), in arrival
+// order; the third waits, then is granted directly by the holder's release.
+// Never more permits held than the limit.
+TEST(SemaphoreDirectGrantAttack, ARaisedLimitGrantsWhatFitsInOrderAndNoMore) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client{server.uri()};
+    dlock::Client waiter_client{server.uri()};
+    dlock::Semaphore holder_sem(holder_client, "raised", {.limit = 1, .lease = 30s});
+    dlock::Semaphore waiter_sem(waiter_client, "raised", {.limit = 1, .lease = 30s, .waiter_lease = 30s});
+    auto held = holder_sem.acquire();
+    std::vector<std::future<dlock::Permit>> waiters;
+    for (int i = 0; i < 3; ++i) {
+        waiters.push_back(std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(20s); }));
+        ASSERT_TRUE(eventually(
+            [&] { return server.cli({"ZCARD", key_of("raised") + ":queue"}) == std::to_string(i + 1); }));
+    }
+    std::this_thread::sleep_for(300ms);
+    holder_sem.set_limit(3);
+    ASSERT_EQ(waiters[0].wait_for(5s), std::future_status::ready);
+    ASSERT_EQ(waiters[1].wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(waiters[2].wait_for(500ms), std::future_status::timeout) << "more than the limit";
+    EXPECT_EQ(server.cli({"ZCARD", key_of("raised")}), "3");
+    EXPECT_EQ(server.cli({"HGET", key_of("raised") + ":state", "used"}), "3");
+    held.release();
+    ASSERT_EQ(waiters[2].wait_for(5s), std::future_status::ready) << "the last waiter was not granted";
+    auto p0 = waiters[0].get(), p1 = waiters[1].get(), p2 = waiters[2].get();
+    EXPECT_TRUE(p0 && p1 && p2);
+    EXPECT_EQ(server.cli({"HGET", key_of("raised") + ":state", "used"}), "3");
+}
