@@ -334,3 +334,39 @@ TEST(SemaphoreDirectGrantAttack, ARaisedLimitGrantsWhatFitsInOrderAndNoMore) {
     EXPECT_TRUE(p0 && p1 && p2);
     EXPECT_EQ(server.cli({"HGET", key_of("raised") + ":state", "used"}), "3");
 }
+
+// An operator force-releases a permit granted directly whose confirmation
+// has not reached the server: the holder is told at once (its inbox), the
+// force release grants the next in line, and the late confirmation does not
+// bring the permit back.
+TEST(SemaphoreDirectGrantAttack, AForceReleasedUnconfirmedDirectGrantIsLostAndTheNextIsGranted) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy{server.port()};
+    dlock::Client holder_client{server.uri()};
+    dlock::Client waiter_client{proxy.uri()};
+    dlock::Semaphore holder_sem(holder_client, "forced", {.limit = 1, .lease = 30s, .waiter_lease = 30s});
+    dlock::Semaphore waiter_sem(waiter_client, "forced", {.limit = 1, .lease = 30s, .waiter_lease = 30s});
+    auto held = holder_sem.acquire();
+    auto first = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(20s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("forced") + ":queue"}) == "1"; }));
+    std::this_thread::sleep_for(200ms);
+    auto second = std::async(std::launch::async, [&] { return holder_sem.try_acquire_for(20s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("forced") + ":queue"}) == "2"; }));
+    std::this_thread::sleep_for(200ms);
+    proxy.hold_requests(true);  // the first's confirmation waits
+    held.release();
+    ASSERT_EQ(first.wait_for(5s), std::future_status::ready);
+    auto p = first.get();
+    ASSERT_TRUE(p);
+    const auto broken = dlock::force_release(holder_client, "forced", {.holder = p.id()});
+    ASSERT_EQ(broken.broken.size(), 1u);
+    ASSERT_EQ(second.wait_for(5s), std::future_status::ready) << "the force release did not grant the next";
+    auto q = second.get();
+    ASSERT_TRUE(q);
+    EXPECT_TRUE(eventually([&] { return !p.is_held(); }, 3s)) << "the revoked permit is still trusted";
+    proxy.hold_requests(false);  // the late confirmation
+    std::this_thread::sleep_for(500ms);
+    EXPECT_FALSE(p.is_held());
+    EXPECT_EQ(server.cli({"ZSCORE", key_of("forced"), p.id()}), "") << "the confirmation brought the permit back";
+    EXPECT_EQ(server.cli({"HGET", key_of("forced") + ":state", "used"}), "1");
+}
