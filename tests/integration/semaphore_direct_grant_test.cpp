@@ -371,22 +371,26 @@ TEST(SemaphoreDirectGrantAttack, AForceReleasedUnconfirmedDirectGrantIsLostAndTh
     EXPECT_EQ(server.cli({"HGET", key_of("forced") + ":state", "used"}), "1");
 }
 
-// Many waiters on two clients, no faults: never more holders than the
-// limit, and no acquisition waits anywhere near a refresh (waiter_lease/3 =
-// 10 s) while permits go round every few milliseconds: a waiter that sleeps
-// on while granted (its notice dropped) shows as such a wait.
-TEST(SemaphoreDirectGrantAttack, ManyWaitersNeverExceedTheLimitAndNoneSleepsThroughItsGrant) {
+
+namespace {
+
+// `threads` threads on two clients, each acquiring `rounds` times and
+// holding `hold`: how many held at once at most, and how many waits came
+// anywhere near a refresh (waiter_lease/3 = 10 s) while permits go round
+// every few milliseconds (a waiter that sleeps on while granted, its notice
+// dropped, shows as such a wait).
+void many_waiters(const std::string& name, unsigned limit, int threads, int rounds, std::chrono::microseconds hold) {
     dlock::support::RedisServer server;
     dlock::Client a{server.uri()}, b{server.uri()};
-    const dlock::SemaphoreOptions options{.limit = 3, .lease = 30s, .waiter_lease = 30s};
-    dlock::Semaphore sa(a, "many", options), sb(b, "many", options);
+    const dlock::SemaphoreOptions options{.limit = limit, .lease = 30s, .waiter_lease = 30s};
+    dlock::Semaphore sa(a, name, options), sb(b, name, options);
     std::atomic<int> holders{0}, most{0}, slow{0}, done{0};
     std::atomic<long long> longest_ms{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 24; ++t)
-        threads.emplace_back([&, t] {
+    std::vector<std::thread> all;
+    for (int t = 0; t < threads; ++t)
+        all.emplace_back([&, t] {
             auto& sem = t % 2 ? sa : sb;
-            for (int i = 0; i < 25; ++i) {
+            for (int i = 0; i < rounds; ++i) {
                 const auto start = Clock::now();
                 auto p = sem.try_acquire_for(60s);
                 const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -396,53 +400,30 @@ TEST(SemaphoreDirectGrantAttack, ManyWaitersNeverExceedTheLimitAndNoneSleepsThro
                 const int now = ++holders;
                 for (int m = most; now > m && !most.compare_exchange_weak(m, now);) {
                 }
-                std::this_thread::sleep_for(2ms);
+                std::this_thread::sleep_for(hold);
                 --holders;
                 p.release();
                 ++done;
             }
         });
-    for (auto& thread : threads) thread.join();
+    for (auto& thread : all) thread.join();
     std::printf("%d acquisitions, at most %d held at once, longest wait %lld ms, %d waits over 5 s\n", done.load(),
                 most.load(), longest_ms.load(), slow.load());
-    EXPECT_EQ(done.load(), 24 * 25);
-    EXPECT_LE(most.load(), 3);
+    EXPECT_EQ(done.load(), threads * rounds);
+    EXPECT_LE(most.load(), static_cast<int>(limit));
     EXPECT_EQ(slow.load(), 0) << "waiters slept through their grants";
+}
+
+}  // namespace
+
+// Many waiters on two clients, no faults: never more holders than the limit,
+// and none sleeps through its grant.
+TEST(SemaphoreDirectGrantAttack, ManyWaitersNeverExceedTheLimitAndNoneSleepsThroughItsGrant) {
+    many_waiters("many", 3, 24, 25, 2ms);
 }
 
 // The same with a short line on one permit: a waiter is often first in line
 // right after it joined, and its grant comes as it goes to sleep the first time.
 TEST(SemaphoreDirectGrantAttack, FewWaitersOnOnePermitNoneSleepsThroughItsGrant) {
-    dlock::support::RedisServer server;
-    dlock::Client a{server.uri()}, b{server.uri()};
-    const dlock::SemaphoreOptions options{.limit = 1, .lease = 30s, .waiter_lease = 30s};
-    dlock::Semaphore sa(a, "few", options), sb(b, "few", options);
-    std::atomic<int> holders{0}, most{0}, slow{0}, done{0};
-    std::atomic<long long> longest_ms{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 3; ++t)
-        threads.emplace_back([&, t] {
-            auto& sem = t % 2 ? sa : sb;
-            for (int i = 0; i < 300; ++i) {
-                const auto start = Clock::now();
-                auto p = sem.try_acquire_for(60s);
-                const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-                if (waited > longest_ms) longest_ms = waited;
-                if (waited > 5000) ++slow;
-                if (!p) continue;
-                const int now = ++holders;
-                for (int m = most; now > m && !most.compare_exchange_weak(m, now);) {
-                }
-                std::this_thread::sleep_for(200us);
-                --holders;
-                p.release();
-                ++done;
-            }
-        });
-    for (auto& thread : threads) thread.join();
-    std::printf("%d acquisitions, at most %d held at once, longest wait %lld ms, %d waits over 5 s\n", done.load(),
-                most.load(), longest_ms.load(), slow.load());
-    EXPECT_EQ(done.load(), 3 * 300);
-    EXPECT_LE(most.load(), 1);
-    EXPECT_EQ(slow.load(), 0) << "waiters slept through their grants";
+    many_waiters("few", 1, 3, 300, 200us);
 }
