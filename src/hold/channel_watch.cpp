@@ -51,13 +51,18 @@ bool ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockCl
                                std::stop_token stop) {
     Sleeper me;
     std::unique_lock lock(mutex_);
-    // Known from its first sleep until forget(): a notice that comes while
+    // Known from expect() or its first sleep until forget(): a notice that comes while
     // it asks again is kept for it (and for nobody the watch does not know).
     if (std::exchange(granted_[id], false)) return true;
     sleepers_[id] = &me;
     me.wake.wait_until(lock, stop, wake_at, [&] { return me.granted || me.called || generation_ != seen; });
     sleepers_.erase(id);
     return me.granted;
+}
+
+void ChannelWatch::expect(const std::string& id) {
+    std::lock_guard lock(mutex_);
+    granted_.try_emplace(id, false);
 }
 
 void ChannelWatch::forget(const std::string& id) {

@@ -6,10 +6,9 @@
 // resubscription (messages may have been missed), wake them all to ask
 // again. Messages naming another client's waiters are ignored. A grant
 // notice ('granted <id>': the server granted that waiter its permits
-// directly) goes to the waiter it names only (one asking again since its
-// last sleep finds it when it next sleeps; one that has not slept yet
-// learns of its grant from the answer to that request); everyone else
-// ignores it. One
+// directly) goes to the waiter it names only (one asking right now, since
+// its last sleep or since expect(), finds it when it next sleeps); everyone
+// else ignores it. One
 // subscription per channel and client, shared by every waiting thread; it
 // lives while someone waits.
 #pragma once
@@ -40,6 +39,9 @@ public:
     // seen, until wake_at, or stop. True when a grant notice for `id` came
     // (now or since its last sleep): the waiter holds its permits.
     bool wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop);
+    // Waiter `id` is about to ask: a grant notice for it that comes before
+    // it sleeps is kept for its next sleep. Call before its request is sent.
+    void expect(const std::string& id);
     // Waiter `id` waits no more (granted, gave up, or asks under another
     // id): a grant notice for it is dropped, and later ones ignored.
     void forget(const std::string& id);
@@ -60,8 +62,9 @@ private:
     std::mutex mutex_;
     std::uint64_t generation_ = 0;
     std::unordered_map<std::string, Sleeper*> sleepers_;  // by waiter id; each on its own stack
-    // Waiters that slept once, until forget(): true when a grant notice came
-    // for one while it was not asleep. Bounded by the waiters that wait.
+    // Waiters expected or that slept once, until forget(): true when a grant
+    // notice came for one while it was not asleep. Bounded by the waiters
+    // that wait.
     std::unordered_map<std::string, bool> granted_;
     Subscription subscription_;
 };

@@ -175,6 +175,10 @@ public:
     Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
         const auto& channel = core_.identity->semaphore_keys.channel();
         watch_ = core_.service->watches().watch(channel, core_.service->id() + ":");
+        // Known to the watch before the next request leaves: a grant notice
+        // that comes before this waiter first sleeps is kept for it, not
+        // dropped (it slept to its next refresh, its permits held for nobody).
+        watch_->expect(permit_);
         (void)watch_->ensure_subscribed(*core_.client, channel, until, call.stop);
         return {true, true};
     }
@@ -195,6 +199,7 @@ private:
         if (watch_) watch_->forget(permit_);
         permit_ = core_.new_permit_id(k_);
         place_kept_ = {};
+        if (watch_) watch_->expect(permit_);
     }
 
     SemaphoreCore& core_;
