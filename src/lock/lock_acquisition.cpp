@@ -206,7 +206,7 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
     const auto& keys = identity->keys;
     const auto operation = service->next_operation_id();
     const auto arrival = std::to_string(direct->arrival);
-    const auto holder = OwnerIds::holder_label();
+    const auto& holder = OwnerIds::holder_label();
     std::string_view k[] = {keys.lock, keys.fence()};
     std::string_view a[] = {*owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
     const auto sent = LockClock::now();

@@ -96,16 +96,16 @@ const std::string& OwnerIds::holder_label() {
         unsigned fork_generation = 0;
         std::chrono::steady_clock::time_point host_read;
         std::string host;
-        bool made = false;
     };
     thread_local Kept kept;
     const auto now = std::chrono::steady_clock::now();
     const bool forked = kept.fork_generation != current_fork_generation();
-    if (kept.made && !forked && now - kept.host_read < host_recheck) return kept.label;
+    const bool made = !kept.label.empty();
+    if (made && !forked && now - kept.host_read < host_recheck) return kept.label;
     char host[HOST_NAME_MAX + 1] = {};
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
     kept.host_read = now;
-    if (kept.made && !forked && kept.host == host) return kept.label;
+    if (made && !forked && kept.host == host) return kept.label;
     kept.host = host;
     kept.fork_generation = current_fork_generation();
     char pid[24], thread[24];
@@ -117,7 +117,6 @@ const std::string& OwnerIds::holder_label() {
     kept.label.append(pid, pid_end);
     kept.label += " thread=";
     kept.label.append(thread, thread_end);
-    kept.made = true;
     return kept.label;
 }
 
