@@ -9,15 +9,24 @@ std::shared_ptr<FanOut> FanOut::send(std::span<const std::shared_ptr<ClientCore>
                                      std::span<const std::string_view> keys, std::span<const std::string_view> argv,
                                      Clock::time_point deadline, AllAnswered all_answered) {
     std::shared_ptr<FanOut> fan(new FanOut(masters.size(), deadline, std::move(all_answered)));
+    // Inside a fan-out DriveScope, every call a parked connection claims is
+    // read by the caller in wait(); one that is not (its connection under
+    // the I/O thread, still connecting, failed at once) is answered by the
+    // I/O thread, and then the caller waits to be woken instead.
+    auto* scope = DriveScope::current();
+    bool every_one_claimed = scope != nullptr;
     for (std::size_t i = 0; i < masters.size(); ++i) {
         if (auto ec = masters[i]->usable()) {
             fan->record(i, ec, Reply{});  // closed: its I/O thread would never answer
             continue;
         }
+        const auto claims = scope ? scope->claims_made() : 0;
         masters[i]->eval_async(
             script, keys, argv, [fan, i](std::error_code ec, Reply&& reply) { fan->record(i, ec, std::move(reply)); },
             deadline);
+        every_one_claimed = every_one_claimed && scope->claims_made() != claims;
     }
+    fan->driven_ = every_one_claimed;
     return fan;
 }
 
@@ -53,11 +62,25 @@ void FanOut::when_complete(AllAnswered then) {
 }
 
 std::vector<Ballot> FanOut::wait(const Enough& enough) {
-    std::unique_lock lock(mutex_);
-    waiting_.push_back(&enough);
     // Every call completes by its deadline; the margin only covers a call
     // dropped by a client that closed meanwhile.
-    changed_.wait_until(lock, deadline_ + std::chrono::milliseconds(200),
+    const auto until = deadline_ + std::chrono::milliseconds(200);
+    if (auto* scope = DriveScope::current()) {
+        auto decided = [&] {
+            std::lock_guard lock(mutex_);
+            return answered_ == ballots_.size() || enough(ballots_);
+        };
+        // Read on this thread: no wake-up of the I/O thread, no sleep but in poll().
+        if (driven_ && scope->drive(decided, until)) {
+            std::lock_guard lock(mutex_);
+            return ballots_;
+        }
+        // Whatever the scope claimed and nobody drives goes to the I/O thread.
+        scope->release_claims();
+    }
+    std::unique_lock lock(mutex_);
+    waiting_.push_back(&enough);
+    changed_.wait_until(lock, until,
                         [&] { return answered_ == ballots_.size() || enough(ballots_); });
     std::erase(waiting_, &enough);
     return ballots_;

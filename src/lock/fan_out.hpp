@@ -4,7 +4,11 @@
 // the masters' I/O thread (one for all of them, see masters_core.hpp) in any
 // order. The caller either waits until it has heard enough (a majority
 // either way), woken once when that is decided, or hands over a callback
-// that runs once every master has answered or timed out.
+// that runs once every master has answered or timed out. Sent and waited
+// for inside a DriveScope of Reach::fan_out (redis/connection.hpp), the
+// answers are read on the caller's own thread, and those that come after
+// the decision are left to whoever reads next: a callback may then run on
+// any thread, up to a tick (50 ms) after its answer came.
 #pragma once
 
 #include <condition_variable>
@@ -64,6 +68,7 @@ private:
     std::vector<Ballot> ballots_;
     std::size_t answered_ = 0;
     std::vector<const Enough*> waiting_;  // the predicates of the callers in wait()
+    bool driven_ = false;  // every call claimed by the sender's fan-out DriveScope: wait() reads them
     const Clock::time_point deadline_;
     AllAnswered all_answered_;
 };

@@ -1,6 +1,6 @@
 // What every Redlock over one set of masters shares: the masters' clients,
-// all on one I/O loop (redis/io_loop.hpp: one thread writes a vote to every
-// master and hears every answer), and their hold runtime (hold/hold_runtime.hpp: owner and operation names,
+// all on one I/O loop (redis/io_loop.hpp; a blocking caller reads its
+// vote's answers itself, fan_out.hpp), and their hold runtime (hold/hold_runtime.hpp: owner and operation names,
 // the holds, the local wait queues, the lease keeper, the close's gate),
 // with the masters' renewal strategy: a renewal needs a majority.
 #pragma once
@@ -31,6 +31,9 @@ public:
     std::error_code usable() const noexcept;
 
     std::size_t size() const noexcept { return cores.size(); }
+    // A blocking caller here may read the masters' answers itself (a
+    // DriveScope): not on their I/O thread, not in a fiber.
+    bool may_drive() const noexcept { return cores.front()->may_drive(); }
     std::size_t quorum() const noexcept;
     Client& client(std::size_t index);
     // The one Metrics every master's client records into.

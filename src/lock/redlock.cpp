@@ -86,6 +86,7 @@ void RedlockCore::release_final(const std::shared_ptr<Hold>& hold, OwnerSlot& sl
         return t;
     };
     const auto sent = LockClock::now();
+    DriveScope driving(masters->may_drive(), DriveScope::Reach::fan_out);  // fan_out.hpp
     auto fan = masters->send_release(*identity, hold->owner);
     auto ballots = fan->wait([&](const auto& so_far) {
         auto t = tally(so_far);
@@ -152,6 +153,7 @@ void RedlockCore::release_outstanding() noexcept {
 }
 
 void RedlockCore::release_everywhere(const std::string& owner, bool wait) {
+    DriveScope driving(wait && masters->may_drive(), DriveScope::Reach::fan_out);  // fan_out.hpp
     auto fan = masters->send_release(*identity, owner);
     if (wait) fan->wait([](const auto&) { return false; });
     else masters->finish_before_close(std::move(fan));

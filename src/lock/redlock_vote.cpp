@@ -104,6 +104,8 @@ AttemptResult RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
     // counters then agree, and settling a token costs no extra round trip.
     const auto& holder = OwnerIds::holder_label();
     std::string_view a[] = {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "0", holder};
+    // This thread reads the masters' answers itself (fan_out.hpp).
+    DriveScope driving(masters->may_drive(), DriveScope::Reach::fan_out);
     // Stop as soon as a majority granted. A failure waits for every answer
     // (at most the node timeout), so that it can say what each master said.
     auto fan = FanOut::send(masters->cores, acquire_script(), k, a, deadline);

@@ -182,8 +182,7 @@ public:
     template <typename Semaphore>
     static bool drive_for(Semaphore& done, Clock::time_point deadline) {
         auto* scope = DriveScope::current();
-        if (!scope || !scope->claimed()) return false;
-        return scope->claimed()->drive([&] { return done.try_acquire(); }, deadline);
+        return scope && scope->drive([&] { return done.try_acquire(); }, deadline);
     }
     // A DriveScope for a blocking caller of this client: none in a fiber or
     // on the I/O thread, which must not read for themselves.

@@ -160,7 +160,10 @@ void Connection::tick() {
     tick_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
         if (!ec) self->tick();
     });
-    guarded([&] { expire_overdue(); });
+    guarded([&] {
+        take_back_left_replies();
+        expire_overdue();
+    });
 }
 
 void Connection::expire_overdue() {

@@ -18,7 +18,10 @@
 // I/O thread). It stops at the first reply of someone else's command, at its
 // deadline, or when its own outcome is in, and hands the baton back: parked
 // when nothing is in flight, else to the I/O thread, which puts the
-// descriptor back under its reactor and reads as before. Any other
+// descriptor back under its reactor and reads as before. A caller that sent
+// one call to several servers (a Redlock vote) drives all their
+// connections at once and may leave the replies it no longer needs to
+// whoever reads next (DriveScope). Any other
 // submission (the I/O thread's own, an asynchronous caller's, a fiber's)
 // hands a parked connection to the I/O thread. TLS, subscriber connections,
 // the handshake and reconnects are always the I/O thread's. A server that
@@ -45,8 +48,8 @@
 // deliver()).
 #pragma once
 
+#include <array>
 #include <atomic>
-
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -88,31 +91,60 @@ class Connection;
 
 // Marks a blocking caller's thread (not a fiber, not the I/O thread) that
 // waits for the replies of what it submits within the scope: a parked
-// connection it submits to stays parked for it to drive() (its first one;
-// any other goes to the I/O thread). On leaving the scope, a connection it
-// claimed and did not drive to the end goes to the I/O thread, so no reply
-// is ever left unread. Scopes nest: an inner one adds nothing.
+// connection it submits to stays parked for it to drive() (claimed). A
+// scope of Reach::one claims its first such connection (any other goes to
+// the I/O thread); one of Reach::fan_out claims up to max_fan_out (a call
+// sent to several servers at once: a Redlock vote) and drives them
+// together. On leaving the scope, a connection it claimed and did not
+// drive to the end goes to the I/O thread, so no reply is ever left unread,
+// with one exception: a fan-out scope whose drive() finished leaves the
+// replies still owed to it (the masters that answer after the majority)
+// for whoever reads the connection next: the next scope to drive it, or
+// the I/O thread at its next tick (connection.cpp, at most 50 ms). What it
+// sends must therefore complete on any thread, and nobody may wait for
+// those replies sooner. Scopes nest: an inner one adds nothing.
 class DriveScope {
 public:
-    explicit DriveScope(bool active = true) noexcept;
+    enum class Reach { one, fan_out };
+    static constexpr std::size_t max_fan_out = 8;
+
+    explicit DriveScope(bool active = true, Reach reach = Reach::one) noexcept;
     ~DriveScope();
     DriveScope(const DriveScope&) = delete;
     DriveScope& operator=(const DriveScope&) = delete;
 
     // The innermost active scope of this thread, or null.
     static DriveScope* current() noexcept;
-    // The connection this scope may drive, or null.
-    const std::shared_ptr<Connection>& claimed() const noexcept { return claimed_; }
+    // The caller's side of the read baton: reads and delivers, on this
+    // thread, the replies to this scope's commands on every connection it
+    // claimed, until done() returns true or deadline passes; then hands
+    // every baton back. False when done() did not return true by then, or
+    // when a connection could not be driven (its baton was with the I/O
+    // thread, a reply to someone else's command came first, the session
+    // ended): the I/O thread then reads what is owed, and the caller waits
+    // for its completion as it would have without the scope.
+    bool drive(const std::function<bool()>& done, Clock::time_point deadline);
+    // Ends every claim now (as leaving the scope does): a claimed
+    // connection with a reply still owed to this scope goes to the I/O thread.
+    void release_claims() noexcept;
+    // Claims made so far, a connection claimed again counted again: a
+    // submission was claimed when this grew across it.
+    std::uint64_t claims_made() const noexcept { return claims_made_; }
 
 private:
     friend class Connection;
     DriveScope* outer_ = nullptr;
     bool active_ = false;
+    Reach reach_ = Reach::one;
     std::uint64_t id_ = 0;  // never 0 when active, never reused
-    std::shared_ptr<Connection> claimed_;
+    std::uint64_t claims_made_ = 0;
+    std::size_t claimed_count_ = 0;
+    std::array<std::shared_ptr<Connection>, max_fan_out> claimed_;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
+    friend class DriveScope;
+
 public:
     enum class Mode {
         request_reply,  // every reply answers the oldest submission
@@ -148,14 +180,6 @@ public:
     // (on_ready resends, never in a forked child).
     bool send_if_ready(std::string_view formatted);
 
-    // The caller's side of the read baton (see above): reads and delivers
-    // replies on this thread until done() returns true or deadline passes,
-    // if this thread's DriveScope claimed the connection and the baton is
-    // free; then hands the baton back. True when done() returned true. The
-    // completions of this thread's own commands run here; a reply to anyone
-    // else's command is left to the I/O thread. Call only from the thread of
-    // the DriveScope that claimed it.
-    bool drive(const std::function<bool()>& done, Clock::time_point deadline);
     // The scope that claimed this connection ends: if it never drove it, a
     // reply still owed goes to the I/O thread. Any thread.
     void unclaim();
@@ -190,8 +214,11 @@ private:
         Clock::time_point deadline;
         std::string bytes;  // only while waiting for a connection
         ReplyLimit limit;   // what its reply may hold (reply_limits.hpp)
-        std::uint64_t driver = 0;  // the DriveScope that reads its reply itself (its id), or 0
+        // The DriveScope that reads its reply itself (its id), any_reader
+        // once a fan-out scope left it for whoever reads next, or 0.
+        std::uint64_t driver = 0;
     };
+    static constexpr std::uint64_t any_reader = ~std::uint64_t{0};
     struct HandshakeStep {
         enum class Kind { auth, select, set_name, ping, admission } kind;
     };
@@ -251,6 +278,36 @@ private:
     // One reply of this thread's own command, read in drive(): delivers it
     // and says whether the connection must be dropped (and why).
     enum class Hangup { none, lost, unexpected, demoted, over_limit };
+    // One connection's baton while a driving caller holds it.
+    struct Reading {
+        Connection* connection = nullptr;
+        int fd = -1;
+        std::uint64_t generation = 0;
+        std::shared_ptr<ReplyReader> reader;
+        bool stale = false;    // the session ended meanwhile; its commands were failed
+        bool foreign = false;  // the next reply is someone else's: the I/O thread delivers it
+        Hangup why = Hangup::none;
+        std::error_code reader_error;
+        bool stopped() const noexcept { return stale || foreign || why != Hangup::none; }
+    };
+    // DriveScope::drive(): every claimed baton taken, read until done.
+    static bool drive_claimed(DriveScope& scope, const std::function<bool()>& done, Clock::time_point deadline);
+    static bool read_until(std::uint64_t scope_id, std::span<Reading> readings, const std::function<bool()>& done,
+                           Clock::time_point deadline);
+    // Takes the baton when parked (the caller's scope claimed it; any thread).
+    bool take_baton(Reading& reading);
+    // Delivers every reply of the scope's already read (and left ones).
+    void deliver_read(Reading& reading, std::uint64_t scope_id, Reply& reply);
+    // The socket is readable: feeds what it holds to the reader.
+    void read_socket(Reading& reading, std::span<char> buffer);
+    // The baton back: parked when nothing is owed (or, leave_rest, only
+    // replies to this scope's own commands, then left for any reader), to
+    // the I/O thread otherwise.
+    void give_baton_back(Reading& reading, std::uint64_t scope_id, bool leave_rest);
+    // Every command in flight was left for any reader (mutex_ held).
+    bool left_for_any_reader_locked() const;
+    // I/O thread, at each tick: replies a fan-out scope left, read.
+    void take_back_left_replies();
     Hangup deliver_own(Reply& reply, std::uint64_t generation, bool& stale);
     // I/O thread: what a caller's read found wrong, acted on as the I/O
     // thread's own read would have.
@@ -333,10 +390,11 @@ private:
     // The last command accepted on the ready session came from a caller
     // that reads its own reply (in a DriveScope). Only then is the
     // connection parked when nothing is in flight: for commands of callers
-    // that do not read (the I/O thread's renewals, asynchronous callers,
-    // Redlock's masters), parking costs a post back to the I/O thread and
-    // two epoll_ctl calls per command (Redlock over 5 masters: 8.2 context
-    // switches per lock+unlock without parking, 17.4 with it).
+    // that do not read (the I/O thread's renewals, asynchronous callers),
+    // parking costs a post back to the I/O thread and two epoll_ctl calls
+    // per command (Redlock over 5 masters, before its votes were read by
+    // their callers: 8.2 context switches per lock+unlock without parking,
+    // 17.4 with it).
     bool last_driven_ = false;
     int loose_fd_ = -1;             // parked, returning: the descriptor out of the reactor
     int caller_fd_ = -1;            // caller: the descriptor it reads

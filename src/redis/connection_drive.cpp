@@ -22,9 +22,10 @@ constexpr std::size_t drive_chunk = 16 * 1024;
 
 }  // namespace
 
-DriveScope::DriveScope(bool active) noexcept {
+DriveScope::DriveScope(bool active, Reach reach) noexcept {
     if (!active || current_scope) return;  // nested: the outer scope drives
     active_ = true;
+    reach_ = reach;
     id_ = next_scope_id.fetch_add(1, std::memory_order_relaxed);
     outer_ = current_scope;
     current_scope = this;
@@ -33,17 +34,43 @@ DriveScope::DriveScope(bool active) noexcept {
 DriveScope::~DriveScope() {
     if (!active_) return;
     current_scope = outer_;
-    if (claimed_) claimed_->unclaim();
+    release_claims();
 }
 
 DriveScope* DriveScope::current() noexcept { return current_scope; }
+
+void DriveScope::release_claims() noexcept {
+    for (std::size_t i = 0; i < claimed_count_; ++i) {
+        try {
+            claimed_[i]->unclaim();
+        } catch (...) {
+            // unclaim() only takes a mutex and posts; should the post fail,
+            // the tick still finds an overdue command.
+        }
+        claimed_[i].reset();
+    }
+    claimed_count_ = 0;
+}
+
+bool DriveScope::drive(const std::function<bool()>& done, Clock::time_point deadline) {
+    if (!active_ || claimed_count_ == 0) return false;
+    return Connection::drive_claimed(*this, done, deadline);
+}
 
 std::uint64_t Connection::driver_id() noexcept { return current_scope ? current_scope->id_ : 0; }
 
 bool Connection::claim_locked(DriveScope* scope) {
     if (!scope || !scope->active_) return false;
-    if (!scope->claimed_) scope->claimed_ = shared_from_this();
-    return scope->claimed_.get() == this;
+    for (std::size_t i = 0; i < scope->claimed_count_; ++i) {
+        if (scope->claimed_[i].get() != this) continue;
+        ++scope->claims_made_;
+        return true;
+    }
+    const std::size_t reach = scope->reach_ == DriveScope::Reach::one ? 1 : DriveScope::max_fan_out;
+    if (scope->claimed_count_ >= reach) return false;
+    scope->claimed_[scope->claimed_count_++] = shared_from_this();
+    ++scope->claims_made_;
+    return true;
 }
 
 void Connection::return_to_io_locked() {
@@ -53,9 +80,23 @@ void Connection::return_to_io_locked() {
     });
 }
 
+bool Connection::left_for_any_reader_locked() const {
+    for (const auto& pending : pending_)
+        if (pending.driver != any_reader) return false;
+    return true;
+}
+
 void Connection::unclaim() {
     std::lock_guard lock(mutex_);
-    if (state_ == State::ready && baton_ == Baton::parked && !pending_.empty()) return_to_io_locked();
+    if (state_ == State::ready && baton_ == Baton::parked && !pending_.empty() && !left_for_any_reader_locked())
+        return_to_io_locked();
+}
+
+void Connection::take_back_left_replies() {
+    std::lock_guard lock(mutex_);
+    if (state_ == State::ready && baton_ == Baton::parked && !pending_.empty() &&
+        pending_.front().driver == any_reader)
+        return_to_io_locked();
 }
 
 bool Connection::parked_connection_closed_locked() const {
@@ -238,91 +279,147 @@ void Connection::hang_up(std::uint64_t generation, Hangup why, std::error_code e
     }
 }
 
-bool Connection::drive(const std::function<bool()>& done, Clock::time_point deadline) {
+bool Connection::take_baton(Reading& reading) {
     std::error_code ec;
     auto lock = enter(ec);
-    if (ec) return false;
-    DriveScope* scope = current_scope;
-    if (!scope || scope->claimed_.get() != this || state_ != State::ready || baton_ != Baton::parked) return false;
+    if (ec || state_ != State::ready || baton_ != Baton::parked) return false;
     baton_ = Baton::caller;
     caller_fd_ = std::exchange(loose_fd_, -1);
-    const int fd = caller_fd_;
-    const auto generation = generation_;
-    const auto reader = reader_;
-    lock.unlock();
+    reading = Reading{this, caller_fd_, generation_, reader_};
+    return true;
+}
 
-    thread_local std::vector<char> buffer(drive_chunk);
-    bool finished = false;
-    bool stale = false;
-    bool foreign = false;  // the next reply is someone else's: the I/O thread delivers it
-    Hangup why = Hangup::none;
-    std::error_code reader_error;
-    Reply reply;
+void Connection::deliver_read(Reading& reading, std::uint64_t scope_id, Reply& reply) {
     try {
-        for (;;) {
-            // Deliver every reply of ours already read.
-            while (!stale && !foreign && why == Hangup::none) {
-                {
-                    std::lock_guard guard(mutex_);
-                    if (generation_ != generation) stale = true;
-                    else if (!pending_.empty() && pending_.front().driver != scope->id_) foreign = true;
-                }
-                if (stale || foreign) break;
-                if (!reader->next(reply, reader_error)) {
-                    if (reader_error) why = Hangup::over_limit;
-                    break;
-                }
-                why = deliver_own(reply, generation, stale);
+        while (!reading.stopped()) {
+            {
+                std::lock_guard guard(mutex_);
+                if (generation_ != reading.generation) reading.stale = true;
+                else if (!pending_.empty() && pending_.front().driver != scope_id &&
+                         pending_.front().driver != any_reader)
+                    reading.foreign = true;
             }
-            if (done()) {
-                finished = true;
+            if (reading.stopped()) break;
+            if (!reading.reader->next(reply, reading.reader_error)) {
+                if (reading.reader_error) reading.why = Hangup::over_limit;
                 break;
             }
-            if (stale || foreign || why != Hangup::none) break;
-            if (io_wants_baton_.load(std::memory_order_acquire)) break;
-            const auto now = Clock::now();
-            if (now >= deadline) break;
-            const auto wait = std::min<Clock::duration>(deadline - now, recheck_period);
-            const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-            timespec timeout{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-            pollfd p{fd, POLLIN, 0};
-            const int ready = ::ppoll(&p, 1, &timeout, nullptr);
-            if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
-            if (ready < 0) {
-                why = Hangup::lost;
-                continue;
-            }
-            const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
-            if (n > 0) reader->feed(buffer.data(), static_cast<std::size_t>(n));
-            else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-            else why = Hangup::lost;  // the server closed it, or the socket failed
+            reading.why = deliver_own(reply, reading.generation, reading.stale);
         }
     } catch (const std::bad_alloc&) {
-        why = Hangup::over_limit;
-        reader_error = std::make_error_code(std::errc::not_enough_memory);
+        reading.why = Hangup::over_limit;
+        reading.reader_error = std::make_error_code(std::errc::not_enough_memory);
     } catch (...) {
-        why = Hangup::lost;
+        reading.why = Hangup::lost;
     }
+}
 
-    lock.lock();
-    if (generation_ != generation) {
+void Connection::read_socket(Reading& reading, std::span<char> buffer) {
+    const ssize_t n = ::recv(reading.fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n <= 0) {
+        reading.why = Hangup::lost;  // the server closed it, or the socket failed
+        return;
+    }
+    try {
+        reading.reader->feed(buffer.data(), static_cast<std::size_t>(n));
+    } catch (const std::bad_alloc&) {
+        reading.why = Hangup::over_limit;
+        reading.reader_error = std::make_error_code(std::errc::not_enough_memory);
+    }
+}
+
+void Connection::give_baton_back(Reading& reading, std::uint64_t scope_id, bool leave_rest) {
+    std::lock_guard lock(mutex_);
+    if (generation_ != reading.generation) {
         // The session ended while this thread read it: the end shut the
         // descriptor down and left closing it to this thread.
-        ::close(fd);
-        return finished;
+        ::close(reading.fd);
+        return;
     }
     caller_fd_ = -1;
-    loose_fd_ = fd;
-    if (why != Hangup::none) {
+    loose_fd_ = reading.fd;
+    const bool io_wants = io_wants_baton_.load(std::memory_order_acquire);
+    if (reading.why != Hangup::none) {
         baton_ = Baton::returning;
-        asio::post(io_, [self = shared_from_this(), generation, why, reader_error] {
+        asio::post(io_, [self = shared_from_this(), generation = reading.generation, why = reading.why,
+                         reader_error = reading.reader_error] {
             self->guarded([&] { self->hang_up(generation, why, reader_error); });
         });
-    } else if (pending_.empty() && !io_wants_baton_.load(std::memory_order_acquire)) {
-        baton_ = Baton::parked;
-    } else {
-        return_to_io_locked();
+        return;
     }
+    if (pending_.empty() && !io_wants) {
+        baton_ = Baton::parked;
+        return;
+    }
+    if (leave_rest && !io_wants && !reading.foreign) {
+        // Only replies to this scope's commands are owed (a reply to anyone
+        // else's would have stopped the reading): they wait for whoever
+        // reads next, which costs no wake-up of the I/O thread now.
+        bool only_ours = true;
+        for (const auto& pending : pending_) only_ours &= pending.driver == scope_id || pending.driver == any_reader;
+        if (only_ours) {
+            for (auto& pending : pending_) pending.driver = any_reader;
+            baton_ = Baton::parked;
+            return;
+        }
+    }
+    return_to_io_locked();
+}
+
+bool Connection::read_until(std::uint64_t scope_id, std::span<Reading> readings, const std::function<bool()>& done,
+                            Clock::time_point deadline) {
+    thread_local std::vector<char> buffer(drive_chunk);
+    std::array<pollfd, DriveScope::max_fan_out> polled{};
+    Reply reply;
+    for (;;) {
+        bool stopped = false;
+        bool io_wants = false;
+        for (auto& reading : readings) {
+            reading.connection->deliver_read(reading, scope_id, reply);
+            stopped |= reading.stopped();
+            io_wants |= reading.connection->io_wants_baton_.load(std::memory_order_acquire);
+        }
+        if (done()) return true;
+        // What is still owed on a connection this thread stopped reading
+        // comes through the I/O thread, which the caller then waits for.
+        if (stopped || io_wants) return false;
+        const auto now = Clock::now();
+        if (now >= deadline) return false;
+        const auto wait = std::min<Clock::duration>(deadline - now, recheck_period);
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+        timespec timeout{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+        for (std::size_t i = 0; i < readings.size(); ++i) polled[i] = pollfd{readings[i].fd, POLLIN, 0};
+        const int ready = ::ppoll(polled.data(), readings.size(), &timeout, nullptr);
+        if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
+        if (ready < 0) {
+            for (auto& reading : readings) reading.why = Hangup::lost;
+            continue;
+        }
+        for (std::size_t i = 0; i < readings.size(); ++i)
+            if (polled[i].revents != 0) readings[i].connection->read_socket(readings[i], buffer);
+    }
+}
+
+bool Connection::drive_claimed(DriveScope& scope, const std::function<bool()>& done, Clock::time_point deadline) {
+    std::array<Reading, DriveScope::max_fan_out> readings;
+    std::size_t taken = 0;
+    bool every_one = true;
+    for (std::size_t i = 0; i < scope.claimed_count_; ++i) {
+        if (scope.claimed_[i]->take_baton(readings[taken])) ++taken;
+        else every_one = false;
+    }
+    // A claimed connection the I/O thread reads (it took the baton back:
+    // the tick, a hang-up, another thread's submission) would answer
+    // without waking this thread: then nobody drives, and the caller waits.
+    bool finished = false;
+    try {
+        if (every_one) finished = read_until(scope.id_, std::span(readings.data(), taken), done, deadline);
+    } catch (...) {
+        // done() threw: the batons go back below; the caller waits.
+    }
+    const bool leave_rest = finished && scope.reach_ == DriveScope::Reach::fan_out;
+    for (std::size_t i = 0; i < taken; ++i) readings[i].connection->give_baton_back(readings[i], scope.id_, leave_rest);
     return finished;
 }
 

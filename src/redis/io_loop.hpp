@@ -1,7 +1,8 @@
 // The I/O thread clients run on: one asio::io_context and the thread that
 // runs it. A Client has a loop of its own; the masters of a Redlock share
-// one (MastersCore), so that one thread writes a vote to every master,
-// hears every answer, and wakes the caller once, not one thread per master.
+// one (MastersCore): one thread hears every master's answers that the
+// voting caller does not read itself (connection.hpp, DriveScope), not one
+// thread per master.
 //
 // Members: every ClientCore on a loop holds it and is one of its members
 // from its construction to its stop(). The thread starts with run() (a

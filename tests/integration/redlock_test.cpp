@@ -358,6 +358,37 @@ TEST(Redlock, EveryLaggingGranterIsRaisedNotOnlyAMajority) {
     }, 2s)) << "master 0 was left behind at " << m[0].cli({"HGET", key_of("laggard") + ":fence", "token"});
 }
 
+// The caller reads the masters' answers itself and returns at the majority;
+// an answer that comes later is left on its connection for whoever reads
+// next. With no next call, the I/O thread reads it at its tick: the late
+// granter is still raised, while the lock is held and nothing else is sent.
+TEST(Redlock, ALateGrantersAnswerIsReadWithNoFurtherCall) {
+    FiveMasters m;
+    dlock::Masters masters(m.urls(), quick_options());
+    dlock::Redlock lock(masters, "unread", {.node_timeout = 1s});
+    std::uint64_t behind = 0;
+    for (int i = 0; i < 3; ++i) {  // the connections now left to the caller between votes
+        lock.lock();
+        behind = lock.fencing_token();
+        lock.unlock();
+    }
+    for (int i : {1, 2, 3, 4})
+        m[i].cli({"HSET", key_of("unread") + ":fence", "token", std::to_string(behind + 1'000'000'000)});
+    m[0].pause();
+    std::thread wake([&] {
+        std::this_thread::sleep_for(100ms);
+        m[0].resume();
+    });
+    lock.lock();
+    const auto token = lock.fencing_token();
+    wake.join();
+    EXPECT_GT(token, behind + 1'000'000'000);
+    EXPECT_TRUE(eventually([&] {
+        return std::stoull(m[0].cli({"HGET", key_of("unread") + ":fence", "token"})) >= token;
+    }, 2s)) << "master 0 was left behind at " << m[0].cli({"HGET", key_of("unread") + ":fence", "token"});
+    lock.unlock();
+}
+
 TEST(Redlock, FencingTokenKeepsGrowingWhenAWholeMajorityLostItsCounters) {
     FiveMasters m;
     dlock::Masters masters(m.urls(), quick_options());
