@@ -84,7 +84,7 @@ LockCore::Answer LockCore::send_acquire(const CallOwner& call_owner, std::string
                             keys.semaphore_waiters(),
                             keys.line(),
                             keys.places()};
-    const auto& holder = OwnerIds::holder_label();
+    const auto holder = OwnerIds::holder_label();
     const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
     std::string_view a[] = {owner, identity->lease_ms,        operation,  mode, identity->retention_ms, "1", holder,
                             place, identity->waiter_lease_ms, new_wait ? "new" : ""};
@@ -206,7 +206,7 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
     const auto& keys = identity->keys;
     const auto operation = service->next_operation_id();
     const auto arrival = std::to_string(direct->arrival);
-    const auto& holder = OwnerIds::holder_label();
+    const auto holder = OwnerIds::holder_label();
     std::string_view k[] = {keys.lock, keys.fence()};
     std::string_view a[] = {*owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
     const auto sent = LockClock::now();

@@ -102,7 +102,7 @@ AttemptResult RedlockCore::attempt(const std::string& owner, OwnerSlot& slot,
                             keys.semaphore_waiters()};
     // Counters are floored at the clock only when missing: the masters'
     // counters then agree, and settling a token costs no extra round trip.
-    const auto& holder = OwnerIds::holder_label();
+    const auto holder = OwnerIds::holder_label();
     std::string_view a[] = {owner, identity->lease_ms, operation, "fresh", identity->retention_ms, "0", holder};
     // This thread reads the masters' answers itself (fan_out.hpp).
     DriveScope driving(masters->may_drive(), DriveScope::Reach::fan_out);

@@ -86,7 +86,7 @@ HoldCall RwLockCore::acquire_call(RwSide side, const std::string& owner, std::st
                 {keys.lock, std::string(keys.fence()), keys.tombstone(owner), std::string(keys.readers()),
                  keys.reader_state(), keys.waiting_writers(), std::string(keys.semaphore_permits()),
                  std::string(keys.semaphore_waiters())},
-                {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, OwnerIds::holder_label()}};
+                {owner, id.lease_ms, operation, std::string(mode), id.retention_ms, std::string(OwnerIds::holder_label())}};
     return {&rw_read_acquire_script(),
             {keys.lock, std::string(keys.fence()), std::string(keys.readers()), keys.reader_state(),
              keys.waiting_writers(), keys.read_tombstone(owner), std::string(keys.semaphore_permits()),

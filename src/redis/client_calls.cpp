@@ -4,6 +4,7 @@
 #include "client_core.hpp"
 
 #include "runtime/condition.hpp"
+#include "runtime/thread_kept.hpp"
 #include "runtime/wake_count.hpp"
 
 
@@ -14,9 +15,11 @@ namespace dlock::detail {
 namespace {
 
 // Formatting happens before any lock is taken; one buffer per thread keeps
-// the hot path free of allocations.
-std::string& format_buffer() {
-    thread_local std::string buffer;
+// the hot path free of allocations (fallback: a call made while the
+// thread ends, runtime/thread_kept.hpp).
+struct FormatBufferTag;
+std::string& format_buffer(std::string& fallback) {
+    auto& buffer = thread_kept_or<FormatBufferTag>(fallback);
     buffer.clear();
     // A huge command (a user's large value) is not kept for the thread's life.
     if (buffer.capacity() > kept_buffer_capacity) std::string().swap(buffer);
@@ -68,7 +71,8 @@ void ClientCore::submit_formatted(std::string_view formatted, Completion done, C
 }
 
 void ClientCore::submit(Args args, Completion done) {
-    auto& bytes = format_buffer();
+    std::string fallback;
+    auto& bytes = format_buffer(fallback);
     append_command(bytes, args);
     submit_formatted(bytes, std::move(done), deadline());
 }
@@ -78,7 +82,8 @@ void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completi
 }
 
 void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completion done, Clock::time_point deadline) {
-    auto& bytes = format_buffer();
+    std::string fallback;
+    auto& bytes = format_buffer(fallback);
     append_eval(bytes, "EVALSHA", script.sha1(), keys, argv);
     submit_formatted(bytes, NoScriptDetour{weak_from_this(), script, std::string(bytes), std::move(done), deadline},
                      deadline);
@@ -144,7 +149,8 @@ Reply ClientCore::wait_for(Start start, std::error_code& ec) noexcept {
 Reply ClientCore::call(Args args, std::error_code& ec) noexcept {
     return wait_for(
         [&](Completion done, Clock::time_point until) {
-            auto& bytes = format_buffer();
+            std::string fallback;
+    auto& bytes = format_buffer(fallback);
             append_command(bytes, args);
             submit_formatted(bytes, std::move(done), until);
         },
@@ -154,7 +160,8 @@ Reply ClientCore::call(Args args, std::error_code& ec) noexcept {
 Reply ClientCore::call_on(const ServerAddress& master, Args args, std::error_code& ec) noexcept {
     return wait_for(
         [&](Completion done, Clock::time_point until) {
-            auto& bytes = format_buffer();
+            std::string fallback;
+    auto& bytes = format_buffer(fallback);
             append_command(bytes, args);
             if (auto failed = topology_->submit_to(master, bytes, done, until)) fail_soon(done, failed);
         },

@@ -399,6 +399,7 @@ private:
     int loose_fd_ = -1;             // parked, returning: the descriptor out of the reactor
     int caller_fd_ = -1;            // caller: the descriptor it reads
     bool close_noticed_ = false;    // a submitter saw the server's close; the I/O thread reconnects
+    bool hangup_seen_ = false;      // the watch saw this session's close while someone read: never park it
     bool io_write_waits_ = false;   // a write the I/O thread must do waits for the baton
     std::atomic<bool> io_wants_baton_{false};  // ... from a caller, who hands it back
 

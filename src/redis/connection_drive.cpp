@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "connection_internal.hpp"
+#include "runtime/thread_kept.hpp"
 
 namespace dlock::detail {
 namespace {
@@ -19,6 +20,7 @@ std::atomic<std::uint64_t> next_scope_id{1};
 // no reply wakes it for: a write the I/O thread waits to do, a stop request.
 constexpr auto recheck_period = std::chrono::milliseconds(10);
 constexpr std::size_t drive_chunk = 16 * 1024;
+struct ReadBufferTag;
 
 }  // namespace
 
@@ -171,6 +173,7 @@ void Connection::watch_hangup(int fd, std::uint64_t generation) {
     {
         std::lock_guard lock(mutex_);
         if (generation_ != generation || state_ != State::ready) return;
+        hangup_seen_ = false;  // a new session
         epoll_event event{};
         event.events = EPOLLRDHUP;  // EPOLLHUP and EPOLLERR come unasked; EPOLLIN is not asked
         if (::epoll_ctl(hangup_epoll_, EPOLL_CTL_ADD, fd, &event) != 0) return;
@@ -209,7 +212,12 @@ void Connection::on_hangup_seen() {
         }
         stop_watching_hangup_locked();  // once per session
         if (state_ != State::ready) return;
-        // A reader (the I/O thread, a caller) sees the close itself.
+        // A reader (the I/O thread, a caller) sees the close itself, if it
+        // reads on: one that stops at its own reply and would park the
+        // connection hands it to the I/O thread instead, which reads on to
+        // the close (a parked connection's close would otherwise be seen
+        // only at the next submission).
+        hangup_seen_ = true;
         parked = baton_ == Baton::parked;
         if (parked && !pending_.empty()) {
             // Claimed by a caller that has not read yet: the server may have
@@ -233,7 +241,7 @@ bool Connection::maybe_park() {
     if (mode_ != Mode::request_reply) return false;
     std::lock_guard lock(mutex_);
     if (state_ != State::ready || baton_ != Baton::io || !direct_writes_ || writer_active_ || !pending_.empty() ||
-        !last_driven_)
+        !last_driven_ || hangup_seen_)
         return false;
     const int fd = stream_->take_out();
     if (fd < 0) return false;
@@ -339,7 +347,9 @@ void Connection::give_baton_back(Reading& reading, std::uint64_t scope_id, bool 
     }
     caller_fd_ = -1;
     loose_fd_ = reading.fd;
-    const bool io_wants = io_wants_baton_.load(std::memory_order_acquire);
+    // The server's close, seen by the watch while this thread read: the I/O
+    // thread reads on to it.
+    const bool io_wants = io_wants_baton_.load(std::memory_order_acquire) || hangup_seen_;
     if (reading.why != Hangup::none) {
         baton_ = Baton::returning;
         asio::post(io_, [self = shared_from_this(), generation = reading.generation, why = reading.why,
@@ -369,7 +379,9 @@ void Connection::give_baton_back(Reading& reading, std::uint64_t scope_id, bool 
 
 bool Connection::read_until(std::uint64_t scope_id, std::span<Reading> readings, const std::function<bool()>& done,
                             Clock::time_point deadline) {
-    thread_local std::vector<char> buffer(drive_chunk);
+    std::vector<char> fallback;  // a read made while the thread ends (runtime/thread_kept.hpp)
+    auto& buffer = thread_kept_or<ReadBufferTag>(fallback);
+    if (buffer.size() < drive_chunk) buffer.resize(drive_chunk);
     std::array<pollfd, DriveScope::max_fan_out> polled{};
     Reply reply;
     for (;;) {

@@ -4,8 +4,12 @@
 
 #include "connection_internal.hpp"
 #include "reply_limits.hpp"
+#include "runtime/thread_kept.hpp"
 
 namespace dlock::detail {
+namespace {
+struct SendingBufferTag;
+}  // namespace
 
 // Submitting and writing (any thread).
 
@@ -82,7 +86,8 @@ void Connection::flush(std::unique_lock<std::mutex>& lock) {
     }
     // This thread is the writer until out_ stays empty. The buffers swap so
     // that neither side allocates in the steady state.
-    thread_local std::string sending;
+    std::string fallback;  // a write made while the thread ends (runtime/thread_kept.hpp)
+    auto& sending = thread_kept_or<SendingBufferTag>(fallback);
     const auto generation = generation_;
     for (;;) {
         sending.clear();

@@ -1,6 +1,7 @@
 #include "dlock/error.hpp"
 
 #include "dlock/reply.hpp"
+#include "runtime/thread_kept.hpp"
 #include "server_error_text.hpp"
 
 namespace dlock {
@@ -56,7 +57,10 @@ constexpr std::string_view lost_reason_names[] = {"expired", "revoked", "taken_o
 constexpr errc lost_reason_codes[] = {errc::lease_expired, errc::lock_revoked, errc::lock_taken_over,
                                       errc::renewal_refused};
 
-thread_local std::string last_server_error_text;
+// The calling thread's last server error text (runtime/thread_kept.hpp:
+// still there, or null, for a call made while the thread ends).
+struct ServerErrorTextTag;
+std::string* server_error_text() { return detail::thread_kept<std::string, ServerErrorTextTag>(); }
 
 bool from_server(const std::error_code& ec) {
     return ec == errc::server_error || ec == errc::permission_denied || ec == errc::cluster_down ||
@@ -78,13 +82,17 @@ const std::error_category& error_category() noexcept {
 void throw_if(const std::error_code& ec, const std::string& detail) {
     if (!ec) return;
     std::string text = detail;
-    if ((from_server(ec) || ec == errc::reply_too_large) && !last_server_error_text.empty())
-        text += (text.empty() ? "" : ": ") + last_server_error_text;
+    const auto* last = server_error_text();
+    if ((from_server(ec) || ec == errc::reply_too_large) && last && !last->empty())
+        text += (text.empty() ? "" : ": ") + *last;
     if (text.empty()) throw Error(ec);
     throw Error(ec, text);
 }
 
-std::string last_server_error() { return last_server_error_text; }
+std::string last_server_error() {
+    const auto* last = server_error_text();
+    return last ? *last : std::string();
+}
 
 std::string_view to_string(LostReason reason) noexcept { return lost_reason_names[static_cast<std::size_t>(reason)]; }
 
@@ -103,12 +111,17 @@ namespace detail {
 void note_server_error(const std::error_code& ec, const Reply& reply) {
     // A reply refused for its size comes with the connection's word on
     // which limit and what it answered: kept as well, the caller's only clue.
-    if (reply.is_error() && ec && (reply.error_code() == ec || ec == errc::reply_too_large))
-        last_server_error_text = reply.text;
-    else last_server_error_text.clear();
+    auto* last = server_error_text();
+    if (!last) return;
+    if (reply.is_error() && ec && (reply.error_code() == ec || ec == errc::reply_too_large)) *last = reply.text;
+    else last->clear();
 }
-void clear_server_error() { last_server_error_text.clear(); }
-void restore_server_error(std::string text) { last_server_error_text = std::move(text); }
+void clear_server_error() {
+    if (auto* last = server_error_text()) last->clear();
+}
+void restore_server_error(std::string text) {
+    if (auto* last = server_error_text()) *last = std::move(text);
+}
 }  // namespace detail
 
 std::error_code error_code_of_server_error(std::string_view text) noexcept {

@@ -1,6 +1,7 @@
 #include "owner_ids.hpp"
 
 #include "fork_generation.hpp"
+#include "thread_kept.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <chrono>
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <type_traits>
 #include <string_view>
 #include <random>
 
@@ -53,16 +56,20 @@ std::string OwnerIds::thread_owner() const {
 }
 
 std::shared_ptr<const std::string> OwnerIds::shared_thread_owner() const {
-    thread_local std::shared_ptr<const std::string> last;
-    thread_local std::uint64_t last_number = 0;
+    struct Last {
+        std::shared_ptr<const std::string> name;
+        std::uint64_t number = 0;
+    };
+    Last fallback;  // asked while the thread ends (thread_kept.hpp)
+    auto& last = thread_kept_or<Last>(fallback);
     const auto number = this_thread_number();
     // The name is id_ + ":t" + number: the same number and id, the same name.
-    if (last && last_number == number && last->size() > id_.size() && last->starts_with(id_) &&
-        (*last)[id_.size()] == ':')
-        return last;
-    last = std::make_shared<const std::string>(thread_owner());
-    last_number = number;
-    return last;
+    if (last.name && last.number == number && last.name->size() > id_.size() && last.name->starts_with(id_) &&
+        (*last.name)[id_.size()] == ':')
+        return last.name;
+    last.name = std::make_shared<const std::string>(thread_owner());
+    last.number = number;
+    return last.name;
 }
 
 std::string OwnerIds::with_thread(std::string base) {
@@ -85,39 +92,48 @@ std::string OwnerIds::new_handle_owner() { return id_ + ":h" + std::to_string(ne
 
 std::string OwnerIds::next_operation_id() { return std::to_string(next_operation_.fetch_add(1)); }
 
-const std::string& OwnerIds::holder_label() {
+std::string_view OwnerIds::holder_label() {
     // Asked at every fresh acquisition, so it is made once per thread and
     // made again only when it may read differently: in a forked child
     // (another process, whose thread has another id), or when the host's
     // name may have changed (looked at again at most once a second). Three
-    // system calls and a format per acquisition before.
+    // system calls and a format per acquisition before. Kept in plain
+    // arrays, never destroyed: a lock taken by a thread_local object's
+    // destructor at the thread's exit still reads it (thread_kept.hpp).
     struct Kept {
-        std::string label;
+        char label[sizeof "host= pid= thread=" + HOST_NAME_MAX + 2 * 20];
+        std::size_t size = 0;
         unsigned fork_generation = 0;
         std::chrono::steady_clock::time_point host_read;
-        std::string host;
+        char host[HOST_NAME_MAX + 1];
     };
-    thread_local Kept kept;
+    static_assert(std::is_trivially_destructible_v<Kept>);
+    thread_local Kept kept{};
     const auto now = std::chrono::steady_clock::now();
     const bool forked = kept.fork_generation != current_fork_generation();
-    const bool made = !kept.label.empty();
-    if (made && !forked && now - kept.host_read < host_recheck) return kept.label;
+    const bool made = kept.size != 0;
+    if (made && !forked && now - kept.host_read < host_recheck) return {kept.label, kept.size};
     char host[HOST_NAME_MAX + 1] = {};
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
     kept.host_read = now;
-    if (made && !forked && kept.host == host) return kept.label;
-    kept.host = host;
+    if (made && !forked && std::strcmp(kept.host, host) == 0) return {kept.label, kept.size};
+    std::memcpy(kept.host, host, sizeof host);
     kept.fork_generation = current_fork_generation();
-    char pid[24], thread[24];
-    const auto pid_end = std::to_chars(pid, pid + sizeof pid, getpid()).ptr;
-    const auto thread_end = std::to_chars(thread, thread + sizeof thread, syscall(SYS_gettid)).ptr;
-    kept.label = "host=";
-    kept.label += host[0] ? std::string_view(host) : std::string_view("?");
-    kept.label += " pid=";
-    kept.label.append(pid, pid_end);
-    kept.label += " thread=";
-    kept.label.append(thread, thread_end);
-    return kept.label;
+    char* out = kept.label;
+    char* const last = kept.label + sizeof kept.label;
+    const auto put = [&](std::string_view text) {
+        const auto n = std::min<std::size_t>(text.size(), static_cast<std::size_t>(last - out));
+        std::memcpy(out, text.data(), n);
+        out += n;
+    };
+    put("host=");
+    put(host[0] ? std::string_view(host) : std::string_view("?"));
+    put(" pid=");
+    out = std::to_chars(out, last, getpid()).ptr;
+    put(" thread=");
+    out = std::to_chars(out, last, syscall(SYS_gettid)).ptr;
+    kept.size = static_cast<std::size_t>(out - kept.label);
+    return {kept.label, kept.size};
 }
 
 }  // namespace dlock::detail

@@ -40,8 +40,9 @@ public:
     // grant so that an operator can find the holder (`dlock status`).
     // The calling thread's own copy, made once per thread and again in a
     // forked child or when the host's name changed (looked at again at most
-    // once a second): no system call per acquisition.
-    static const std::string& holder_label();
+    // once a second): no system call per acquisition. The view stays valid
+    // until this thread's next call (also while the thread ends).
+    static std::string_view holder_label();
 
 private:
     const std::string id_;
