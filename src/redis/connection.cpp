@@ -161,8 +161,10 @@ void Connection::tick() {
         if (!ec) self->tick();
     });
     guarded([&] {
-        take_back_left_replies();
-        expire_overdue();
+        // Left replies may sit unread in the socket past their deadline,
+        // answered in time: they are read first, and deadlines looked at
+        // from the next tick on, once the I/O thread has read what came.
+        if (!take_back_left_replies()) expire_overdue();
     });
 }
 

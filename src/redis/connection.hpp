@@ -306,8 +306,9 @@ private:
     void give_baton_back(Reading& reading, std::uint64_t scope_id, bool leave_rest);
     // Every command in flight was left for any reader (mutex_ held).
     bool left_for_any_reader_locked() const;
-    // I/O thread, at each tick: replies a fan-out scope left, read.
-    void take_back_left_replies();
+    // I/O thread, at each tick: replies a fan-out scope left go to the I/O
+    // thread to be read (true), before any deadline is looked at.
+    bool take_back_left_replies();
     Hangup deliver_own(Reply& reply, std::uint64_t generation, bool& stale);
     // I/O thread: what a caller's read found wrong, acted on as the I/O
     // thread's own read would have.

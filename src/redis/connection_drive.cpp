@@ -94,11 +94,13 @@ void Connection::unclaim() {
         return_to_io_locked();
 }
 
-void Connection::take_back_left_replies() {
+bool Connection::take_back_left_replies() {
     std::lock_guard lock(mutex_);
-    if (state_ == State::ready && baton_ == Baton::parked && !pending_.empty() &&
-        pending_.front().driver == any_reader)
-        return_to_io_locked();
+    if (state_ != State::ready || baton_ != Baton::parked || pending_.empty() ||
+        pending_.front().driver != any_reader)
+        return false;
+    return_to_io_locked();
+    return true;
 }
 
 bool Connection::parked_connection_closed_locked() const {
