@@ -176,9 +176,9 @@ TEST(CliErrors, WaitOnAServerThatDoesNotAnswerEndsAtTheDeadline) {
         {{"run", "--shared", "--wait", "500ms", "paused-shared", "--", "true"}, 0.5},
         {{"run", "--wait", "1s", "paused-long", "--", "true"}, 1.0},
     };
-    // The wait, the client's close, and a generous second for starting a
-    // process and connecting on a busy machine.
-    const double slack = std::chrono::duration<double>(dlock::Client::max_close_wait).count() + 1.2;
+    // The wait, the client's close, what starting the binary costs, and a
+    // generous second for connecting on a busy machine.
+    const double slack = std::chrono::duration<double>(dlock::Client::max_close_wait + start_cost()).count() + 1.2;
     for (const auto& c : cases) {
         server.cli({"CLIENT", "PAUSE", "6000", "WRITE"});
         std::vector<std::string> args = {"--url", server.uri()};
@@ -200,7 +200,7 @@ TEST(CliErrors, WaitOnAServerThatDoesNotAnswerEndsAtTheDeadline) {
 // it holds back CLIENT UNPAUSE too, so each case sat out the whole pause.)
 TEST(CliErrors, WaitEndsAtTheDeadlineAlsoWhileTheConnectionIsBeingMade) {
     RedisServer server;
-    const double slack = std::chrono::duration<double>(dlock::Client::max_close_wait).count() + 1.2;
+    const double slack = std::chrono::duration<double>(dlock::Client::max_close_wait + start_cost()).count() + 1.2;
     for (const std::string how : {"", "--shared", "--permits=2"}) {
         server.pause();
         std::vector<std::string> args = {"--url", server.uri(), "--connect-timeout", "5s", "run", "--wait", "500ms"};

@@ -20,8 +20,9 @@ std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}";
 TEST(CliSemaphore, RunHoldsOneOfNPermitsWhileTheCommandRuns) {
     dlock::support::RedisServer server;
     const auto url = server.uri();
-    auto first = start({"--url", url, "run", "--permits", "2", "jobs", "--", "sleep", "1"});
-    auto second = start({"--url", url, "run", "--permits", "2", "jobs", "--", "sleep", "1"});
+    Gate gate;
+    auto first = start(gated({"--url", url, "run", "--permits", "2", "jobs"}, gate));
+    auto second = start(gated({"--url", url, "run", "--permits", "2", "jobs"}, gate));
     ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"ZCARD", key_of("jobs")}) == "2"; }));
     // The third finds both permits taken.
     auto third = dlock_cli({"--url", url, "run", "--permits", "2", "--no-wait", "jobs", "--", "true"});
@@ -32,6 +33,7 @@ TEST(CliSemaphore, RunHoldsOneOfNPermitsWhileTheCommandRuns) {
     auto json = dlock_cli({"--url", url, "status", "--json", "jobs"});
     EXPECT_NE(json.out.find("\"limit\": 2"), std::string::npos) << json.out;
     EXPECT_NE(json.out.find("\"holders\": [{\"permit\": "), std::string::npos) << json.out;
+    gate.open();
     EXPECT_EQ(finish(first).code, 0);
     EXPECT_EQ(finish(second).code, 0);
     EXPECT_EQ(server.cli({"ZCARD", key_of("jobs")}), "0");

@@ -72,14 +72,20 @@ TEST(CliTopology, AWaiterRidesThroughAKilledSentinelMaster) {
     dlock::support::SentinelDeployment deployment;
     const auto url = deployment.uri();
     // The holder's short lease wakes the waiter during the outage.
-    auto holder = start({"--url", url, "run", "--ttl", "1s", "ha:kill", "--", "sleep", "4"});
+    Gate gate;
+    auto holder = start(gated({"--url", url, "run", "--ttl", "1s", "ha:kill"}, gate));
     ASSERT_TRUE(eventually(
         [&] { return dlock_cli({"--url", url, "status", "ha:kill"}).out.find("held by") != std::string::npos; }, 10s));
-    auto waiter = start({"--url", url, "run", "--ttl", "3s", "--wait", "45s", "ha:kill", "--", "sh", "-c", "echo ran"});
-    std::this_thread::sleep_for(500ms);  // waiting
+    auto waiter = start({"--url", url, "run", "--json-events", "--ttl", "3s", "--wait", "45s", "ha:kill", "--", "sh",
+                         "-c", "echo ran"});
+    // Waiting, as it says: a fixed sleep was not enough for a slow start.
+    ASSERT_TRUE(eventually([&] { return read_file(waiter.err_path).find("\"event\": \"waiting\"") != std::string::npos; },
+                           20s))
+        << read_file(waiter.err_path);
     deployment.wait_replicated();
     const auto killed = Clock::now();
     deployment.kill_master();
+    gate.open();  // the holder's command ends in the outage
     auto waited = finish(waiter);
     EXPECT_EQ(waited.code, 0) << waited.err;
     EXPECT_NE(waited.out.find("ran"), std::string::npos) << waited.out << waited.err;

@@ -119,6 +119,43 @@ inline Finished dlock_cli(const std::vector<std::string>& args, const Environmen
     return finish(start(args, env));
 }
 
+// What starting the dlock binary and seeing it end costs here and now: a
+// sanitizer build spends a large part of a second relocating and setting up,
+// and a busy machine (tests side by side) adds more. A bound on how long a run
+// took adds it, measured beside it, so that the bound tests how long dlock
+// waited and not how fast the machine starts a process.
+inline Clock::duration start_cost() { return dlock_cli({"--version"}).took; }
+
+// A command that runs until the test opens its gate (a file appears), and at
+// most a minute: a holder that still holds when the test looks, however slowly
+// the test's next processes start (a `sleep 1` holder did not, under a
+// sanitizer on a busy machine).
+class Gate {
+  public:
+    Gate() : path_(temp_path("gate")) {}
+    // A test that ends early (a failed ASSERT) lets its holders go too.
+    ~Gate() { open(); }
+    Gate(const Gate&) = delete;
+    Gate& operator=(const Gate&) = delete;
+    // Shell text that waits for the gate, for a script of the test's own.
+    std::string wait_in_shell() const {
+        return "i=0; while [ ! -e " + path_ + " ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done";
+    }
+    // The command's words, for after `--`: waits for the gate, then exits 0.
+    std::vector<std::string> command() const { return {"sh", "-c", wait_in_shell()}; }
+    void open() const { std::ofstream(path_).put('\n'); }
+
+  private:
+    std::string path_;
+};
+
+// `dlock run [args] -- <gate's command>`: the args for start().
+inline std::vector<std::string> gated(std::vector<std::string> args, const Gate& gate) {
+    args.push_back("--");
+    for (auto& word : gate.command()) args.push_back(std::move(word));
+    return args;
+}
+
 inline bool held(const dlock::support::RedisServer& server, const std::string& key) {
     return server.cli({"EXISTS", "dlock:{" + key + "}"}) == "1";
 }

@@ -221,7 +221,9 @@ int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
     for (const auto& key : options.keys) record.key += (record.key.empty() ? "" : ",") + key;
     record.job = options.metrics_job.empty() ? record.key : options.metrics_job;
     record.start = std::chrono::system_clock::now();
-    const auto started = Clock::now();
+    // The wait's deadline counts from options.started: so does the wait
+    // reported (a later start reported less than the --wait given).
+    const auto started = options.started;
     std::optional<Clock::time_point> acquired_at;
     auto finish = [&](int status) {
         record.end = std::chrono::system_clock::now();
