@@ -66,12 +66,12 @@ std::vector<Ballot> FanOut::wait(const Enough& enough) {
     // dropped by a client that closed meanwhile.
     const auto until = deadline_ + std::chrono::milliseconds(200);
     if (auto* scope = DriveScope::current()) {
-        auto decided = [&] {
+        auto decided_now = [&] {
             std::lock_guard lock(mutex_);
-            return answered_ == ballots_.size() || enough(ballots_);
+            return decided(enough);
         };
         // Read on this thread: no wake-up of the I/O thread, no sleep but in poll().
-        if (driven_ && scope->drive(decided, until)) {
+        if (driven_ && scope->drive(decided_now, until)) {
             std::lock_guard lock(mutex_);
             return ballots_;
         }
@@ -80,8 +80,7 @@ std::vector<Ballot> FanOut::wait(const Enough& enough) {
     }
     std::unique_lock lock(mutex_);
     waiting_.push_back(&enough);
-    changed_.wait_until(lock, until,
-                        [&] { return answered_ == ballots_.size() || enough(ballots_); });
+    changed_.wait_until(lock, until, [&] { return decided(enough); });
     std::erase(waiting_, &enough);
     return ballots_;
 }

@@ -62,6 +62,8 @@ public:
 private:
     FanOut(std::size_t size, Clock::time_point deadline, AllAnswered all_answered);
     void record(std::size_t index, std::error_code ec, Reply&& reply);
+    // Every master answered, or enough did for the caller. mutex_ held.
+    bool decided(const Enough& enough) const { return answered_ == ballots_.size() || enough(ballots_); }
 
     std::mutex mutex_;
     Condition changed_;

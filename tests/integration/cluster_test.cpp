@@ -602,12 +602,18 @@ int undo_count_after_walk_away(bool try_again) {
     port = node.port();
     dlock::Client client("redis-cluster://127.0.0.1:" + std::to_string(node.port()),
                          {.connect_timeout = 300ms, .command_timeout = 300ms});
+    // The slot map first: on a busy machine, connecting could otherwise take
+    // the attempt's whole deadline, and an acquire never sent needs no undo.
+    auto router = client.core()->cluster();
+    EXPECT_TRUE(eventually([&] { auto m = router->master_for_slot(0); return m && m->port == port; }, 10s));
     auto lock = client.lock("orphan");
     std::error_code ec;
     const bool acquired = lock.try_lock_until(Clock::now() + 700ms, ec);
     EXPECT_FALSE(acquired);
-    std::this_thread::sleep_for(3s);  // well past the retry window (0.6 s, once re-opened 1.2 s)
+    // The retry window is 0.6 s (1.2 s once re-opened); a generous bound for a busy machine.
+    eventually([&] { std::lock_guard lock_guard(mutex); return others >= 1; }, 10s);
     std::lock_guard lock_guard(mutex);
+    EXPECT_GE(acquires, 1) << "the attempt sent its acquire";
     return others;
 }
 }  // namespace
