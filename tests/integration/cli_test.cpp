@@ -66,7 +66,9 @@ TEST(Cli, NotAcquiredInTimeIsTheConflictExitCode) {
     lock.lock();
     auto f = dlock_cli({"--url", server.uri(), "run", "--no-wait", "busy", "--", "true"});
     EXPECT_EQ(f.code, 75);
-    EXPECT_LT(f.took, 1s + start_cost());
+    // A liveness bound (a run that waited would wait as long as the holder
+    // holds: all of this test): the start and a busy machine are not what it tests.
+    EXPECT_LT(f.took, 3s + start_cost());
     // A lost race under --no-wait is silent, as flock -n is (cron mails
     // nothing); -v says it, and --json-events reports it as an event.
     EXPECT_EQ(f.err, "");
@@ -83,7 +85,7 @@ TEST(Cli, NotAcquiredInTimeIsTheConflictExitCode) {
     f = dlock_cli({"--url", server.uri(), "run", "--wait", "300ms", "--conflict-exit-code", "5", "busy", "--", "true"});
     EXPECT_EQ(f.code, 5);
     EXPECT_GE(f.took, 300ms);
-    EXPECT_LT(f.took, 2s + start_cost());
+    EXPECT_LT(f.took, 3s + start_cost());
     // A lock freed while waiting is taken.
     auto waiting = start({"--url", server.uri(), "run", "--wait", "5s", "busy", "--", "true"});
     std::this_thread::sleep_for(200ms);
