@@ -88,6 +88,9 @@ TEST(CliMetrics, RunWritesTheLastRunsGaugesLabelledByJobAndKey) {
     EXPECT_EQ(sample(text, "dlock_run_last_exit_code" + own), 75) << text;
     // At least the wait given: it counts from when the wait's deadline does.
     EXPECT_GE(sample(text, "dlock_run_last_wait_seconds" + own), 0.3) << text;
+    // One start for both: the run took at least the time it waited.
+    EXPECT_GE(sample(text, "dlock_run_last_duration_seconds" + own), sample(text, "dlock_run_last_wait_seconds" + own))
+        << text;
     EXPECT_EQ(text.find("nightly-backup"), std::string::npos) << "the file is replaced whole";
     lock.unlock();
 

@@ -78,9 +78,9 @@ std::string run_exposition(const RunRecord& run) {
     gauge("dlock_run_last_start_timestamp_seconds", "When the job's last dlock run started (Unix time).",
           number(unix_seconds(run.start)));
     gauge("dlock_run_last_end_timestamp_seconds", "When the job's last dlock run ended (Unix time).",
-          number(unix_seconds(run.end)));
+          number(unix_seconds(run.start) + std::chrono::duration<double>(run.took).count()));
     gauge("dlock_run_last_duration_seconds", "How long the job's last dlock run took, waiting included.",
-          number(std::chrono::duration<double>(run.end - run.start).count()));
+          number(std::chrono::duration<double>(run.took).count()));
     gauge("dlock_run_last_exit_code", "The exit status of the job's last dlock run.", std::to_string(run.exit_code));
     gauge("dlock_run_last_wait_seconds", "How long the job's last dlock run waited for its lock.",
           number(std::chrono::duration<double>(run.waited).count()));

@@ -18,8 +18,8 @@ struct RunRecord {
     std::string job;                              // --metrics-job, else the keys
     std::string key;                              // the keys, comma-separated
     std::chrono::system_clock::time_point start;  // dlock started
-    std::chrono::system_clock::time_point end;    // the lock released (or given up)
-    std::chrono::steady_clock::duration waited{}; // until acquired, or until it gave up
+    std::chrono::steady_clock::duration took{};   // from start until the lock was released (or given up)
+    std::chrono::steady_clock::duration waited{}; // from start until acquired, or until it gave up
     bool acquired = false;
     int exit_code = 0;                            // dlock's exit status
 };

@@ -220,15 +220,17 @@ int run_under_lock(const GlobalOptions& global, const RunOptions& options) {
     RunRecord record;
     for (const auto& key : options.keys) record.key += (record.key.empty() ? "" : ",") + key;
     record.job = options.metrics_job.empty() ? record.key : options.metrics_job;
-    record.start = std::chrono::system_clock::now();
-    // The wait's deadline counts from options.started: so does the wait
-    // reported (a later start reported less than the --wait given).
-    const auto started = options.started;
+    // One start for every figure: the --wait deadline's (options.started).
+    // The wall-clock timestamp is that moment; durations are steady-clock
+    // from it, so the run's duration is never shorter than its wait.
+    record.start = std::chrono::system_clock::now() -
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(Clock::now() - options.started);
     std::optional<Clock::time_point> acquired_at;
     auto finish = [&](int status) {
-        record.end = std::chrono::system_clock::now();
+        const auto now = Clock::now();
+        record.took = now - options.started;
         record.acquired = acquired_at.has_value();
-        record.waited = (acquired_at ? *acquired_at : Clock::now()) - started;
+        record.waited = acquired_at.value_or(now) - options.started;
         record.exit_code = status;
         write_metrics_file(options.metrics_file, run_exposition(record));
         return status;
