@@ -17,8 +17,6 @@ constexpr auto tolerance = std::chrono::seconds(1);
 // Audits cost one round trip per hold; every pass would double Redis's load.
 constexpr auto audit_period = std::chrono::seconds(2);
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
 // A loss shows in the hold at once (fencing_token() is 0 from then on); its
 // notice, the stop request, follows on the client's I/O thread (lock.hpp),
 // behind whatever else that thread has queued, such as a thousand other

@@ -31,6 +31,9 @@ namespace dlock::soak {
 
 using Clock = std::chrono::steady_clock;
 
+// A duration in milliseconds, as the soak's reports give them.
+inline double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
 struct HeldPoolFigures {
     long acquisitions = 0;      // fresh grants, first ones included
     long losses_reported = 0;   // on_lost calls

@@ -66,8 +66,6 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
 void judge(Result& result, const Series& series) {
     auto& f = result.failures;
     // The allocator keeps what a burst (a restart) took: RSS may step up

@@ -14,7 +14,6 @@ using namespace std::chrono_literals;
 double minutes_since(Clock::time_point start, Clock::time_point t) {
     return std::chrono::duration<double, std::ratio<60>>(t - start).count();
 }
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 // Kills the server and starts it again, with or without its data.
 Restart restart(dlock::support::RedisServer& server, bool keep_data, int held_before, double at_minutes) {

@@ -248,7 +248,7 @@ struct LockAccess : detail::OwnedAccess<detail::LockCore> {
         return core.hold_of(core.calling_owner()->name);
     }
 };
-using Surface = detail::PublicSurface<LockAccess>;
+using LockSurface = detail::PublicSurface<LockAccess>;
 
 }  // namespace
 
@@ -277,9 +277,9 @@ Lock::~Lock() {
     if (core_) core_->release_outstanding();
 }
 
-void Lock::lock() { (void)Surface::acquire(core_, {}, std::nullopt, {}, "lock"); }
+void Lock::lock() { (void)LockSurface::acquire(core_, {}, std::nullopt, {}, "lock"); }
 
-bool Lock::lock(std::stop_token stop) { return Surface::acquire(core_, {}, std::nullopt, std::move(stop), "lock"); }
+bool Lock::lock(std::stop_token stop) { return LockSurface::acquire(core_, {}, std::nullopt, std::move(stop), "lock"); }
 
 bool Lock::try_lock() { return acquire_until(std::chrono::steady_clock::time_point::min()); }
 
@@ -288,20 +288,20 @@ bool Lock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    return Surface::acquire(core_, {}, deadline, ec);
+    return LockSurface::acquire(core_, {}, deadline, ec);
 }
 
 bool Lock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return Surface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
+    return LockSurface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
 }
 
 bool Lock::acquire_until(std::chrono::steady_clock::time_point deadline) {
-    return Surface::acquire(core_, {}, deadline, {}, "try_lock");
+    return LockSurface::acquire(core_, {}, deadline, {}, "try_lock");
 }
 
-void Lock::unlock() noexcept { Surface::release_reported(core_, {}); }
+void Lock::unlock() noexcept { LockSurface::release_reported(core_, {}); }
 
-void Lock::unlock(std::error_code& ec) noexcept { Surface::release(core_, {}, ec); }
+void Lock::unlock(std::error_code& ec) noexcept { LockSurface::release(core_, {}, ec); }
 
 void Lock::unlock_nowait() noexcept {
     if (!core_) return;
@@ -316,7 +316,7 @@ void Lock::unlock_nowait() noexcept {
 
 namespace {
 std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::LockCore>& core) {
-    return Surface::own_hold(core, {});
+    return LockSurface::own_hold(core, {});
 }
 }  // namespace
 

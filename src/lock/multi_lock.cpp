@@ -354,7 +354,7 @@ struct MultiLockAccess {
     // Each name's own on_unlock_error has been told (MultiLockCore::release).
     void report(Core&, std::error_code) noexcept {}
 };
-using Surface = detail::PublicSurface<MultiLockAccess>;
+using MultiLockSurface = detail::PublicSurface<MultiLockAccess>;
 
 }  // namespace
 
@@ -365,10 +365,10 @@ MultiLock::MultiLock(MultiLock&&) noexcept = default;
 MultiLock& MultiLock::operator=(MultiLock&&) noexcept = default;
 MultiLock::~MultiLock() = default;
 
-void MultiLock::lock() { (void)Surface::acquire(core_, {}, std::nullopt, {}, "lock"); }
+void MultiLock::lock() { (void)MultiLockSurface::acquire(core_, {}, std::nullopt, {}, "lock"); }
 
 bool MultiLock::lock(std::stop_token stop) {
-    return Surface::acquire(core_, {}, std::nullopt, std::move(stop), "lock");
+    return MultiLockSurface::acquire(core_, {}, std::nullopt, std::move(stop), "lock");
 }
 
 bool MultiLock::try_lock() { return acquire_until(std::chrono::steady_clock::time_point::min()); }
@@ -378,20 +378,20 @@ bool MultiLock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool MultiLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    return Surface::acquire(core_, {}, deadline, ec);
+    return MultiLockSurface::acquire(core_, {}, deadline, ec);
 }
 
 bool MultiLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return Surface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
+    return MultiLockSurface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
 }
 
 bool MultiLock::acquire_until(std::chrono::steady_clock::time_point deadline) {
-    return Surface::acquire(core_, {}, deadline, {}, "try_lock");
+    return MultiLockSurface::acquire(core_, {}, deadline, {}, "try_lock");
 }
 
-void MultiLock::unlock() noexcept { Surface::release_reported(core_, {}); }
+void MultiLock::unlock() noexcept { MultiLockSurface::release_reported(core_, {}); }
 
-void MultiLock::unlock(std::error_code& ec) noexcept { Surface::release(core_, {}, ec); }
+void MultiLock::unlock(std::error_code& ec) noexcept { MultiLockSurface::release(core_, {}, ec); }
 
 bool MultiLock::is_held() const { return core_ && core_->is_held(); }
 

@@ -197,10 +197,10 @@ struct RedlockAccess : detail::OwnedAccess<detail::RedlockCore> {
         throw_failure(core, ec, std::string(call) + " " + core.identity->name);
     }
 };
-using Surface = detail::PublicSurface<RedlockAccess>;
+using RedlockSurface = detail::PublicSurface<RedlockAccess>;
 
 std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::RedlockCore>& core) {
-    return Surface::own_hold(core, {});
+    return RedlockSurface::own_hold(core, {});
 }
 
 }  // namespace
@@ -223,7 +223,7 @@ Redlock::~Redlock() {
 }
 
 bool Redlock::lock(std::stop_token stop) {
-    return Surface::acquire(core_, {}, std::nullopt, std::move(stop), "lock");
+    return RedlockSurface::acquire(core_, {}, std::nullopt, std::move(stop), "lock");
 }
 
 void Redlock::lock() { (void)lock(std::stop_token{}); }
@@ -235,20 +235,20 @@ bool Redlock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    return Surface::acquire(core_, {}, deadline, ec);
+    return RedlockSurface::acquire(core_, {}, deadline, ec);
 }
 
 bool Redlock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return Surface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
+    return RedlockSurface::acquire(core_, {}, deadline, std::move(stop), "try_lock");
 }
 
 bool Redlock::acquire_until(std::chrono::steady_clock::time_point deadline) {
     return try_lock_until(deadline, std::stop_token{});
 }
 
-void Redlock::unlock() noexcept { Surface::release_reported(core_, {}); }
+void Redlock::unlock() noexcept { RedlockSurface::release_reported(core_, {}); }
 
-void Redlock::unlock(std::error_code& ec) noexcept { Surface::release(core_, {}, ec); }
+void Redlock::unlock(std::error_code& ec) noexcept { RedlockSurface::release(core_, {}, ec); }
 
 bool Redlock::is_held() const { return detail::hold_is_held(own_hold(core_)); }
 

@@ -190,11 +190,11 @@ struct RwAccess {
     void report(Core& core, std::error_code ec) noexcept { detail::report_unlock_error(core.identity(side), ec); }
     std::shared_ptr<detail::Hold> own_hold(const Core& core) const { return core.hold_of(side, core.current_owner()); }
 };
-using Surface = detail::PublicSurface<RwAccess>;
+using RwLockSurface = detail::PublicSurface<RwAccess>;
 constexpr RwAccess write_side{RwSide::write}, read_side{RwSide::read};
 
 std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::RwLockCore>& core, RwSide side) {
-    return Surface::own_hold(core, {side});
+    return RwLockSurface::own_hold(core, {side});
 }
 
 }  // namespace
@@ -216,10 +216,10 @@ RwLock::~RwLock() {
     if (core_) core_->release_outstanding();
 }
 
-void RwLock::lock() { (void)Surface::acquire(core_, write_side, std::nullopt, {}, "lock"); }
+void RwLock::lock() { (void)RwLockSurface::acquire(core_, write_side, std::nullopt, {}, "lock"); }
 
 bool RwLock::lock(std::stop_token stop) {
-    return Surface::acquire(core_, write_side, std::nullopt, std::move(stop), "lock");
+    return RwLockSurface::acquire(core_, write_side, std::nullopt, std::move(stop), "lock");
 }
 
 bool RwLock::try_lock() { return acquire_until(false, std::chrono::steady_clock::time_point::min()); }
@@ -229,21 +229,21 @@ bool RwLock::try_lock(std::error_code& ec) noexcept {
 }
 
 bool RwLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    return Surface::acquire(core_, write_side, deadline, ec);
+    return RwLockSurface::acquire(core_, write_side, deadline, ec);
 }
 
 bool RwLock::try_lock_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return Surface::acquire(core_, write_side, deadline, std::move(stop), "try_lock");
+    return RwLockSurface::acquire(core_, write_side, deadline, std::move(stop), "try_lock");
 }
 
-void RwLock::unlock() noexcept { Surface::release_reported(core_, write_side); }
+void RwLock::unlock() noexcept { RwLockSurface::release_reported(core_, write_side); }
 
-void RwLock::unlock(std::error_code& ec) noexcept { Surface::release(core_, write_side, ec); }
+void RwLock::unlock(std::error_code& ec) noexcept { RwLockSurface::release(core_, write_side, ec); }
 
-void RwLock::lock_shared() { (void)Surface::acquire(core_, read_side, std::nullopt, {}, "lock_shared"); }
+void RwLock::lock_shared() { (void)RwLockSurface::acquire(core_, read_side, std::nullopt, {}, "lock_shared"); }
 
 bool RwLock::lock_shared(std::stop_token stop) {
-    return Surface::acquire(core_, read_side, std::nullopt, std::move(stop), "lock_shared");
+    return RwLockSurface::acquire(core_, read_side, std::nullopt, std::move(stop), "lock_shared");
 }
 
 bool RwLock::try_lock_shared() { return acquire_until(true, std::chrono::steady_clock::time_point::min()); }
@@ -253,19 +253,19 @@ bool RwLock::try_lock_shared(std::error_code& ec) noexcept {
 }
 
 bool RwLock::try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::error_code& ec) noexcept {
-    return Surface::acquire(core_, read_side, deadline, ec);
+    return RwLockSurface::acquire(core_, read_side, deadline, ec);
 }
 
 bool RwLock::try_lock_shared_until(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
-    return Surface::acquire(core_, read_side, deadline, std::move(stop), "try_lock_shared");
+    return RwLockSurface::acquire(core_, read_side, deadline, std::move(stop), "try_lock_shared");
 }
 
-void RwLock::unlock_shared() noexcept { Surface::release_reported(core_, read_side); }
+void RwLock::unlock_shared() noexcept { RwLockSurface::release_reported(core_, read_side); }
 
-void RwLock::unlock_shared(std::error_code& ec) noexcept { Surface::release(core_, read_side, ec); }
+void RwLock::unlock_shared(std::error_code& ec) noexcept { RwLockSurface::release(core_, read_side, ec); }
 
 bool RwLock::acquire_until(bool shared, std::chrono::steady_clock::time_point deadline) {
-    return Surface::acquire(core_, shared ? read_side : write_side, deadline, {}, shared ? "try_lock_shared" : "try_lock");
+    return RwLockSurface::acquire(core_, shared ? read_side : write_side, deadline, {}, shared ? "try_lock_shared" : "try_lock");
 }
 
 bool RwLock::is_held() const { return detail::hold_is_held(own_hold(core_, RwSide::write)); }
@@ -311,7 +311,7 @@ public:
         // The AsyncHold owns it from here (as OwnedHoldState's).
         if (auto made = hold()) core_->hand_over(made);
     }
-    void release(std::error_code& ec) noexcept override { ::dlock::Surface::release(core_, {side_}, ec); }
+    void release(std::error_code& ec) noexcept override { ::dlock::RwLockSurface::release(core_, {side_}, ec); }
     std::shared_ptr<Hold> hold() const override { return core_->hold_of(side_, owner_); }
     void report_release_error(std::error_code ec) noexcept override {
         report_unlock_error(core_->identity(side_), ec);

@@ -9,13 +9,12 @@
 #include "dlock/semaphore.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "server_keys.hpp"
 
 using namespace dlock::test::cli;
 using namespace std::chrono_literals;
 
-namespace {
-std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}"; }
-}  // namespace
+using dlock::test::semaphore_key;
 
 TEST(CliSemaphore, RunHoldsOneOfNPermitsWhileTheCommandRuns) {
     dlock::support::RedisServer server;
@@ -23,7 +22,7 @@ TEST(CliSemaphore, RunHoldsOneOfNPermitsWhileTheCommandRuns) {
     Gate gate;
     auto first = start(gated({"--url", url, "run", "--permits", "2", "jobs"}, gate));
     auto second = start(gated({"--url", url, "run", "--permits", "2", "jobs"}, gate));
-    ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"ZCARD", key_of("jobs")}) == "2"; }));
+    ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"ZCARD", semaphore_key("jobs")}) == "2"; }));
     // The third finds both permits taken.
     auto third = dlock_cli({"--url", url, "run", "--permits", "2", "--no-wait", "jobs", "--", "true"});
     EXPECT_EQ(third.code, 75) << third.err;
@@ -36,7 +35,7 @@ TEST(CliSemaphore, RunHoldsOneOfNPermitsWhileTheCommandRuns) {
     gate.open();
     EXPECT_EQ(finish(first).code, 0);
     EXPECT_EQ(finish(second).code, 0);
-    EXPECT_EQ(server.cli({"ZCARD", key_of("jobs")}), "0");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("jobs")}), "0");
     // The command's exit status is dlock's.
     EXPECT_EQ(dlock_cli({"--url", url, "run", "--permits", "2", "jobs", "--", "sh", "-c", "exit 3"}).code, 3);
     auto free = dlock_cli({"--url", url, "status", "--exit-status", "jobs"});
@@ -61,8 +60,8 @@ TEST(CliSemaphore, PermitsOfSeveralKeysAreAUsageErrorAndTakeNothing) {
 TEST(CliSemaphore, ALostPermitEndsTheCommandWithTheLostStatus) {
     dlock::support::RedisServer server;
     auto running = start({"--url", server.uri(), "run", "--permits", "1", "--ttl", "300ms", "lost", "--", "sleep", "10"});
-    ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"ZCARD", key_of("lost")}) == "1"; }));
-    server.cli({"DEL", key_of("lost")});
+    ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"ZCARD", semaphore_key("lost")}) == "1"; }));
+    server.cli({"DEL", semaphore_key("lost")});
     auto done = finish(running);
     EXPECT_EQ(done.code, 79) << done.err;  // exit_lost, as for a lock
     EXPECT_LT(done.took, 5s);
@@ -77,7 +76,7 @@ TEST(CliSemaphore, PlainStatusEscapesControlBytesInTheNameAndPermitIds) {
     dlock::Semaphore semaphore(client, name, {.limit = 3});
     auto permit = semaphore.try_acquire();
     ASSERT_TRUE(permit);
-    client.command({"ZADD", key_of(name), "99999999999999", "evil\n  forged: 1 permit#1"});
+    client.command({"ZADD", semaphore_key(name), "99999999999999", "evil\n  forged: 1 permit#1"});
     auto f = dlock_cli({"--url", server.uri(), "status", "--key=" + name});
     EXPECT_EQ(f.code, 0) << f.err;
     EXPECT_EQ(std::count(f.out.begin(), f.out.end(), '\n'), 3) << f.out;  // the semaphore, then its 2 holders

@@ -28,6 +28,7 @@
 #include "hold/lock_keys.hpp"
 #include "redis/client_core.hpp"
 #include "redis/cluster_slots.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -35,11 +36,11 @@ using dlock::support::ClusterDeployment;
 using dlock::support::ScriptedServer;
 using dlock::support::eventually;
 
+using dlock::test::seconds_since;
+
 namespace {
 
 std::string key_of(const std::string& name) { return dlock::detail::LockKeys(name).lock; }
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // One cluster for the tests that leave it as they found it.
 ClusterDeployment& shared_cluster() {
@@ -93,7 +94,6 @@ bool try_lock_noting(dlock::Lock& lock, std::chrono::milliseconds timeout, std::
         return false;
     }
 }
-
 
 // One node that serves every slot, named on port.
 std::string slots_reply(std::uint16_t port) {

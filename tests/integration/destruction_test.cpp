@@ -14,15 +14,16 @@
 #include "eventually.hpp"
 #include "redis_server.hpp"
 #include "warm_up.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 using dlock::support::warm_up;
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 long long ms_since(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -55,7 +56,7 @@ TEST(Destruction, ARedlockDestroyedOnAnotherThreadReleasesWhatItsWorkerHeld) {
     // expire, a 1 s lease would be over well within 3 s (unless renewed).
     bool got = other.try_lock_for(3s);
     EXPECT_TRUE(got) << "still held " << ms_since(start) << " ms after the Redlock that held it was destroyed; "
-                     << "PTTL on master 0: " << servers[0]->cli({"PTTL", key_of("rl-thread")});
+                     << "PTTL on master 0: " << servers[0]->cli({"PTTL", lock_key("rl-thread")});
     if (got) other.unlock();
 }
 

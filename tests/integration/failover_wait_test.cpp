@@ -19,13 +19,14 @@
 #include "dlock/semaphore.hpp"
 #include "cluster_deployment.hpp"
 #include "sentinel_deployment.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-namespace {
+using dlock::test::seconds_since;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+namespace {
 
 // A waiter on its own thread: whether it acquired, or its error.
 struct Outcome {

@@ -17,16 +17,18 @@
 #include "eventually.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
+using dlock::test::lock_key;
+using dlock::test::seconds;
+
 namespace {
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-std::string line_of(const std::string& name) { return key_of(name) + ":line"; }
-double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+std::string line_of(const std::string& name) { return lock_key(name) + ":line"; }
 
 std::string in_line(dlock::support::RedisServer& server, const std::string& name) {
     return server.cli({"ZCARD", line_of(name)});
@@ -119,11 +121,11 @@ TEST(FairLockProcesses, AWaiterKilledInLineLeavesItWithinItsWaiterLease) {
     const auto killed = Clock::now();
     // Pruned by the next waiter's refresh once the dead one's place ran out.
     EXPECT_TRUE(eventually([&] { return in_line(server, "dead-waiter") == "1"; }, 5s));
-    EXPECT_LT(secs(Clock::now() - killed), 0.6 + 0.2 + 1.0) << "a dead waiter stayed in line past its waiter_lease";
+    EXPECT_LT(seconds(Clock::now() - killed), 0.6 + 0.2 + 1.0) << "a dead waiter stayed in line past its waiter_lease";
     const auto released = Clock::now();
     holder.unlock();
     ASSERT_TRUE(got.get());
-    EXPECT_LT(secs(Clock::now() - released), 1.0) << "the release did not go straight to the live waiter";
+    EXPECT_LT(seconds(Clock::now() - released), 1.0) << "the release did not go straight to the live waiter";
     next.unlock();
     dlock::support::wait_child(dead);
 }
@@ -148,14 +150,14 @@ TEST(FairLockProcesses, AWaiterThatDiesRightAfterItsGrantCostsOnlyTheShortGrantL
     const auto before_token = holder.fencing_token();
     holder.unlock();
     // Granted to the stopped waiter, unconfirmed, on a short lease.
-    ASSERT_NE(server.cli({"HGET", key_of("granted-dead"), "granted"}), "") << "not an unconfirmed grant";
-    const auto pttl = std::stoll(server.cli({"PTTL", key_of("granted-dead")}));
+    ASSERT_NE(server.cli({"HGET", lock_key("granted-dead"), "granted"}), "") << "not an unconfirmed grant";
+    const auto pttl = std::stoll(server.cli({"PTTL", lock_key("granted-dead")}));
     EXPECT_GT(pttl, 0);
     EXPECT_LE(pttl, 600) << "an unconfirmed grant leased for more than a waiter_lease";
     kill(doomed, SIGKILL);
     const auto killed = Clock::now();
     ASSERT_TRUE(got.get());
-    EXPECT_LT(secs(Clock::now() - killed), 0.6 + 0.2 + 1.0);
+    EXPECT_LT(seconds(Clock::now() - killed), 0.6 + 0.2 + 1.0);
     EXPECT_GT(next.fencing_token(), before_token + 1) << "the dead waiter's grant had a token of its own";
     next.unlock();
     dlock::support::wait_child(doomed);
@@ -174,7 +176,7 @@ TEST(FairLockProcesses, AHolderWhoseLeaseRunsOutHandsOverToTheFirstInLine) {
         std::this_thread::sleep_for(60s);
         return 0;
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("expiring")}) == "1"; }, 20s));
+    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("expiring")}) == "1"; }, 20s));
     dlock::Client client(server.uri());
     dlock::FairLock waiter(client, "expiring", options);
     auto got = std::async(std::launch::async, [&] { return waiter.try_lock_for(30s); });
@@ -182,7 +184,7 @@ TEST(FairLockProcesses, AHolderWhoseLeaseRunsOutHandsOverToTheFirstInLine) {
     kill(holder, SIGSTOP);
     const auto stopped = Clock::now();
     ASSERT_TRUE(got.get());
-    EXPECT_LT(secs(Clock::now() - stopped), 1.0 + 0.2 + 1.0) << "the line waited past the lease";
+    EXPECT_LT(seconds(Clock::now() - stopped), 1.0 + 0.2 + 1.0) << "the line waited past the lease";
     waiter.unlock();
     kill(holder, SIGKILL);
     dlock::support::wait_child(holder);
@@ -220,8 +222,8 @@ TEST(FairLock, GivingUpWhileBeingGrantedLeavesNothingHeld) {
         } else {
             ++gave_up;
         }
-        ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("race")}) == "0"; }, 3s))
-            << "round " << round << ": held by " << server.cli({"HGET", key_of("race"), "owner"})
+        ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("race")}) == "0"; }, 3s))
+            << "round " << round << ": held by " << server.cli({"HGET", lock_key("race"), "owner"})
             << " after the waiter " << (granted ? "unlocked" : "gave up");
         EXPECT_EQ(in_line(server, "race"), "0") << "round " << round;
     }
@@ -245,13 +247,13 @@ TEST(FairLock, AGrantMissedWhileTheSubscriberWasAwayIsFoundOnReconnect) {
     ASSERT_TRUE(eventually([&] { return in_line(server, "missed") == "1"; }, 20s));
     proxy.black_hole(true);
     holder.unlock();  // granted to the waiter; its notice is held in the proxy
-    ASSERT_NE(server.cli({"HGET", key_of("missed"), "granted"}), "") << "not an unconfirmed grant";
+    ASSERT_NE(server.cli({"HGET", lock_key("missed"), "granted"}), "") << "not an unconfirmed grant";
     std::this_thread::sleep_for(200ms);
     // The notice is thrown away with the connections; new ones are served.
     const auto back = Clock::now();
     proxy.drop_connections();
     proxy.black_hole(false);
     ASSERT_TRUE(got.get());
-    EXPECT_LT(secs(Clock::now() - back), 2.0) << "the waiter slept on after its subscriber came back";
+    EXPECT_LT(seconds(Clock::now() - back), 2.0) << "the waiter slept on after its subscriber came back";
     waiter.unlock();
 }

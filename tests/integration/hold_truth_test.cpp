@@ -21,15 +21,16 @@
 #include "warnings.hpp"
 #include "warm_up.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::warm_up;
 using dlock::support::eventually;
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 // A client behind a proxy, with timeouts short enough for a test.
 struct Proxied {
@@ -61,7 +62,7 @@ struct Proxied {
 };
 
 std::string cli_count(const dlock::support::RedisServer& server, const std::string& name) {
-    return server.cli({"HGET", key_of(name), "count"});
+    return server.cli({"HGET", lock_key(name), "count"});
 }
 
 }  // namespace
@@ -89,7 +90,7 @@ TEST(HoldTruth, TwoLockObjectsForOneNameOnOneThreadShareOneHold) {
     EXPECT_TRUE(outer.is_held());
     EXPECT_EQ(cli_count(server, "shared-name"), "1");
     outer.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("shared-name")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("shared-name")}), "0");
 }
 
 // Defect 2.
@@ -101,7 +102,7 @@ TEST(HoldTruth, LockAfterALostHoldYieldsATrackedRenewedHold) {
     p.proxy.black_hole(true);  // renewals cannot get through
     // The server keeps our key for a while yet (a lease longer on the server
     // than trusted here, a blip shorter than the lease...).
-    ASSERT_EQ(p.server.cli({"PEXPIRE", key_of("relost"), "5000"}), "1");
+    ASSERT_EQ(p.server.cli({"PEXPIRE", lock_key("relost"), "5000"}), "1");
     ASSERT_TRUE(eventually([&] { return lock.lost_token().stop_requested(); }, 2s));
     p.heal();
     lock.lock();
@@ -111,9 +112,9 @@ TEST(HoldTruth, LockAfterALostHoldYieldsATrackedRenewedHold) {
     EXPECT_EQ(cli_count(p.server, "relost"), "1");
     std::this_thread::sleep_for(1500ms);  // several leases: only renewals keep it
     EXPECT_TRUE(lock.is_held());
-    EXPECT_EQ(p.server.cli({"EXISTS", key_of("relost")}), "1");
+    EXPECT_EQ(p.server.cli({"EXISTS", lock_key("relost")}), "1");
     lock.unlock();
-    EXPECT_EQ(p.server.cli({"EXISTS", key_of("relost")}), "0");
+    EXPECT_EQ(p.server.cli({"EXISTS", lock_key("relost")}), "0");
 }
 
 // Defect 3.
@@ -128,13 +129,13 @@ TEST(HoldTruth, AHoldTheClientForgotIsNotReenteredButAcquiredAfresh) {
     lock.unlock(ec);
     EXPECT_TRUE(ec) << "the release cannot have been confirmed";
     p.heal();  // the release's bytes die with the connection
-    ASSERT_EQ(p.server.cli({"EXISTS", key_of("phantom")}), "1");
+    ASSERT_EQ(p.server.cli({"EXISTS", lock_key("phantom")}), "1");
     lock.lock();
     EXPECT_EQ(lock.hold_count(), 1u);
     EXPECT_EQ(cli_count(p.server, "phantom"), "1") << "taken as a re-entry of the forgotten hold";
     EXPECT_GT(lock.fencing_token(), first) << "the old fencing token was handed out again";
     lock.unlock();
-    EXPECT_EQ(p.server.cli({"EXISTS", key_of("phantom")}), "0") << "the lock stayed held after the last unlock";
+    EXPECT_EQ(p.server.cli({"EXISTS", lock_key("phantom")}), "0") << "the lock stayed held after the last unlock";
 }
 
 // Defect 4.
@@ -245,7 +246,7 @@ TEST(HoldTruth, AReleaseWhoseReplyWasLostIsNotReportedLostWhenOthersTookTheLockM
         lock.unlock(ec);
         return ec;
     });
-    ASSERT_TRUE(eventually([&] { return p.server.cli({"EXISTS", key_of("retried-release")}) == "0"; }, 2s));
+    ASSERT_TRUE(eventually([&] { return p.server.cli({"EXISTS", lock_key("retried-release")}) == "0"; }, 2s));
     auto theirs = other.lock("retried-release");
     theirs.lock();  // another owner takes it and lets go before our retry
     theirs.unlock();
@@ -277,7 +278,7 @@ TEST(HoldTruth, AHandleReenteredOnOneThreadAndUnlockedOnAnotherCountsRight) {
     EXPECT_EQ(lock.hold_count(), 1u);
     EXPECT_EQ(cli_count(p.server, "two-threads"), "1") << "the re-entry was counted twice";
     lock.unlock();
-    EXPECT_EQ(p.server.cli({"EXISTS", key_of("two-threads")}), "0");
+    EXPECT_EQ(p.server.cli({"EXISTS", lock_key("two-threads")}), "0");
 }
 
 TEST(HoldTruth, AFinalUnlockAnsweredWithHoldsLeftKeepsTheHoldHeldAndRenewed) {
@@ -285,15 +286,15 @@ TEST(HoldTruth, AFinalUnlockAnsweredWithHoldsLeftKeepsTheHoldHeldAndRenewed) {
     dlock::Client client(server.uri());
     auto lock = client.lock("server-wins", {.lease = 300ms});
     lock.lock();
-    server.cli({"HINCRBY", key_of("server-wins"), "count", "1"});  // a hold the server counts and we do not
+    server.cli({"HINCRBY", lock_key("server-wins"), "count", "1"});  // a hold the server counts and we do not
     lock.unlock();
     EXPECT_TRUE(lock.is_held()) << "the server still counts a hold of ours";
     EXPECT_EQ(lock.hold_count(), 1u);
     std::this_thread::sleep_for(900ms);  // three leases: only renewals keep it
     EXPECT_TRUE(lock.is_held());
-    EXPECT_EQ(server.cli({"EXISTS", key_of("server-wins")}), "1");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("server-wins")}), "1");
     lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("server-wins")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("server-wins")}), "0");
 }
 
 // Defect 9.
@@ -308,7 +309,7 @@ TEST(HoldTruth, AGrantWhoseValidityIsAlreadyOverIsNotReportedHeld) {
     p.proxy.hold_requests(false);
     EXPECT_FALSE(tried.get()) << "a lock whose validity was over when it arrived was reported held";
     EXPECT_FALSE(lock.is_held());
-    EXPECT_TRUE(eventually([&] { return p.server.cli({"EXISTS", key_of("stale-grant")}) == "0"; }, 1s))
+    EXPECT_TRUE(eventually([&] { return p.server.cli({"EXISTS", lock_key("stale-grant")}) == "0"; }, 1s))
         << "the useless grant was not given back";
 }
 
@@ -326,7 +327,7 @@ TEST(HoldTruth, ClosingTheClientReleasesHoldsWhoseRenewalIsInFlight) {
     proxy.delay_replies(3s);  // the renewal due at 1 s gets no answer in time
     std::this_thread::sleep_for(300ms);
     client.reset();  // must release every hold, its renewal in flight or not
-    EXPECT_EQ(server.cli({"EXISTS", key_of("in-flight")}), "0") << "the hold was left to its lease";
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("in-flight")}), "0") << "the hold was left to its lease";
 }
 
 // Defect 14.
@@ -342,9 +343,9 @@ TEST(HoldTruth, OnLostAlwaysRunsOnTheIoThread) {
                                                }});
     a.lock();
     b.lock();
-    server.cli({"DEL", key_of("noticed-by-caller")});
+    server.cli({"DEL", lock_key("noticed-by-caller")});
     a.lock();  // the re-entry finds it gone: this thread notices, on_lost still runs on the I/O thread
-    server.cli({"DEL", key_of("noticed-by-keeper")});
+    server.cli({"DEL", lock_key("noticed-by-keeper")});
     auto caller = by_caller_path.get_future(), keeper = by_keeper_path.get_future();
     ASSERT_EQ(caller.wait_for(2s), std::future_status::ready);
     ASSERT_EQ(keeper.wait_for(2s), std::future_status::ready);
@@ -360,7 +361,7 @@ TEST(HoldTruth, MoveAssigningOverAHoldingLockReleasesIt) {
     auto lock = client.lock("replaced");
     lock.lock();
     lock = client.lock("replacement");
-    EXPECT_EQ(server.cli({"EXISTS", key_of("replaced")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("replaced")}), "0");
 }
 
 TEST(HoldTruth, LeasesTooShortToBeTrustedAreRejected) {
@@ -533,7 +534,7 @@ TEST(HoldTruth, TokensKeepGrowingAfterTheFenceExpiresIsEvictedOrTheServerRestart
     };
     auto last = token_now();
     // Evicted (or deleted): the counter is gone.
-    server.cli({"DEL", key_of("monotonic") + ":fence"});
+    server.cli({"DEL", lock_key("monotonic") + ":fence"});
     auto next = token_now();
     EXPECT_GT(next, last);
     last = next;
@@ -544,7 +545,7 @@ TEST(HoldTruth, TokensKeepGrowingAfterTheFenceExpiresIsEvictedOrTheServerRestart
     last = next;
     // Expired after its retention.
     last = token_now({.retention = 1s});
-    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("monotonic") + ":fence"}) == "0"; }, 3s));
+    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("monotonic") + ":fence"}) == "0"; }, 3s));
     EXPECT_GT(token_now(), last);
 }
 
@@ -695,6 +696,6 @@ TEST(HoldTruth, FourThreadsOfOneHandleOwnerPassItsGateInTurn) {
         for (auto& t : threads) t.join();
         EXPECT_EQ(failed.load(), 0);
         EXPECT_FALSE(lock.is_held());
-        EXPECT_EQ(server.cli({"EXISTS", key_of("gate-" + std::to_string(round))}), "0");
+        EXPECT_EQ(server.cli({"EXISTS", lock_key("gate-" + std::to_string(round))}), "0");
     }
 }

@@ -17,14 +17,15 @@
 #include "lock/lock_scripts.hpp"
 #include "redis_server.hpp"
 #include "warm_up.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::warm_up;
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 // Every command the server runs is logged (slowlog threshold 0): the exact
 // bytes of an earlier request, for replaying them as a late copy.
@@ -95,7 +96,7 @@ TEST(LateCopies, ALateCopyOfAHandOffDoesNotMakeTwoHolders) {
     t2_done.get_future().wait();
     const bool t1_held = lock.is_held();
     std::printf("T1 is_held=%d  T2 try_lock=%d  server owner=%s\n", t1_held, t2_held_again.load(),
-                server.cli({"HGET", key_of("ho"), "owner"}).c_str());
+                server.cli({"HGET", lock_key("ho"), "owner"}).c_str());
     EXPECT_FALSE(t1_held && t2_held_again) << "two threads both hold 'ho'";
     t2.join();
     if (lock.hold_count()) lock.unlock();
@@ -121,7 +122,7 @@ TEST(LateCopies, ALateCopyOfAnAttemptAnsweredBusyGrantsNothing) {
     auto r = replay(admin, acquires[1]);
     ASSERT_TRUE(r.is_array() && !r.elements.empty());
     EXPECT_EQ(r.elements[0].integer, -2);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("busy-copy")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("busy-copy")}), "0");
     EXPECT_TRUE(lb.try_lock());
     lb.unlock();
     // A fresh attempt of a's (a new operation id) is granted as usual.
@@ -136,7 +137,7 @@ TEST(LateCopies, ALateCopyOfAnAttemptAnsweredBusyGrantsNothing) {
 TEST(LateCopies, AnOperationUndoneBeforeItAppliedNeverApplies) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    const std::string lock = key_of("undone"), fence = lock + ":fence", owner = "c0ffee:t1",
+    const std::string lock = lock_key("undone"), fence = lock + ":fence", owner = "c0ffee:t1",
                       tombstone = lock + ":done:" + owner;
     auto acquire = [&](const std::string& op, const std::string& mode) {
         // The other kinds' keys of the name (lock_keys.hpp) come next.
@@ -172,9 +173,9 @@ TEST(LateCopies, AHugeLeaseLeftOnTheServerDoesNotMakeAWaiterSpin) {
     dlock::support::RedisServer server;
     dlock::Client a(server.uri());
     warm_up(a);
-    server.cli({"HSET", key_of("huge"), "owner", "someone:1", "count", "1", "seq", "1", "token", "1"});
-    server.cli({"PEXPIRE", key_of("huge"), "9000000000000000000"});
-    std::printf("PTTL: %s\n", server.cli({"PTTL", key_of("huge")}).c_str());
+    server.cli({"HSET", lock_key("huge"), "owner", "someone:1", "count", "1", "seq", "1", "token", "1"});
+    server.cli({"PEXPIRE", lock_key("huge"), "9000000000000000000"});
+    std::printf("PTTL: %s\n", server.cli({"PTTL", lock_key("huge")}).c_str());
     auto lock = a.lock("huge");
     const long before = server.command_calls("evalsha");
     auto t0 = Clock::now();

@@ -10,16 +10,17 @@
 #include "dlock/error.hpp"
 #include "redis_server.hpp"
 #include "reply_lost.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+using dlock::test::lock_key;
 
 namespace {
 
 using dlock::support::cut_options;
 using dlock::support::with_reply_lost;
-
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
 
 long evalsha_calls(const dlock::support::RedisServer& server) { return server.command_calls("evalsha"); }
 
@@ -38,11 +39,11 @@ TEST(LockFaults, AcquireWhoseReplyWasLostIsNotCountedTwice) {
     ASSERT_TRUE(ok);
     EXPECT_GE(evalsha_calls(server) - before, 2) << "the acquire did not run twice: nothing was retried";
     EXPECT_EQ(lock.hold_count(), 1u);
-    EXPECT_EQ(server.cli({"HGET", key_of("retried"), "count"}), "1");
+    EXPECT_EQ(server.cli({"HGET", lock_key("retried"), "count"}), "1");
     // One token issued: the retry was answered from the first copy's record.
-    EXPECT_EQ(std::to_string(lock.fencing_token()), server.cli({"HGET", key_of("retried") + ":fence", "token"}));
+    EXPECT_EQ(std::to_string(lock.fencing_token()), server.cli({"HGET", lock_key("retried") + ":fence", "token"}));
     lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("retried")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("retried")}), "0");
 }
 
 TEST(LockFaults, ReleaseWhoseReplyWasLostIsNotAppliedTwice) {
@@ -59,7 +60,7 @@ TEST(LockFaults, ReleaseWhoseReplyWasLostIsNotAppliedTwice) {
     });
     EXPECT_FALSE(ec) << ec.message();
     EXPECT_GE(evalsha_calls(server) - before, 2);
-    EXPECT_EQ(server.cli({"HGET", key_of("twice"), "count"}), "1") << "hold count decremented twice";
+    EXPECT_EQ(server.cli({"HGET", lock_key("twice"), "count"}), "1") << "hold count decremented twice";
     EXPECT_EQ(lock.hold_count(), 1u);
     // The final release, retried, must not come back as "not owner".
     ec = with_reply_lost(server, [&] {
@@ -68,7 +69,7 @@ TEST(LockFaults, ReleaseWhoseReplyWasLostIsNotAppliedTwice) {
         return e;
     });
     EXPECT_FALSE(ec) << ec.message();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("twice")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("twice")}), "0");
     EXPECT_FALSE(lock.is_held());
 }
 

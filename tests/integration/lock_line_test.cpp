@@ -14,15 +14,14 @@
 #include "lock/lock_scripts.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
-namespace {
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-}  // namespace
+using dlock::test::lock_key;
+using dlock::test::seconds;
 
 // A FairLock waiter sleeps on a local queue of one; it used to sleep on an
 // empty one (undefined behaviour: the process crashed).
@@ -38,7 +37,7 @@ TEST(LockLine, AFairLockThatMustWaitSleepsInLine) {
         if (ok) fair.unlock();
         return ok;
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("fair-busy") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("fair-busy") + ":line"}) == "1"; }));
     held.unlock();
     EXPECT_TRUE(got.get());
 }
@@ -68,18 +67,18 @@ TEST(LockLine, AShortWaiterLeaseJoiningALongOneKeepsItsPlace) {
         dlock::Lock fb(waiter, "short-b", {.waiter_lease = 100ms});
         const bool ok = fb.try_lock_for(25s);
         const auto at = Clock::now();
-        got.set_value(ok ? secs(at.time_since_epoch()) : -1.0);
+        got.set_value(ok ? seconds(at.time_since_epoch()) : -1.0);
         if (ok) fb.unlock();
     });
     std::this_thread::sleep_for(1s);
     // Its place should be refreshed every ~33 ms; it is not.
-    const auto places = server.cli({"ZCARD", key_of("short-b") + ":places"});
+    const auto places = server.cli({"ZCARD", lock_key("short-b") + ":places"});
     const auto released_at = Clock::now();
     b.unlock();
     auto future = got.get_future();
     const double at = future.get();
     ASSERT_GT(at, 0) << "never acquired";
-    const double waited = at - secs(released_at.time_since_epoch());
+    const double waited = at - seconds(released_at.time_since_epoch());
     EXPECT_LT(waited, 1.0) << "acquired " << waited << " s after the release (places in line at release: "
                            << places << ")";
     short_waiter.join();
@@ -156,9 +155,9 @@ TEST(LockLine, WithTheSubscriberDownAFreeLockIsTakenAndStopIsHonoured) {
     } catch (const dlock::Error& e) {
         error = e.what();
     }
-    const double took = secs(Clock::now() - start);
+    const double took = seconds(Clock::now() - start);
     EXPECT_TRUE(got) << "a free FairLock, try_lock_for(1s): not acquired after " << took << " s (" << error
-                     << "); EXISTS=" << server.cli({"EXISTS", key_of("free-one")});
+                     << "); EXISTS=" << server.cli({"EXISTS", lock_key("free-one")});
     EXPECT_LT(took, 0.5) << "a free FairLock took " << took << " s to acquire";
     if (got) fair.unlock();
 
@@ -179,14 +178,13 @@ TEST(LockLine, WithTheSubscriberDownAFreeLockIsTakenAndStopIsHonoured) {
     } catch (const dlock::Error& e) {
         std::cerr << "lock(stop) threw " << e.what() << "\n";
     }
-    const double took2 = secs(Clock::now() - start2);
+    const double took2 = seconds(Clock::now() - start2);
     stopper.join();
     EXPECT_FALSE(got2);
     EXPECT_LT(took2, 0.5) << "lock(stop) returned " << took2 << " s after the call, stop requested at 0.1 s";
     proxy.refuse_new(false);
     held.unlock();
 }
-
 
 // A waiter's place is kept by its client's refreshes, not by asking for the
 // lock again: the refresh script used to be sent by EVALSHA only, so a
@@ -204,15 +202,15 @@ TEST(LockLine, AWaitersPlaceIsRefreshedWithoutAskingForTheLockAgain) {
         if (ok) fair.unlock();
         return ok;
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("kept-place") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("kept-place") + ":line"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
-    const auto owner = server.cli({"ZRANGE", key_of("kept-place") + ":line", "0", "0"});
-    const auto tombstone = key_of("kept-place") + ":done:" + owner;
+    const auto owner = server.cli({"ZRANGE", lock_key("kept-place") + ":line", "0", "0"});
+    const auto tombstone = lock_key("kept-place") + ":done:" + owner;
     const auto last_attempt = server.cli({"GET", tombstone});
-    const auto place_end = std::stoll(server.cli({"ZSCORE", key_of("kept-place") + ":places", owner}));
+    const auto place_end = std::stoll(server.cli({"ZSCORE", lock_key("kept-place") + ":places", owner}));
     std::this_thread::sleep_for(1s);  // about ten refreshes
     EXPECT_EQ(server.cli({"GET", tombstone}), last_attempt) << "the waiter asked for the lock again while it waited";
-    EXPECT_GT(std::stoll(server.cli({"ZSCORE", key_of("kept-place") + ":places", owner})), place_end + 500)
+    EXPECT_GT(std::stoll(server.cli({"ZSCORE", lock_key("kept-place") + ":places", owner})), place_end + 500)
         << "its place was not refreshed";
     held.unlock();
     EXPECT_TRUE(got.get());
@@ -226,7 +224,7 @@ TEST(LockLine, AWaitersPlaceIsRefreshedWithoutAskingForTheLockAgain) {
 TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAnUnconfirmedGrantAlone) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    const auto key = key_of("granted-late");
+    const auto key = lock_key("granted-late");
     const std::string owner = "c1:t1";
     server.cli({"HSET", key, "owner", owner, "count", "1", "seq", "0", "token", "5", "granted", "1"});
     server.cli({"PEXPIRE", key, "10000"});
@@ -264,12 +262,12 @@ TEST(LockLine, ACrowdOfEndedPlacesIsPrunedAndTheLockStillChangesHands) {
                 "redis.call(\"PEXPIRE\", KEYS[1], 60000) redis.call(\"PEXPIRE\", KEYS[2], 60000) "
                 // as the crowd's busy answers would have marked the hold: someone waits
                 "redis.call(\"HSET\", KEYS[3], \"w\", \"1\")",
-                "3", key_of("crowd") + ":line", key_of("crowd") + ":places", key_of("crowd"), ended});
-    ASSERT_EQ(server.cli({"ZCARD", key_of("crowd") + ":line"}), "9000");
+                "3", lock_key("crowd") + ":line", lock_key("crowd") + ":places", lock_key("crowd"), ended});
+    ASSERT_EQ(server.cli({"ZCARD", lock_key("crowd") + ":line"}), "9000");
     std::error_code ec;
     holder.unlock(ec);
     EXPECT_FALSE(ec) << ec.message() << ": " << dlock::last_server_error();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("crowd") + ":line"}), "0") << "the ended places were not pruned";
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("crowd") + ":line"}), "0") << "the ended places were not pruned";
     dlock::Client other_client(server.uri());
     dlock::Lock other(other_client, "crowd");
     std::error_code ec2;
@@ -280,7 +278,7 @@ TEST(LockLine, ACrowdOfEndedPlacesIsPrunedAndTheLockStillChangesHands) {
 namespace {
 // The owner standing first in `name`'s line, and its arrival number.
 std::pair<std::string, std::string> first_waiter(dlock::support::RedisServer& server, const std::string& name) {
-    const auto scored = server.cli({"ZRANGE", key_of(name) + ":line", "0", "0", "WITHSCORES"});
+    const auto scored = server.cli({"ZRANGE", lock_key(name) + ":line", "0", "0", "WITHSCORES"});
     const auto newline = scored.find('\n');
     return {scored.substr(0, newline), newline == std::string::npos ? "" : scored.substr(newline + 1)};
 }
@@ -306,24 +304,24 @@ TEST(LockLine, TheWaiterGrantedDirectlyWakesHoldingTheLock) {
     proxy.delay_replies(500ms);
     std::atomic<bool> got{false};
     std::thread waiting([&] { got = waiter.try_lock_for(20s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("woken") + ":line"}) == "1"; }, 10s));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("woken") + ":line"}) == "1"; }, 10s));
     std::this_thread::sleep_for(700ms);  // its busy answer (and so its arrival) has reached it
     const auto released = Clock::now();
     holder.unlock();
     waiting.join();
-    const double took = secs(Clock::now() - released);
+    const double took = seconds(Clock::now() - released);
     ASSERT_TRUE(got.load());
     EXPECT_LT(took, 0.9) << "the waiter asked again after its grant notice";
     EXPECT_TRUE(waiter.is_held());
-    EXPECT_EQ(std::to_string(waiter.fencing_token()), server.cli({"HGET", key_of("woken"), "token"}));
+    EXPECT_EQ(std::to_string(waiter.fencing_token()), server.cli({"HGET", lock_key("woken"), "token"}));
     // Confirmed: the grant's mark is gone, a new operation id is recorded,
     // and the validity counts the full lease.
-    EXPECT_TRUE(eventually([&] { return server.cli({"HEXISTS", key_of("woken"), "granted"}) == "0"; }, 5s));
-    EXPECT_NE(server.cli({"HGET", key_of("woken"), "seq"}), "0");
+    EXPECT_TRUE(eventually([&] { return server.cli({"HEXISTS", lock_key("woken"), "granted"}) == "0"; }, 5s));
+    EXPECT_NE(server.cli({"HGET", lock_key("woken"), "seq"}), "0");
     EXPECT_TRUE(eventually([&] { return waiter.valid_until() > Clock::now() + 20s; }, 5s));
     proxy.delay_replies(0ms);
     waiter.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("woken")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("woken")}), "0");
 }
 
 // A grant notice for another wait of the same owner (an earlier one, given
@@ -336,13 +334,13 @@ TEST(LockLine, ANoticeForAnotherWaitIsNotTakenAsAGrant) {
     dlock::FairLock waiter(waiter_client, "stale-notice", {.ownership = dlock::Ownership::handle});
     std::atomic<bool> got{false};
     std::thread waiting([&] { got = waiter.try_lock_for(10s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("stale-notice") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("stale-notice") + ":line"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     const auto [owner, arrival] = first_waiter(server, "stale-notice");
     const auto client_id = owner.substr(0, owner.find(':'));
     const auto earlier = std::to_string(std::stoull(arrival) - 1);
     server.cli({"PUBLISH", "dlock:inbox:" + client_id,
-                "granted " + owner + " 999999 " + earlier + " " + key_of("stale-notice")});
+                "granted " + owner + " 999999 " + earlier + " " + lock_key("stale-notice")});
     std::this_thread::sleep_for(300ms);
     EXPECT_FALSE(got.load()) << "a notice for an earlier wait was taken as a grant";
     EXPECT_TRUE(holder.is_held());
@@ -350,7 +348,7 @@ TEST(LockLine, ANoticeForAnotherWaitIsNotTakenAsAGrant) {
     waiting.join();
     ASSERT_TRUE(got.load());
     EXPECT_NE(waiter.fencing_token(), 999999u);
-    EXPECT_EQ(std::to_string(waiter.fencing_token()), server.cli({"HGET", key_of("stale-notice"), "token"}));
+    EXPECT_EQ(std::to_string(waiter.fencing_token()), server.cli({"HGET", lock_key("stale-notice"), "token"}));
     waiter.unlock();
 }
 
@@ -360,7 +358,7 @@ TEST(LockLine, ANoticeForAnotherWaitIsNotTakenAsAGrant) {
 TEST(LockLine, ALateLeaveOfAnEarlierWaitLeavesTheNextWaitsGrantAlone) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    const auto key = key_of("late-leave");
+    const auto key = lock_key("late-leave");
     const std::string owner = "c1:t1";
     const std::string fence = key + ":fence", line = key + ":line", places = key + ":places", channel = key + ":ch";
     std::string_view keys[] = {key, fence, line, places, channel};
@@ -389,13 +387,13 @@ TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
     dlock::FairLock waiter(waiter_client, "old-release", {.ownership = dlock::Ownership::handle});
     std::atomic<bool> got{false};
     std::thread waiting([&] { got = waiter.try_lock_for(10s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("old-release") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("old-release") + ":line"}) == "1"; }));
     const auto owner = first_waiter(server, "old-release").first;
     holder.unlock();
     waiting.join();
     ASSERT_TRUE(got.load());
-    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", key_of("old-release"), "granted"}) == "0"; }, 5s));
-    const auto key = key_of("old-release");
+    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", lock_key("old-release"), "granted"}) == "0"; }, 5s));
+    const auto key = lock_key("old-release");
     const std::string fence = key + ":fence", channel = key + ":ch", tombstone = key + ":done:" + owner,
                       line = key + ":line", places = key + ":places";
     std::string_view keys[] = {key, fence, channel, tombstone, line, places};
@@ -419,16 +417,16 @@ TEST(LockLine, TheConfirmationNeverShortensTheLockBelowTheWokenHoldersValidity) 
                            {.lease = 1s, .ownership = dlock::Ownership::handle, .waiter_lease = 4s});
     std::atomic<bool> got{false};
     std::thread waiting([&] { got = waiter.try_lock_for(10s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("long-place") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("long-place") + ":line"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     holder.unlock();
     waiting.join();
     ASSERT_TRUE(got.load());
-    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", key_of("long-place"), "granted"}) == "0"; }, 5s));
+    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", lock_key("long-place"), "granted"}) == "0"; }, 5s));
     // The server's first, then the client's: what the client believes can
     // only shrink meanwhile (read the other way round, the time redis-cli
     // takes to start on a busy machine counted against the server).
-    const auto on_server = std::stoll(server.cli({"PTTL", key_of("long-place")}));
+    const auto on_server = std::stoll(server.cli({"PTTL", lock_key("long-place")}));
     const auto believed = std::chrono::duration_cast<std::chrono::milliseconds>(waiter.valid_until() - Clock::now());
     EXPECT_GE(on_server, believed.count()) << "the holder believes it holds the lock past the key's expiry";
     waiter.unlock();
@@ -458,7 +456,7 @@ TEST(LockLine, ALateLeaveOfTheWaitJustGivenUpCannotFreeTheNextWaitsGrant) {
         second = waiter.try_lock_for(20s);  // waits again at once
         returned = true;
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of(name) + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key(name) + ":line"}) == "1"; }));
     std::this_thread::sleep_for(300ms);
     proxy.delay_replies(600ms);  // its replies and notices come 600 ms late
     std::this_thread::sleep_until(start + 1200ms);
@@ -494,7 +492,7 @@ TEST(LockLine, AForceReleaseRightBehindTheGrantNoticeIsNotMissed) {
             (void)waiter.try_lock_for(20s);
             returned = true;
         });
-        ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("forced") + ":line"}) == "1"; }));
+        ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("forced") + ":line"}) == "1"; }));
         std::this_thread::sleep_for(200ms);
         proxy.hold_requests(true);  // its confirmation stays held
         proxy.black_hole(true);     // its notices wait, to come together

@@ -13,6 +13,7 @@
 #include "eventually.hpp"
 #include "lockable.hpp"
 #include "redis_server.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -22,9 +23,9 @@ static_assert(dlock::support::TimedLockable<dlock::Lock>);
 static_assert(noexcept(std::declval<dlock::Lock&>().unlock()), "unlock() must not throw out of a lock_guard");
 static_assert(std::is_nothrow_move_constructible_v<dlock::Lock>);
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 using dlock::support::eventually;
 
@@ -56,13 +57,13 @@ TEST(Lock, LockAndUnlockWithAFencingToken) {
     EXPECT_GE(first, server.time_us() - 60'000'000);
     EXPECT_LE(first, server.time_us());
     EXPECT_GT(lock.valid_until(), Clock::now() + 29s);
-    EXPECT_EQ(server.cli({"HGET", key_of("orders:42"), "count"}), "1");
-    auto ttl = std::stoll(server.cli({"PTTL", key_of("orders:42")}));
+    EXPECT_EQ(server.cli({"HGET", lock_key("orders:42"), "count"}), "1");
+    auto ttl = std::stoll(server.cli({"PTTL", lock_key("orders:42")}));
     EXPECT_GT(ttl, 29'000);
     EXPECT_LE(ttl, 30'000);
     lock.unlock();
     EXPECT_FALSE(lock.is_held());
-    EXPECT_EQ(server.cli({"EXISTS", key_of("orders:42")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("orders:42")}), "0");
     lock.lock();
     EXPECT_GT(lock.fencing_token(), first);
     lock.unlock();
@@ -80,11 +81,11 @@ TEST(Lock, ReentrantToDepthOneHundred) {
     EXPECT_EQ(dlock::inspect_lock(client, "deep").hold_count, 100u);
     for (int i = 0; i < 99; ++i) {
         lock.unlock();
-        ASSERT_EQ(server.cli({"EXISTS", key_of("deep")}), "1") << "freed after " << i + 1 << " unlocks";
+        ASSERT_EQ(server.cli({"EXISTS", lock_key("deep")}), "1") << "freed after " << i + 1 << " unlocks";
     }
     EXPECT_EQ(lock.hold_count(), 1u);
     lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("deep")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("deep")}), "0");
 }
 
 TEST(Lock, AnotherThreadIsAnotherOwnerAndWaits) {
@@ -132,7 +133,7 @@ TEST(Lock, HandleOwnershipMovesBetweenThreads) {
     std::error_code ec;
     std::thread([&] { lock.unlock(ec); }).join();
     EXPECT_FALSE(ec);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("async-job")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("async-job")}), "0");
     // Two handles on one name are two owners, even on one thread.
     auto first = client.lock("h", {.ownership = dlock::Ownership::handle});
     auto second = client.lock("h", {.ownership = dlock::Ownership::handle});
@@ -162,7 +163,7 @@ TEST(Lock, StdScopedLockOverTwoLocks) {
     t1.join();
     t2.join();
     EXPECT_EQ(max_inside.load(), 1);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("account:1"), key_of("account:2")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("account:1"), lock_key("account:2")}), "0");
 }
 
 TEST(Lock, HandoffThroughPubSubIsFarFasterThanTheLease) {
@@ -229,10 +230,10 @@ TEST(Lock, WatchdogKeepsTheLockFivefoldPastItsLease) {
     lock.lock();
     std::this_thread::sleep_for(1s);
     EXPECT_TRUE(lock.is_held());
-    EXPECT_EQ(server.cli({"EXISTS", key_of("kept")}), "1");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("kept")}), "1");
     EXPECT_FALSE(lock.lost_token().stop_requested());
     lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("kept")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("kept")}), "0");
 }
 
 TEST(Lock, FixedLeaseExpiresAndIsReportedLost) {
@@ -243,7 +244,7 @@ TEST(Lock, FixedLeaseExpiresAndIsReportedLost) {
                                       .on_lost = [&](std::string_view, std::error_code) { ++lost_calls; }});
     lock.lock();
     auto lost = lock.lost_token();
-    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("fixed")}) == "0"; }, 1s));
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("fixed")}) == "0"; }, 1s));
     EXPECT_TRUE(eventually([&] { return lost.stop_requested(); }, 1s));
     EXPECT_FALSE(lock.is_held());
     EXPECT_TRUE(lock.lost_token().stop_requested()) << "a token asked for after the loss starts stopped";
@@ -266,7 +267,7 @@ TEST(Lock, KeyDeletedBehindTheHolderIsLostWithinAThirdOfTheLease) {
     std::atomic<bool> callback_ran{false};
     std::stop_callback on_stop(lost, [&] { callback_ran = true; });
     auto deleted_at = Clock::now();
-    server.cli({"DEL", key_of("stolen")});
+    server.cli({"DEL", lock_key("stolen")});
     auto f = reason.get_future();
     ASSERT_EQ(f.wait_for(200ms + 300ms), std::future_status::ready);
     EXPECT_LT(Clock::now() - deleted_at, 200ms + 300ms);
@@ -303,7 +304,7 @@ TEST(Lock, ScriptFlushWhileHeldDoesNotBreakRenewOrRelease) {
     std::error_code ec;
     lock.unlock(ec);
     EXPECT_FALSE(ec);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("flushed")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("flushed")}), "0");
 }
 
 TEST(Lock, AThousandLocksHeldRenewedAndReleased) {
@@ -326,9 +327,9 @@ TEST(Lock, DestroyingTheClientReleasesWhatItHolds) {
     auto client = std::make_unique<dlock::Client>(server.uri());
     auto lock = client->lock("until-exit");
     lock.lock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("until-exit")}), "1");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("until-exit")}), "1");
     client.reset();  // the Lock outlives its Client
-    EXPECT_EQ(server.cli({"EXISTS", key_of("until-exit")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("until-exit")}), "0");
     EXPECT_FALSE(lock.is_held());
     std::error_code ec;
     EXPECT_FALSE(lock.try_lock(ec));
@@ -377,7 +378,7 @@ TEST(Lock, FencingTokensStrictlyIncreaseAcrossClients) {
         l.unlock();
     }
     // The counter lasts the retention period once the lock is free, no longer.
-    auto pttl = std::stoll(server.cli({"PTTL", key_of("fenced") + ":fence"}));
+    auto pttl = std::stoll(server.cli({"PTTL", lock_key("fenced") + ":fence"}));
     EXPECT_GT(pttl, 0);
     EXPECT_LE(pttl, std::chrono::milliseconds(dlock::default_retention).count());
 }
@@ -406,19 +407,19 @@ TEST(LockInput, BadNamesAndLeasesAreInvalidArguments) {
 TEST(LockInput, KeyHoldingOtherDataIsAWrongTypeErrorNamingTheKey) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    server.cli({"SET", key_of("taken"), "not a lock"});
+    server.cli({"SET", lock_key("taken"), "not a lock"});
     auto lock = client.lock("taken");
     try {
         lock.lock();
         FAIL() << "no exception";
     } catch (const dlock::Error& e) {
         EXPECT_EQ(e.code(), dlock::errc::wrong_type);
-        EXPECT_NE(std::string(e.what()).find(key_of("taken")), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(lock_key("taken")), std::string::npos) << e.what();
     }
     std::error_code ec;
     EXPECT_FALSE(lock.try_lock(ec));
     EXPECT_EQ(ec, dlock::errc::wrong_type);
-    EXPECT_EQ(server.cli({"GET", key_of("taken")}), "not a lock");
+    EXPECT_EQ(server.cli({"GET", lock_key("taken")}), "not a lock");
 }
 
 TEST(LockInput, UnreachableServerFailsWithinTheTimeout) {
@@ -450,7 +451,7 @@ TEST(LockInput, UnlockFromALockGuardNeverThrowsButIsReported) {
     EXPECT_EQ(reported, dlock::errc::lease_lost);
     {
         std::unique_lock guard(lock);
-        server.cli({"DEL", key_of("guarded")});
+        server.cli({"DEL", lock_key("guarded")});
     }
     EXPECT_EQ(reported, dlock::errc::lease_lost);
 }
@@ -508,7 +509,7 @@ TEST(LockHandOff, AWaiterOfTheSameProcessIsHandedTheLockWithoutARelease) {
     });
     // The waiter queues, tries once, takes its place in the server's line
     // and sleeps as the head.
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("handed") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("handed") + ":line"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     lock.unlock();
     auto token = waiter_token.get_future().get();
@@ -516,7 +517,7 @@ TEST(LockHandOff, AWaiterOfTheSameProcessIsHandedTheLockWithoutARelease) {
     EXPECT_GT(token, first);  // a fresh fencing token for the new holder
     // Handed over, not released: the only release message is the waiter's own final one.
     EXPECT_EQ(server.command_calls("publish"), 1);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("handed")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("handed")}), "0");
 }
 
 TEST(LockHandOff, AZeroSliceAlwaysReleases) {
@@ -527,7 +528,7 @@ TEST(LockHandOff, AZeroSliceAlwaysReleases) {
     std::thread waiter([&] {
         if (lock.try_lock_for(10s)) lock.unlock();
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("released") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("released") + ":line"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     lock.unlock();
     waiter.join();

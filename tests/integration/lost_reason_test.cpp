@@ -24,6 +24,7 @@
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
 #include "warnings.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -31,9 +32,9 @@ using dlock::LostReason;
 using dlock::support::eventually;
 using dlock::support::RedisServer;
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 // What on_lost heard, once.
 struct Told {
@@ -156,7 +157,7 @@ TEST(LostReason, TakenOverAfterARestartWithoutPersistence) {
     auto lock = client.lock("restarted", {.lease = 10s, .on_lost = told.callback()});
     lock.lock();
     server.restart();
-    ASSERT_EQ(server.cli({"EXISTS", key_of("restarted")}), "0");
+    ASSERT_EQ(server.cli({"EXISTS", lock_key("restarted")}), "0");
     expect_told(told, lock, LostReason::taken_over);
 }
 
@@ -167,7 +168,7 @@ TEST(LostReason, TakenOverWhenTheKeyIsDeleted) {
     auto lock = client.lock("deleted", {.lease = 600ms, .on_lost = told.callback()});
     lock.lock();
     const auto valid_until = lock.valid_until();
-    server.cli({"DEL", key_of("deleted")});
+    server.cli({"DEL", lock_key("deleted")});
     expect_told(told, lock, LostReason::taken_over);
     EXPECT_LT(told.when(), valid_until) << "the renewal's answer, not the validity's end, told it";
 }
@@ -185,7 +186,7 @@ TEST(LostReason, RenewalRefusedByAnAcl) {
     server.cli({"ACL", "SETUSER", "locker", "-evalsha", "-eval"});
     expect_told(told, lock, LostReason::renewal_refused);
     EXPECT_LT(told.when(), valid_until - 100ms) << "the refusal, not the validity's end, told it";
-    EXPECT_EQ(server.cli({"EXISTS", key_of("forbidden")}), "1") << "the key is left to its lease";
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("forbidden")}), "1") << "the key is left to its lease";
 }
 
 // Every kind's hold carries the reason: the read and write sides of a
@@ -239,7 +240,7 @@ TEST(LostReason, EveryKindTellsIt) {
         Told told;
         dlock::Redlock redlock(masters, "red", {.lease = 600ms, .on_lost = told.callback()});
         redlock.lock();
-        for (auto* master : {&server, &second, &third}) master->cli({"DEL", key_of("red")});
+        for (auto* master : {&server, &second, &third}) master->cli({"DEL", lock_key("red")});
         expect_told(told, redlock, LostReason::taken_over);
     }
 }
@@ -524,5 +525,5 @@ TEST(LostReason, AForceReleaseWorksForAnAclUserWithoutChannels) {
         error = e.what();
     }
     EXPECT_EQ(error, "") << "force_release threw";
-    EXPECT_EQ(setup.server.cli({"EXISTS", key_of("unheard-force")}), "0") << "the hold was not removed";
+    EXPECT_EQ(setup.server.cli({"EXISTS", lock_key("unheard-force")}), "0") << "the hold was not removed";
 }

@@ -16,6 +16,7 @@
 #include "lockable.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -26,9 +27,9 @@ static_assert(noexcept(std::declval<dlock::MultiLock&>().unlock()), "unlock() mu
 static_assert(std::is_nothrow_move_constructible_v<dlock::MultiLock>);
 static_assert(std::is_nothrow_move_assignable_v<dlock::MultiLock>);
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 using dlock::support::eventually;
 using Tokens = std::vector<std::pair<std::string, std::uint64_t>>;
@@ -93,7 +94,7 @@ TEST(MultiLock, LocksEveryNameWithItsOwnFencingToken) {
     EXPECT_LE(lock.valid_until(), Clock::now() + 30s);
     lock.unlock();
     EXPECT_FALSE(lock.is_held());
-    for (const auto& name : {"a", "b", "c"}) EXPECT_EQ(server.cli({"EXISTS", key_of(name)}), "0") << name;
+    for (const auto& name : {"a", "b", "c"}) EXPECT_EQ(server.cli({"EXISTS", lock_key(name)}), "0") << name;
     EXPECT_EQ(lock.fencing_token("a"), 0u);
     lock.lock();
     EXPECT_GT(lock.fencing_token("a"), tokens[0].second);
@@ -109,9 +110,9 @@ TEST(MultiLock, AllOrNothingWhenOneNameIsBusy) {
     EXPECT_FALSE(lock.try_lock());
     EXPECT_FALSE(lock.is_held());
     // "a" came before the busy "m" and was given back; "z" was never asked for.
-    EXPECT_EQ(server.cli({"EXISTS", key_of("a")}), "0");
-    EXPECT_EQ(server.cli({"EXISTS", key_of("z")}), "0");
-    EXPECT_EQ(server.cli({"EXISTS", key_of("z") + ":fence"}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("a")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("z")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("z") + ":fence"}), "0");
     EXPECT_EQ(blocker.hold_count(), 1u);
 
     auto start = Clock::now();
@@ -119,7 +120,7 @@ TEST(MultiLock, AllOrNothingWhenOneNameIsBusy) {
     auto elapsed = Clock::now() - start;
     EXPECT_GE(elapsed, 300ms) << "one deadline for the whole call";
     EXPECT_LT(elapsed, 300ms + 60ms);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("a")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("a")}), "0");
     EXPECT_EQ(lock.lost_token().stop_possible(), false) << "nothing held, nothing to lose";
     blocker.unlock();
     EXPECT_TRUE(lock.try_lock_for(1s));
@@ -140,13 +141,13 @@ TEST(MultiLock, WaitsForTheBlockingNameByPushNotByPolling) {
         lock.unlock();
         return std::pair(at, held);
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("p")}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("p")}) == "1"; }));
     // While it waits it holds "p" (the name before "q"), and sends nothing.
     const auto calls_before = server.command_calls("evalsha") + server.command_calls("eval");
     std::this_thread::sleep_for(1s);
     const auto calls_during = server.command_calls("evalsha") + server.command_calls("eval") - calls_before;
     EXPECT_LE(calls_during, 2) << "a waiter must not poll";
-    EXPECT_EQ(server.cli({"EXISTS", key_of("r")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("r")}), "0");
     const auto released_at = Clock::now();
     blocker.unlock();
     ASSERT_EQ(waiter.wait_for(5s), std::future_status::ready);
@@ -172,11 +173,11 @@ TEST(MultiLock, ReentrantPerNameAndTokensKept) {
     lock.unlock();
     lock.unlock();
     EXPECT_TRUE(lock.is_held());
-    EXPECT_EQ(server.cli({"HGET", key_of("y"), "count"}), "1");
+    EXPECT_EQ(server.cli({"HGET", lock_key("y"), "count"}), "1");
     lock.unlock();
     EXPECT_FALSE(lock.is_held());
-    EXPECT_EQ(server.cli({"EXISTS", key_of("x")}), "0");
-    EXPECT_EQ(server.cli({"EXISTS", key_of("y")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("x")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("y")}), "0");
 }
 
 TEST(MultiLock, ANameTheThreadAlreadyHoldsIsReenteredNotWaitedFor) {
@@ -189,7 +190,7 @@ TEST(MultiLock, ANameTheThreadAlreadyHoldsIsReenteredNotWaitedFor) {
     EXPECT_EQ(single.hold_count(), 2u);
     lock.unlock();
     EXPECT_TRUE(single.is_held()) << "the multi-lock gave back only its own hold";
-    EXPECT_EQ(server.cli({"EXISTS", key_of("own")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("own")}), "0");
     single.unlock();
 }
 
@@ -219,7 +220,7 @@ TEST(MultiLock, AnotherThreadIsAnotherOwnerAndHandleOwnershipCrossesThreads) {
         EXPECT_FALSE(ec);
     }).join();
     EXPECT_FALSE(by_handle.is_held());
-    EXPECT_EQ(server.cli({"EXISTS", key_of("h1")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("h1")}), "0");
 }
 
 TEST(MultiLock, LosingAnyNameLosesTheWholeHold) {
@@ -237,7 +238,7 @@ TEST(MultiLock, LosingAnyNameLosesTheWholeHold) {
     std::atomic<bool> told{false};
     std::stop_callback on_stop(lost, [&] { told = true; });
     EXPECT_FALSE(lost.stop_requested());
-    server.cli({"DEL", key_of("l2")});
+    server.cli({"DEL", lock_key("l2")});
     ASSERT_TRUE(eventually([&] { return told.load(); }, 1s)) << "within the lease";
     EXPECT_FALSE(lock.is_held());
     EXPECT_EQ(lock.valid_until(), Clock::time_point{});
@@ -255,8 +256,8 @@ TEST(MultiLock, LosingAnyNameLosesTheWholeHold) {
     std::error_code ec;
     lock.unlock(ec);
     EXPECT_EQ(ec, dlock::errc::lease_lost);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("l1")}), "0");
-    EXPECT_EQ(server.cli({"EXISTS", key_of("l3")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("l1")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("l3")}), "0");
     EXPECT_FALSE(lock.lost_token().stop_possible());
     // A new multi-hold has a new lost token.
     lock.lock();
@@ -287,12 +288,12 @@ TEST(MultiLock, AStopRequestEndsTheWaitAndGivesBackWhatWasTaken) {
     dlock::MultiLock lock(a, {"s1", "s2"});
     std::stop_source stop;
     auto result = std::async(std::launch::async, [&] { return lock.lock(stop.get_token()); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("s1")}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("s1")}) == "1"; }));
     const auto start = Clock::now();
     stop.request_stop();
     EXPECT_FALSE(result.get());
     EXPECT_LT(Clock::now() - start, 200ms);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("s1")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("s1")}), "0");
     EXPECT_FALSE(lock.is_held());
     auto timed = std::async(std::launch::async, [&] {
         std::stop_source never;
@@ -305,23 +306,23 @@ TEST(MultiLock, AStopRequestEndsTheWaitAndGivesBackWhatWasTaken) {
 TEST(MultiLock, AFailingNameIsReportedAfterTheOthersAreGivenBack) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    server.cli({"SET", key_of("w2"), "not a lock"});
+    server.cli({"SET", lock_key("w2"), "not a lock"});
     dlock::MultiLock lock(client, {"w1", "w2", "w3"});
     try {
         lock.lock();
         ADD_FAILURE() << "lock() over a key of another type must throw";
     } catch (const dlock::Error& e) {
         EXPECT_EQ(e.code(), dlock::errc::wrong_type);
-        EXPECT_NE(std::string(e.what()).find(key_of("w2")), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(lock_key("w2")), std::string::npos) << e.what();
     }
-    EXPECT_EQ(server.cli({"EXISTS", key_of("w1")}), "0");
-    EXPECT_EQ(server.cli({"EXISTS", key_of("w3")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("w1")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("w3")}), "0");
     std::error_code ec;
     EXPECT_FALSE(lock.try_lock_until(Clock::now() + 1s, ec));
     EXPECT_EQ(ec, dlock::errc::wrong_type);
     EXPECT_FALSE(lock.try_lock(ec));
     EXPECT_EQ(ec, dlock::errc::wrong_type);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("w1")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("w1")}), "0");
 }
 
 TEST(MultiLock, ServerTextSurvivesTheRollback) {
@@ -333,7 +334,7 @@ TEST(MultiLock, ServerTextSurvivesTheRollback) {
     EXPECT_FALSE(lock.try_lock(ec));
     EXPECT_EQ(ec, dlock::errc::permission_denied);
     EXPECT_NE(dlock::last_server_error().find("NOPERM"), std::string::npos) << dlock::last_server_error();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("ok")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("ok")}), "0");
 }
 
 TEST(MultiLock, UnlockNeverThrowsAndReportsEachName) {
@@ -369,7 +370,7 @@ TEST(MultiLock, StdScopedLockAndUniqueLockWork) {
         std::unique_lock guard(first, 1s);
         EXPECT_TRUE(guard.owns_lock());
     }
-    EXPECT_EQ(server.cli({"EXISTS", key_of("g1")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("g1")}), "0");
 }
 
 TEST(MultiLock, NothingIsLeftInRedisAfterTheRetention) {
@@ -461,7 +462,7 @@ TEST(MultiLockProcesses, OppositeOrdersAcrossProcessesNeverDeadlockNorOverlap) {
     }
     for (auto pid : children) EXPECT_EQ(dlock::support::wait_child(pid), 0);
     EXPECT_EQ(server.cli({"GET", "counter"}), std::to_string(orders.size() * threads * rounds));
-    for (const auto& name : {"x", "y", "z"}) EXPECT_EQ(server.cli({"EXISTS", key_of(name)}), "0") << name;
+    for (const auto& name : {"x", "y", "z"}) EXPECT_EQ(server.cli({"EXISTS", lock_key(name)}), "0") << name;
 }
 
 // A failed call gives back what it took within its deadline, also when the
@@ -481,7 +482,7 @@ TEST(MultiLock, TheRollBackOfAFailedCallKeepsItsDeadlineAgainstASilentServer) {
         const bool got = multi.try_lock_until(start + 1000ms, ec);
         return std::pair{got, Clock::now() - start};
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("m3")}) == "1"; }, 5s));
+    ASSERT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("m3")}) == "1"; }, 5s));
     std::this_thread::sleep_for(300ms);
     proxy.black_hole(true);  // silent while the call waits for m4, and while it rolls back
     auto [got, took] = result.get();
@@ -513,7 +514,7 @@ TEST(MultiLock, TheRollBackAfterTheDeadlineWaitsAtMostAMoment) {
     EXPECT_LT(Clock::now() - deadline, 1000ms);
     proxy.delay_replies(0ms);
     // Every release lands once the link is fast again: nothing stays held.
-    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("r0")}) == "0"; }, 10s));
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("r0")}) == "0"; }, 10s));
 }
 
 // "Returns holding every name": a name lost while the call waited for a
@@ -531,12 +532,12 @@ TEST(MultiLock, ANameLostWhileTheCallWaitedIsTakenAgain) {
         return std::pair{multi.is_held(), multi.lost_token().stop_requested()};
     });
     ASSERT_TRUE(eventually([&] { return multi.fencing_token("a") != 0; }, 5s));
-    server.cli({"DEL", key_of("a")});  // a is lost while the call waits for z
+    server.cli({"DEL", lock_key("a")});  // a is lost while the call waits for z
     ASSERT_TRUE(eventually([&] { return multi.fencing_token("a") == 0; }, 5s));
     busy.unlock();
     auto [held, lost] = done.get();
     EXPECT_TRUE(held);
     EXPECT_FALSE(lost);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("a")}), "1");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("a")}), "1");
     multi.unlock();
 }

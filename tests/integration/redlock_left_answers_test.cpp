@@ -19,20 +19,16 @@
 #include "eventually.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
+#include "quick_options.hpp"
 
 using namespace std::chrono_literals;
 
+using dlock::test::lock_key;
+
+using dlock::test::quick_options;
+
 namespace {
-
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
-dlock::ClientOptions quick_options() {
-    dlock::ClientOptions o;
-    o.connect_timeout = 500ms;
-    o.command_timeout = 1s;  // the connections' tick: every 50 ms
-    o.reconnect_backoff_max = 100ms;
-    return o;
-}
 
 // Connections the server accepted so far, the one asking included.
 long long connections_received(const dlock::support::RedisServer& server) {
@@ -172,7 +168,7 @@ TEST(RedlockLeftAnswers, ALateGranterWithinItsNodeTimeoutIsRaised) {
             lock.unlock();
         }
         for (int i : {1, 2, 3, 4})
-            servers[i]->cli({"HSET", key_of(name) + ":fence", "token", std::to_string(behind + 1'000'000'000)});
+            servers[i]->cli({"HSET", lock_key(name) + ":fence", "token", std::to_string(behind + 1'000'000'000)});
         std::this_thread::sleep_for(200ms);
         masters.client(0).command({"PING"});  // read by this thread: the connection parks
         slow.delay_replies(5ms);  // master 0 answers 5 ms late, within its 20 ms
@@ -182,11 +178,11 @@ TEST(RedlockLeftAnswers, ALateGranterWithinItsNodeTimeoutIsRaised) {
         std::this_thread::sleep_for(200ms);
         const auto reconnects = connections_received(*servers[0]) - connections_before - 1;
         const bool raised = dlock::support::eventually(
-            [&] { return std::stoull(servers[0]->cli({"HGET", key_of(name) + ":fence", "token"})) >= token; }, 500ms);
+            [&] { return std::stoull(servers[0]->cli({"HGET", lock_key(name) + ":fence", "token"})) >= token; }, 500ms);
         if (!raised) {
             ++left_behind;
             detail += " round " + std::to_string(round) + ": token " + std::to_string(token) + ", master 0 at " +
-                      servers[0]->cli({"HGET", key_of(name) + ":fence", "token"}) + ", its connection reset " +
+                      servers[0]->cli({"HGET", lock_key(name) + ":fence", "token"}) + ", its connection reset " +
                       std::to_string(reconnects) + " times;";
         }
         lock.unlock();

@@ -18,6 +18,8 @@
 #include "eventually.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
+#include "quick_options.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -32,9 +34,11 @@ static_assert(requires(dlock::Redlock& l) {
     { l.try_lock_until(Clock::now()) } -> std::same_as<bool>;
 });
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+using dlock::test::quick_options;
+
+namespace {
 
 struct FiveMasters {
     std::vector<std::unique_ptr<dlock::support::RedisServer>> servers;
@@ -50,7 +54,7 @@ struct FiveMasters {
     // How many masters hold the lock's key.
     int holding(const std::string& name) {
         int n = 0;
-        for (auto& s : servers) n += s->cli({"EXISTS", key_of(name)}) == "1";
+        for (auto& s : servers) n += s->cli({"EXISTS", lock_key(name)}) == "1";
         return n;
     }
 };
@@ -58,14 +62,6 @@ struct FiveMasters {
 std::size_t count_votes(const std::vector<dlock::MasterOutcome>& outcomes, dlock::Vote vote) {
     return static_cast<std::size_t>(
         std::count_if(outcomes.begin(), outcomes.end(), [&](const auto& o) { return o.vote == vote; }));
-}
-
-dlock::ClientOptions quick_options() {
-    dlock::ClientOptions o;
-    o.connect_timeout = 500ms;
-    o.command_timeout = 1s;
-    o.reconnect_backoff_max = 100ms;
-    return o;
 }
 
 // The threads of this process now.
@@ -165,8 +161,8 @@ TEST(Redlock, ThreeMastersStoppedFailsAtTheDeadlineSayingWhatEachAnswered) {
     EXPECT_LT(elapsed, 1s + 1s);  // the deadline, plus at most one attempt in flight
     EXPECT_FALSE(lock.is_held());
     // The two that answered gave their grants back.
-    EXPECT_TRUE(eventually([&] { return m[1].cli({"EXISTS", key_of("three-down")}) == "0"; }));
-    EXPECT_TRUE(eventually([&] { return m[3].cli({"EXISTS", key_of("three-down")}) == "0"; }));
+    EXPECT_TRUE(eventually([&] { return m[1].cli({"EXISTS", lock_key("three-down")}) == "0"; }));
+    EXPECT_TRUE(eventually([&] { return m[3].cli({"EXISTS", lock_key("three-down")}) == "0"; }));
     for (int i : {0, 2, 4}) m[i].resume();
     // Requests that sat in a stopped master's socket may still run on resume;
     // the lease bounds them.
@@ -199,17 +195,17 @@ TEST(Redlock, UnreachableMastersFailAtOnceWithTheirErrors) {
 TEST(Redlock, KeyHeldByAnotherOnThreeMastersIsNotAcquiredAndNothingIsLeftOnTheOtherTwo) {
     FiveMasters m;
     for (int i : {0, 1, 2})
-        m[i].cli({"HSET", key_of("taken"), "owner", "someone-else", "count", "1", "seq", "1", "token", "1"});
-    for (int i : {0, 1, 2}) m[i].cli({"PEXPIRE", key_of("taken"), "60000"});
+        m[i].cli({"HSET", lock_key("taken"), "owner", "someone-else", "count", "1", "seq", "1", "token", "1"});
+    for (int i : {0, 1, 2}) m[i].cli({"PEXPIRE", lock_key("taken"), "60000"});
     dlock::Masters masters(m.urls());
     dlock::Redlock lock(masters, "taken");
     EXPECT_FALSE(lock.try_lock());
     EXPECT_GE(count_votes(lock.last_outcomes(), dlock::Vote::held_by_another), 3u);
     EXPECT_FALSE(lock.is_held());
     EXPECT_TRUE(eventually([&] {
-        return m[3].cli({"EXISTS", key_of("taken")}) == "0" && m[4].cli({"EXISTS", key_of("taken")}) == "0";
+        return m[3].cli({"EXISTS", lock_key("taken")}) == "0" && m[4].cli({"EXISTS", lock_key("taken")}) == "0";
     }));
-    for (int i : {0, 1, 2}) EXPECT_EQ(m[i].cli({"HGET", key_of("taken"), "owner"}), "someone-else");
+    for (int i : {0, 1, 2}) EXPECT_EQ(m[i].cli({"HGET", lock_key("taken"), "owner"}), "someone-else");
     // Waiting until the deadline is contention, not an error.
     EXPECT_FALSE(lock.try_lock_for(300ms));
 }
@@ -266,7 +262,7 @@ void expect_lost_after(FiveMasters& m, const std::string& name, TakeAway take_aw
 TEST(Redlock, LosingTheMajorityIsReportedAsLost) {
     FiveMasters m;
     expect_lost_after(m, "fragile", [&](dlock::Masters&) {
-        for (int i : {0, 1, 2}) m[i].cli({"HSET", key_of("fragile"), "owner", "intruder"});
+        for (int i : {0, 1, 2}) m[i].cli({"HSET", lock_key("fragile"), "owner", "intruder"});
     });
 }
 
@@ -276,7 +272,7 @@ TEST(Redlock, ForceReleasedOnAMajorityIsLostNotTakenBack) {
         for (int i : {0, 1, 2}) EXPECT_TRUE(dlock::force_release(masters.client(i), "broken").has_value());
     });
     // Renewals only take back a master that forgot the lock entirely (restart).
-    for (int i : {0, 1, 2}) EXPECT_EQ(m[i].cli({"EXISTS", key_of("broken")}), "0");
+    for (int i : {0, 1, 2}) EXPECT_EQ(m[i].cli({"EXISTS", lock_key("broken")}), "0");
 }
 
 TEST(Redlock, AWaiterIsWokenByTheReleaseNotByTheLease) {
@@ -312,7 +308,7 @@ TEST(Redlock, FencingTokensGrowAndLaggingCountersAreRaised) {
     // (two others away): the token is its count, and masters 1 and 2 are
     // raised to it before lock() returns.
     const auto ahead = first + 1'000'000'000;  // far past any master's clock-floored counter
-    m[0].cli({"HSET", key_of("fenced") + ":fence", "token", std::to_string(ahead)});
+    m[0].cli({"HSET", lock_key("fenced") + ":fence", "token", std::to_string(ahead)});
     m[3].pause();
     m[4].pause();
     lock.lock();
@@ -342,7 +338,7 @@ TEST(Redlock, EveryLaggingGranterIsRaisedNotOnlyAMajority) {
     // too, or a later majority that includes it and two masters that miss a
     // grant could count from its old value.
     for (int i : {1, 2, 3, 4})
-        m[i].cli({"HSET", key_of("laggard") + ":fence", "token", std::to_string(first + 1'000'000'000)});
+        m[i].cli({"HSET", lock_key("laggard") + ":fence", "token", std::to_string(first + 1'000'000'000)});
     m[0].pause();
     std::thread wake([&] {
         std::this_thread::sleep_for(50ms);
@@ -354,8 +350,8 @@ TEST(Redlock, EveryLaggingGranterIsRaisedNotOnlyAMajority) {
     lock.unlock();
     EXPECT_GT(token, first);
     EXPECT_TRUE(eventually([&] {
-        return std::stoull(m[0].cli({"HGET", key_of("laggard") + ":fence", "token"})) >= token;
-    }, 2s)) << "master 0 was left behind at " << m[0].cli({"HGET", key_of("laggard") + ":fence", "token"});
+        return std::stoull(m[0].cli({"HGET", lock_key("laggard") + ":fence", "token"})) >= token;
+    }, 2s)) << "master 0 was left behind at " << m[0].cli({"HGET", lock_key("laggard") + ":fence", "token"});
 }
 
 // The caller reads the masters' answers itself and returns at the majority;
@@ -373,7 +369,7 @@ TEST(Redlock, ALateGrantersAnswerIsReadWithNoFurtherCall) {
         lock.unlock();
     }
     for (int i : {1, 2, 3, 4})
-        m[i].cli({"HSET", key_of("unread") + ":fence", "token", std::to_string(behind + 1'000'000'000)});
+        m[i].cli({"HSET", lock_key("unread") + ":fence", "token", std::to_string(behind + 1'000'000'000)});
     m[0].pause();
     std::thread wake([&] {
         std::this_thread::sleep_for(100ms);
@@ -384,8 +380,8 @@ TEST(Redlock, ALateGrantersAnswerIsReadWithNoFurtherCall) {
     wake.join();
     EXPECT_GT(token, behind + 1'000'000'000);
     EXPECT_TRUE(eventually([&] {
-        return std::stoull(m[0].cli({"HGET", key_of("unread") + ":fence", "token"})) >= token;
-    }, 2s)) << "master 0 was left behind at " << m[0].cli({"HGET", key_of("unread") + ":fence", "token"});
+        return std::stoull(m[0].cli({"HGET", lock_key("unread") + ":fence", "token"})) >= token;
+    }, 2s)) << "master 0 was left behind at " << m[0].cli({"HGET", lock_key("unread") + ":fence", "token"});
     lock.unlock();
 }
 
@@ -474,12 +470,12 @@ TEST(Redlock, BadInputIsATypedError) {
     expect_code([&] { dlock::Redlock x(masters, "n", {.retry_delay = 0ms}); }, dlock::errc::invalid_argument);
     expect_code([&] { (void)masters.client(5); }, dlock::errc::invalid_argument);
     // A key that holds something else on a majority.
-    for (int i : {0, 1, 2}) m[i].cli({"SET", key_of("not-a-lock"), "x"});
+    for (int i : {0, 1, 2}) m[i].cli({"SET", lock_key("not-a-lock"), "x"});
     dlock::Redlock wrong(masters, "not-a-lock");
     std::error_code ec;
     EXPECT_FALSE(wrong.try_lock(ec));
     EXPECT_EQ(ec, dlock::errc::wrong_type);
-    EXPECT_TRUE(eventually([&] { return m[3].cli({"EXISTS", key_of("not-a-lock")}) == "0"; }));
+    EXPECT_TRUE(eventually([&] { return m[3].cli({"EXISTS", lock_key("not-a-lock")}) == "0"; }));
 }
 
 TEST(Redlock, MastersClosingReleasesWhatIsHeld) {

@@ -8,14 +8,15 @@
 #include "dlock/error.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 struct MasterWithReplica {
     // Full sync at once, not after the default 5 s wait for more replicas.
@@ -47,11 +48,11 @@ TEST(ReplicaAck, AcquiresWhenTheReplicaConfirms) {
     lock.lock();
     EXPECT_TRUE(lock.is_held());
     // WAIT returned only once the replica had the write.
-    EXPECT_EQ(servers.replica.cli({"HGET", key_of("replicated"), "count"}), "1");
+    EXPECT_EQ(servers.replica.cli({"HGET", lock_key("replicated"), "count"}), "1");
     EXPECT_TRUE(lock.try_lock());  // re-entry is acknowledged too
     lock.unlock();
     lock.unlock();
-    EXPECT_EQ(servers.master.cli({"EXISTS", key_of("replicated")}), "0");
+    EXPECT_EQ(servers.master.cli({"EXISTS", lock_key("replicated")}), "0");
     // One WAIT per acquisition (the first and the re-entry), none for releases.
     EXPECT_EQ(servers.master.command_calls("wait") - waits_before, 2);
 }
@@ -71,7 +72,7 @@ TEST(ReplicaAck, AStoppedReplicaFailsWithinTheTimeoutAndLeavesNoLock) {
     // The grant too few replicas have is undone by a call nobody waits for
     // (sent before try_lock returns; its script may first be loaded): gone
     // soon after, not necessarily at once.
-    const auto undone = [&] { return servers.master.cli({"EXISTS", key_of("unconfirmed")}) == "0"; };
+    const auto undone = [&] { return servers.master.cli({"EXISTS", lock_key("unconfirmed")}) == "0"; };
     EXPECT_TRUE(eventually(undone, 2s));
     EXPECT_THROW(lock.lock(), dlock::Error);
     EXPECT_TRUE(eventually(undone, 2s));
@@ -149,7 +150,7 @@ TEST(ReplicaAck, AnUnconfirmableGrantEndsAtTheCallersDeadlineAndIsUndone) {
     EXPECT_LT(Clock::now() - start, 2s);
     EXPECT_TRUE(ec == dlock::errc::replicas_not_acknowledged || ec == dlock::errc::command_timeout) << ec.message();
     EXPECT_FALSE(lock.is_held());
-    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("deadline-acked")}) == "0"; }, 5s));
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("deadline-acked")}) == "0"; }, 5s));
     // The same owner can go on at once: nothing of that attempt is in the way.
     dlock::Client other(server.uri());
     auto plain = other.lock("deadline-acked");

@@ -27,17 +27,18 @@
 #include "redis_server.hpp"
 #include "reply_lost.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
+using dlock::test::lock_key;
+
 namespace {
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
 long marks(const dlock::support::RedisServer& server, const std::string& name) {
-    return std::stol(server.cli({"ZCARD", key_of(name) + ":wwait"}));
+    return std::stol(server.cli({"ZCARD", lock_key(name) + ":wwait"}));
 }
 
 long ms_since(Clock::time_point t) {
@@ -49,7 +50,7 @@ using Reader = dlock::support::HeldReader;
 // The members of a name's writer marks (:wwait), one per waiting writer.
 std::set<std::string> mark_owners(const dlock::support::RedisServer& server, const std::string& name) {
     std::set<std::string> owners;
-    std::istringstream lines(server.cli({"ZRANGE", key_of(name) + ":wwait", "0", "-1"}));
+    std::istringstream lines(server.cli({"ZRANGE", lock_key(name) + ":wwait", "0", "-1"}));
     for (std::string line; std::getline(lines, line);)
         if (!line.empty()) owners.insert(line);
     return owners;
@@ -220,7 +221,7 @@ TEST(RwLockEdges, MarksOfKilledWriterProcessesDoNotAccumulate) {
     constexpr int dead = 5;
     for (int i = 0; i < dead; ++i) leave_a_dead_writers_mark(server, "doc", 100ms);
     EXPECT_TRUE(eventually([&] { return marks(server, "doc") == 1; }, 3s))
-        << marks(server, "doc") << " marks in " << key_of("doc") << ":wwait, one of them live";
+        << marks(server, "doc") << " marks in " << lock_key("doc") << ":wwait, one of them live";
     done.request_stop();
     writer.join();
 }
@@ -306,10 +307,10 @@ TEST(RwLockEdges, StateOfKilledReaderProcessesLeavesWhenARenewalPrunesThem) {
         dlock::support::wait_child(child);
     }
     std::this_thread::sleep_for(1s);  // every crashed reader's lease is over; ours was renewed
-    EXPECT_EQ(std::stol(server.cli({"ZCARD", key_of("doc") + ":readers"})), 1);
-    EXPECT_EQ(std::stol(server.cli({"HLEN", key_of("doc") + ":rstate"})), 3)
-        << "fields of pruned readers left in " << key_of("doc") << ":rstate: "
-        << server.cli({"HKEYS", key_of("doc") + ":rstate"});
+    EXPECT_EQ(std::stol(server.cli({"ZCARD", lock_key("doc") + ":readers"})), 1);
+    EXPECT_EQ(std::stol(server.cli({"HLEN", lock_key("doc") + ":rstate"})), 3)
+        << "fields of pruned readers left in " << lock_key("doc") << ":rstate: "
+        << server.cli({"HKEYS", lock_key("doc") + ":rstate"});
     lock.unlock_shared();
 }
 
@@ -339,8 +340,8 @@ TEST(RwLockEdges, ALateCopyOfAWalkedAwayWriteAttemptLeavesNoHoldAndNoMark) {
     proxy.hold_requests(false);
     std::this_thread::sleep_for(1500ms);
     EXPECT_FALSE(writer.is_held());
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc")}), "0");
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc") + ":wwait"}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":wwait"}), "0");
     dlock::Client other(server.uri());
     auto other_lock = other.rw_lock("doc");
     EXPECT_TRUE(other_lock.try_lock_shared());
@@ -357,7 +358,7 @@ TEST(RwLockEdges, LostRepliesOfReadReentryAndReleaseCountOnce) {
     lock.lock_shared();
     dlock::support::with_reply_lost(server, [&] { lock.lock_shared(); });
     EXPECT_EQ(lock.shared_hold_count(), 2u);
-    const auto state = server.cli({"HVALS", key_of("doc") + ":rstate"});
+    const auto state = server.cli({"HVALS", lock_key("doc") + ":rstate"});
     EXPECT_EQ(state.substr(0, 2), "2\n") << state;
     std::error_code ec;
     dlock::support::with_reply_lost(server, [&] { lock.unlock_shared(ec); });
@@ -365,5 +366,5 @@ TEST(RwLockEdges, LostRepliesOfReadReentryAndReleaseCountOnce) {
     EXPECT_EQ(lock.shared_hold_count(), 1u);
     lock.unlock_shared(ec);
     EXPECT_FALSE(ec) << ec.message();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc") + ":readers"}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":readers"}), "0");
 }

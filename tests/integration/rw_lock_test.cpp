@@ -20,6 +20,7 @@
 #include "lock/lock_scripts.hpp"
 #include "held_reader.hpp"
 #include "redis_server.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -33,15 +34,15 @@ static_assert(noexcept(std::declval<dlock::RwLock&>().unlock()));
 static_assert(noexcept(std::declval<dlock::RwLock&>().unlock_shared()));
 static_assert(std::is_nothrow_move_constructible_v<dlock::RwLock>);
 
+using dlock::test::lock_key;
+
 namespace {
 
 using dlock::support::eventually;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
 // The readers in Redis, by the server's own answer.
 long reader_members(const dlock::support::RedisServer& server, const std::string& name) {
-    return std::stol(server.cli({"ZCARD", key_of(name) + ":readers"}));
+    return std::stol(server.cli({"ZCARD", lock_key(name) + ":readers"}));
 }
 
 using Reader = dlock::support::HeldReader;
@@ -145,11 +146,11 @@ TEST(RwLock, WriteReentryCountsAndNeverGrowsTheExpiryPastOneLease) {
     for (int i = 1; i < 50; ++i) lock.lock();
     EXPECT_EQ(lock.hold_count(), 50u);
     EXPECT_EQ(lock.fencing_token(), token);
-    EXPECT_LE(std::stoll(server.cli({"PTTL", key_of("deep")})), 2000);
+    EXPECT_LE(std::stoll(server.cli({"PTTL", lock_key("deep")})), 2000);
     for (int i = 0; i < 49; ++i) lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("deep")}), "1");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("deep")}), "1");
     lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("deep")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("deep")}), "0");
 }
 
 TEST(RwLock, ReadReentryIsCountedInOneFieldNotAKeyPerEntry) {
@@ -161,12 +162,12 @@ TEST(RwLock, ReadReentryIsCountedInOneFieldNotAKeyPerEntry) {
     EXPECT_EQ(reader_members(server, "doc"), 1);
     // The readers, their state, the fence: no key per re-entry.
     EXPECT_EQ(server.cli({"DBSIZE"}), "3");
-    EXPECT_LE(std::stoll(server.cli({"PTTL", key_of("doc") + ":readers"})), 2000);
+    EXPECT_LE(std::stoll(server.cli({"PTTL", lock_key("doc") + ":readers"})), 2000);
     for (int i = 0; i < 19; ++i) lock.unlock_shared();
     EXPECT_EQ(reader_members(server, "doc"), 1);
     lock.unlock_shared();
     EXPECT_EQ(reader_members(server, "doc"), 0);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc") + ":rstate"}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":rstate"}), "0");
 }
 
 TEST(RwLock, ReadLeasesAreRenewedByTheLeaseKeeper) {
@@ -174,11 +175,11 @@ TEST(RwLock, ReadLeasesAreRenewedByTheLeaseKeeper) {
     dlock::Client client(server.uri());
     auto lock = client.rw_lock("doc", {.lease = 300ms});
     lock.lock_shared();
-    const auto first_deadline = server.cli({"ZRANGE", key_of("doc") + ":readers", "0", "0", "WITHSCORES"});
+    const auto first_deadline = server.cli({"ZRANGE", lock_key("doc") + ":readers", "0", "0", "WITHSCORES"});
     std::this_thread::sleep_for(1200ms);  // four leases
     EXPECT_TRUE(lock.is_held_shared());
     EXPECT_EQ(reader_members(server, "doc"), 1);
-    EXPECT_NE(server.cli({"ZRANGE", key_of("doc") + ":readers", "0", "0", "WITHSCORES"}), first_deadline);
+    EXPECT_NE(server.cli({"ZRANGE", lock_key("doc") + ":readers", "0", "0", "WITHSCORES"}), first_deadline);
     std::thread writer([&] { EXPECT_FALSE(lock.try_lock()); });
     writer.join();
     lock.unlock_shared();
@@ -234,7 +235,7 @@ TEST(RwLock, UpgradeIsOnlyATryThatFailsFast) {
     EXPECT_TRUE(lock.is_held_shared());
     lock.unlock();
     lock.unlock_shared();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc")}), "0");
 }
 
 TEST(RwLock, AWaitingWriterQueuesNewReadersBehindIt) {
@@ -248,13 +249,13 @@ TEST(RwLock, AWaitingWriterQueuesNewReadersBehindIt) {
         wrote = true;
         lock.unlock();
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("doc") + ":wwait"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("doc") + ":wwait"}) == "1"; }));
     std::thread late_reader([&] { EXPECT_FALSE(lock.try_lock_shared()) << "behind the waiting writer"; });
     late_reader.join();
     first.release();
     writer.join();
     EXPECT_TRUE(wrote);
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc") + ":wwait"}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":wwait"}), "0");
 }
 
 TEST(RwLock, ReaderPreferenceLetsReadersPastAWaitingWriter) {
@@ -268,7 +269,7 @@ TEST(RwLock, ReaderPreferenceLetsReadersPastAWaitingWriter) {
         EXPECT_TRUE(lock.try_lock_for(5s));
         lock.unlock();
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("doc") + ":wwait"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("doc") + ":wwait"}) == "1"; }));
     std::thread reader([&] {
         EXPECT_TRUE(eager.try_lock_shared());
         eager.unlock_shared();
@@ -285,7 +286,7 @@ TEST(RwLock, AWriterThatStopsWaitingLetsReadersInAtOnce) {
     Reader first(lock);
     std::thread writer([&] { EXPECT_FALSE(lock.try_lock_for(300ms)); });
     writer.join();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc") + ":wwait"}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":wwait"}), "0");
     std::thread reader([&] {
         EXPECT_TRUE(lock.try_lock_shared());
         lock.unlock_shared();
@@ -362,7 +363,7 @@ TEST(RwLock, ADeadWaitingWriterProcessHoldsReadersBackForAtMostALease) {
         writer.lock();
         return 0;
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("doc") + ":wwait"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("doc") + ":wwait"}) == "1"; }));
     kill(child, SIGKILL);
     dlock::support::wait_child(child);
     const auto killed = Clock::now();
@@ -449,7 +450,7 @@ TEST(RwLock, HandleOwnershipLetsAnotherThreadUnlockEitherSide) {
     other.join();
     EXPECT_TRUE(lock.is_held());
     lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc")}), "0");
     EXPECT_EQ(reader_members(server, "doc"), 0);
 }
 
@@ -494,7 +495,7 @@ TEST(RwLock, OutOfMemoryRefusesBothSidesWithRedisText) {
         EXPECT_EQ(ec, dlock::errc::server_error) << ec.message();
         EXPECT_NE(dlock::last_server_error().find("OOM"), std::string::npos) << dlock::last_server_error();
     }
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc")}), "0");
 }
 
 TEST(RwLock, ReadLeasesAreStillRenewedWhenRedisIsOutOfMemory) {
@@ -523,13 +524,13 @@ TEST(RwLock, AWaiterChecksOnceAfterTheSubscriberReconnects) {
         lock.unlock_shared();
     });
     // Waiting, and subscribed to the lock's channel.
-    ASSERT_TRUE(eventually([&] { return server.cli({"PUBSUB", "NUMSUB", key_of("doc") + ":ch"}).find("\n1") !=
+    ASSERT_TRUE(eventually([&] { return server.cli({"PUBSUB", "NUMSUB", lock_key("doc") + ":ch"}).find("\n1") !=
                                         std::string::npos; }));
     std::this_thread::sleep_for(100ms);
     // The writer's hash goes without a release message (as after a restart
     // that kept nothing), and the subscriber's connection drops: only the
     // check after the resubscription can tell the reader.
-    server.cli({"DEL", key_of("doc")});
+    server.cli({"DEL", lock_key("doc")});
     const auto dropped = Clock::now();
     server.cli({"CLIENT", "KILL", "TYPE", "pubsub"});
     EXPECT_TRUE(eventually([&] { return read.load(); }, 5s));
@@ -564,5 +565,5 @@ TEST(RwLock, DeadlinesAndStopRequestsEndAWaitOnEitherSide) {
     });
     others.join();
     lock.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", key_of("doc") + ":wwait"}), "0") << "the stopped writer's mark is gone";
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":wwait"}), "0") << "the stopped writer's mark is gone";
 }

@@ -20,26 +20,27 @@
 #include "lock/semaphore_scripts.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
-namespace {
+using dlock::test::semaphore_key;
 
-std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}"; }
+namespace {
 
 // How long the server keeps permit `id` of semaphore `name` from now (its
 // clock); -1 ms when it is not held.
 std::chrono::milliseconds server_left(const dlock::support::RedisServer& server, const std::string& name,
                                       const std::string& id) {
-    const auto score = server.cli({"ZSCORE", key_of(name), id});
+    const auto score = server.cli({"ZSCORE", semaphore_key(name), id});
     if (score.empty()) return -1ms;
     return std::chrono::milliseconds(std::stoll(score) - static_cast<long long>(server.time_us() / 1000));
 }
 
 std::string first_in_line(const dlock::support::RedisServer& server, const std::string& name) {
-    return server.cli({"ZRANGE", key_of(name) + ":queue", "0", "0"});
+    return server.cli({"ZRANGE", semaphore_key(name) + ":queue", "0", "0"});
 }
 
 // One waiter and one holder on `name`: the waiter's client through a proxy.
@@ -58,7 +59,7 @@ struct WaiterAndHolder {
     // Waits until `n` stand in line, and a little more: the last one has
     // subscribed, asked again and sleeps (its next refresh is 2 s away).
     void until_in_line(const std::string& name, int n) {
-        ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of(name) + ":queue"}) == std::to_string(n); }));
+        ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key(name) + ":queue"}) == std::to_string(n); }));
         std::this_thread::sleep_for(200ms);
     }
     // One waiter for up to 20 s, once it stands first in line and sleeps;
@@ -82,7 +83,7 @@ TEST(SemaphoreDirectGrant, AReleaseGrantsTheFirstWaiterInsideItAndTheWaiterRetur
     held.release();
     // Granted by the release itself, before the waiter sent anything.
     EXPECT_GT(server_left(s.server, "direct", id), 0ms) << "the release did not grant the waiter";
-    EXPECT_EQ(s.server.cli({"ZCARD", key_of("direct") + ":queue"}), "0");
+    EXPECT_EQ(s.server.cli({"ZCARD", semaphore_key("direct") + ":queue"}), "0");
     ASSERT_EQ(waited.wait_for(5s), std::future_status::ready) << "the waiter needed a request to take its permit";
     auto p = waited.get();
     ASSERT_TRUE(p);
@@ -100,8 +101,8 @@ TEST(SemaphoreDirectGrant, AReleaseGrantsTheFirstWaiterInsideItAndTheWaiterRetur
     EXPECT_GT(server_left(s.server, "direct", id), 25s);
     EXPECT_GE(s.waiter_client.metrics().value("dlock_grant_confirmations_total", {{"result", "confirmed"}}), 1);
     p.release();
-    EXPECT_EQ(s.server.cli({"ZCARD", key_of("direct")}), "0");
-    EXPECT_EQ(s.server.cli({"HGET", key_of("direct") + ":state", "used"}), "0");
+    EXPECT_EQ(s.server.cli({"ZCARD", semaphore_key("direct")}), "0");
+    EXPECT_EQ(s.server.cli({"HGET", semaphore_key("direct") + ":state", "used"}), "0");
 }
 
 // Strict arrival order: the release grants the first in line while its k
@@ -116,7 +117,7 @@ TEST(SemaphoreDirectGrant, GrantsGoInArrivalOrderWhileTheFirstInLineFits) {
     for (unsigned k : ks) {
         waiters.push_back(std::async(std::launch::async, [&s, k] { return s.waiter_sem.try_acquire_for(20s, k); }));
         s.until_in_line("fifo", static_cast<int>(waiters.size()));
-        ids.push_back(s.server.cli({"ZRANGE", key_of("fifo") + ":queue", "-1", "-1"}));
+        ids.push_back(s.server.cli({"ZRANGE", semaphore_key("fifo") + ":queue", "-1", "-1"}));
     }
     s.proxy.hold_requests(true);
     all.release();  // 3 free: 2 + 1 granted; the next 2 do not fit, the 1 behind them waits
@@ -124,7 +125,7 @@ TEST(SemaphoreDirectGrant, GrantsGoInArrivalOrderWhileTheFirstInLineFits) {
     EXPECT_GT(server_left(s.server, "fifo", ids[1]), 0ms);
     EXPECT_EQ(server_left(s.server, "fifo", ids[2]), -1ms);
     EXPECT_EQ(server_left(s.server, "fifo", ids[3]), -1ms) << "the small request jumped the line";
-    EXPECT_EQ(s.server.cli({"HGET", key_of("fifo") + ":state", "used"}), "3");
+    EXPECT_EQ(s.server.cli({"HGET", semaphore_key("fifo") + ":state", "used"}), "3");
     ASSERT_EQ(waiters[0].wait_for(5s), std::future_status::ready);
     ASSERT_EQ(waiters[1].wait_for(5s), std::future_status::ready);
     EXPECT_EQ(waiters[3].wait_for(300ms), std::future_status::timeout);
@@ -144,7 +145,7 @@ TEST(SemaphoreDirectGrant, GrantsGoInArrivalOrderWhileTheFirstInLineFits) {
     auto p3 = waiters[3].get();
     EXPECT_TRUE(p2);
     EXPECT_TRUE(p3);
-    EXPECT_EQ(s.server.cli({"ZCARD", key_of("fifo") + ":queue"}), "0");
+    EXPECT_EQ(s.server.cli({"ZCARD", semaphore_key("fifo") + ":queue"}), "0");
 }
 
 // The notice was lost (its subscriber reconnected): the waiter asks, finds
@@ -190,9 +191,9 @@ TEST(SemaphoreDirectGrant, AWaiterThatGivesUpWhileItsGrantIsOnItsWayGivesThePerm
     EXPECT_FALSE(waited.get());
     s.proxy.delay_replies(0ms);
     // Given back, not left to the end of its grant (what was left of a 6 s place).
-    EXPECT_TRUE(eventually([&] { return s.server.cli({"ZCARD", key_of("gaveup")}) == "0"; }, 2s))
+    EXPECT_TRUE(eventually([&] { return s.server.cli({"ZCARD", semaphore_key("gaveup")}) == "0"; }, 2s))
         << "the permit of a waiter that gave up was not given back";
-    EXPECT_EQ(s.server.cli({"HGET", key_of("gaveup") + ":state", "used"}), "0");
+    EXPECT_EQ(s.server.cli({"HGET", semaphore_key("gaveup") + ":state", "used"}), "0");
     EXPECT_TRUE(s.holder_sem.try_acquire());
 }
 
@@ -244,11 +245,11 @@ TEST(SemaphoreDirectGrantAttack, ANoticeThatComesBeforeTheFirstSleepIsNotLost) {
     proxy.delay_replies(400ms);
     auto waited = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(40s); });
     // Its first request puts it in line...
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("first") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("first") + ":queue"}) == "1"; }));
     const auto id = first_in_line(server, "first");
-    const auto place = server.cli({"ZSCORE", key_of("first") + ":waiters", id});
+    const auto place = server.cli({"ZSCORE", semaphore_key("first") + ":waiters", id});
     // ...and the one after subscribing keeps its place: its answer is on its way.
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZSCORE", key_of("first") + ":waiters", id}) != place; }, 10s));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZSCORE", semaphore_key("first") + ":waiters", id}) != place; }, 10s));
     held.release();  // grants it: the notice waits in the proxy behind the answer
     ASSERT_GT(server_left(server, "first", id), 0ms) << "the release did not grant the waiter";
     std::this_thread::sleep_for(50ms);
@@ -277,7 +278,7 @@ TEST(SemaphoreDirectGrantAttack, AnUnconfirmedDirectGrantIsNotTrustedPastTheServ
                                  .on_lost = [&](std::string_view, std::error_code) { ++lost; }});
     auto held = holder_sem.acquire();
     auto waited = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(20s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("unconfirmed") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("unconfirmed") + ":queue"}) == "1"; }));
     std::this_thread::sleep_for(200ms);
     const auto id = first_in_line(server, "unconfirmed");
     proxy.hold_requests(true);  // its confirmation never arrives
@@ -297,14 +298,14 @@ TEST(SemaphoreDirectGrantAttack, AnUnconfirmedDirectGrantIsNotTrustedPastTheServ
     EXPECT_FALSE(p.is_held()) << "two hold the one permit";
     EXPECT_TRUE(eventually([&] { return lost.load() == 1; }, 5s)) << "the loss was not told";
     EXPECT_TRUE(p.lost_reason().has_value());
-    EXPECT_EQ(server.cli({"HGET", key_of("unconfirmed") + ":state", "used"}), "1") << "the count drifted";
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("unconfirmed") + ":state", "used"}), "1") << "the count drifted";
     proxy.hold_requests(false);
     std::error_code ec;
     p.release(ec);
     EXPECT_EQ(ec, dlock::errc::lease_lost);
     other.release();
-    EXPECT_EQ(server.cli({"HGET", key_of("unconfirmed") + ":state", "used"}), "0") << "the count drifted";
-    EXPECT_EQ(server.cli({"ZCARD", key_of("unconfirmed")}), "0");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("unconfirmed") + ":state", "used"}), "0") << "the count drifted";
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("unconfirmed")}), "0");
 }
 
 // A raised limit while three wait behind a holder: the two that now fit are
@@ -322,20 +323,20 @@ TEST(SemaphoreDirectGrantAttack, ARaisedLimitGrantsWhatFitsInOrderAndNoMore) {
     for (int i = 0; i < 3; ++i) {
         waiters.push_back(std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(20s); }));
         ASSERT_TRUE(eventually(
-            [&] { return server.cli({"ZCARD", key_of("raised") + ":queue"}) == std::to_string(i + 1); }));
+            [&] { return server.cli({"ZCARD", semaphore_key("raised") + ":queue"}) == std::to_string(i + 1); }));
     }
     std::this_thread::sleep_for(300ms);
     holder_sem.set_limit(3);
     ASSERT_EQ(waiters[0].wait_for(5s), std::future_status::ready);
     ASSERT_EQ(waiters[1].wait_for(5s), std::future_status::ready);
     EXPECT_EQ(waiters[2].wait_for(500ms), std::future_status::timeout) << "more than the limit";
-    EXPECT_EQ(server.cli({"ZCARD", key_of("raised")}), "3");
-    EXPECT_EQ(server.cli({"HGET", key_of("raised") + ":state", "used"}), "3");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("raised")}), "3");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("raised") + ":state", "used"}), "3");
     held.release();
     ASSERT_EQ(waiters[2].wait_for(5s), std::future_status::ready) << "the last waiter was not granted";
     auto p0 = waiters[0].get(), p1 = waiters[1].get(), p2 = waiters[2].get();
     EXPECT_TRUE(p0 && p1 && p2);
-    EXPECT_EQ(server.cli({"HGET", key_of("raised") + ":state", "used"}), "3");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("raised") + ":state", "used"}), "3");
 }
 
 // An operator force-releases a permit granted directly whose confirmation
@@ -351,10 +352,10 @@ TEST(SemaphoreDirectGrantAttack, AForceReleasedUnconfirmedDirectGrantIsLostAndTh
     dlock::Semaphore waiter_sem(waiter_client, "forced", {.limit = 1, .lease = 30s, .waiter_lease = 30s});
     auto held = holder_sem.acquire();
     auto first = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(20s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("forced") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("forced") + ":queue"}) == "1"; }));
     std::this_thread::sleep_for(200ms);
     auto second = std::async(std::launch::async, [&] { return holder_sem.try_acquire_for(20s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("forced") + ":queue"}) == "2"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("forced") + ":queue"}) == "2"; }));
     std::this_thread::sleep_for(200ms);
     proxy.hold_requests(true);  // the first's confirmation waits
     held.release();
@@ -370,10 +371,9 @@ TEST(SemaphoreDirectGrantAttack, AForceReleasedUnconfirmedDirectGrantIsLostAndTh
     proxy.hold_requests(false);  // the late confirmation
     std::this_thread::sleep_for(500ms);
     EXPECT_FALSE(p.is_held());
-    EXPECT_EQ(server.cli({"ZSCORE", key_of("forced"), p.id()}), "") << "the confirmation brought the permit back";
-    EXPECT_EQ(server.cli({"HGET", key_of("forced") + ":state", "used"}), "1");
+    EXPECT_EQ(server.cli({"ZSCORE", semaphore_key("forced"), p.id()}), "") << "the confirmation brought the permit back";
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("forced") + ":state", "used"}), "1");
 }
-
 
 namespace {
 

@@ -16,16 +16,17 @@
 #include "eventually.hpp"
 #include "redis_server.hpp"
 #include "reply_lost.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+using dlock::test::semaphore_key;
 
 namespace {
 
 using dlock::support::cut_options;
 using dlock::support::with_reply_lost;
-
-std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}"; }
 
 }  // namespace
 
@@ -61,8 +62,8 @@ TEST(SemaphoreProcesses, NeverMoreThanTheLimitAcrossProcesses) {
     EXPECT_EQ(server.cli({"GET", "inside"}), "0");
     EXPECT_EQ(server.cli({"SISMEMBER", "seen", std::to_string(limit + 1)}), "0");
     EXPECT_EQ(server.cli({"SISMEMBER", "seen", std::to_string(limit)}), "1") << "the limit was never used in full";
-    EXPECT_EQ(server.cli({"ZCARD", key_of("pool")}), "0");
-    EXPECT_EQ(server.cli({"HGET", key_of("pool") + ":state", "used"}), "0");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("pool")}), "0");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("pool") + ":state", "used"}), "0");
 }
 
 TEST(SemaphoreProcesses, AKilledHoldersPermitsComeBackWithinALease) {
@@ -108,10 +109,10 @@ TEST(SemaphoreFaults, AcquireWhoseReplyWasLostTakesPermitsOnce) {
     auto permit = with_reply_lost(server, [&] { return sem.try_acquire_for(5s, 2); });
     ASSERT_TRUE(permit);
     EXPECT_GE(server.command_calls("evalsha") - before, 2) << "nothing was resent";
-    EXPECT_EQ(server.cli({"ZCARD", key_of("retried")}), "1");
-    EXPECT_EQ(server.cli({"HGET", key_of("retried") + ":state", "used"}), "2");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("retried")}), "1");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("retried") + ":state", "used"}), "2");
     permit.release();
-    EXPECT_EQ(server.cli({"HGET", key_of("retried") + ":state", "used"}), "0");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("retried") + ":state", "used"}), "0");
 }
 
 TEST(SemaphoreFaults, ReleaseWhoseReplyWasLostGivesBackOnceAndSucceeds) {
@@ -128,7 +129,7 @@ TEST(SemaphoreFaults, ReleaseWhoseReplyWasLostGivesBackOnceAndSucceeds) {
     });
     EXPECT_FALSE(ec) << ec.message();
     EXPECT_GE(server.command_calls("evalsha") - before, 2) << "nothing was resent";
-    EXPECT_EQ(server.cli({"HGET", key_of("released") + ":state", "used"}), "1") << "given back twice";
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("released") + ":state", "used"}), "1") << "given back twice";
     EXPECT_TRUE(kept.is_held());
 }
 
@@ -176,9 +177,9 @@ TEST(SemaphoreFaults, AGrantNobodyWaitsForAnyMoreIsGivenBack) {
     EXPECT_FALSE(p);
     server.resume();
     EXPECT_TRUE(dlock::support::eventually(
-        [&] { return server.cli({"ZCARD", key_of("late")}) == "0" && server.command_calls("evalsha") >= 3; }, 5s));
+        [&] { return server.cli({"ZCARD", semaphore_key("late")}) == "0" && server.command_calls("evalsha") >= 3; }, 5s));
     std::this_thread::sleep_for(500ms);  // any late copy has run by now
-    EXPECT_EQ(server.cli({"ZCARD", key_of("late")}), "0");
-    EXPECT_EQ(server.cli({"HGET", key_of("late") + ":state", "used"}), "0");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("late")}), "0");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("late") + ":state", "used"}), "0");
     EXPECT_TRUE(sem.try_acquire()) << "the permit nobody used was not given back";
 }

@@ -12,6 +12,7 @@
 #include "lock/semaphore_scripts.hpp"
 #include "eventually.hpp"
 #include "redis_server.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -21,9 +22,9 @@ static_assert(!std::is_copy_constructible_v<dlock::Permit>, "a permit is release
 static_assert(std::is_nothrow_move_constructible_v<dlock::Permit>);
 static_assert(std::is_nothrow_destructible_v<dlock::Permit>);
 
-namespace {
+using dlock::test::semaphore_key;
 
-std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}"; }
+namespace {
 
 dlock::errc code_of(const std::function<void()>& f) {
     try {
@@ -62,11 +63,11 @@ TEST(Semaphore, AtMostLimitPermitsAndEachReleaseGivesOneBack) {
     EXPECT_GT(a.valid_until(), Clock::now() + 29s);
     EXPECT_FALSE(sem.try_acquire());
     EXPECT_FALSE(sem.try_acquire_for(50ms));
-    EXPECT_EQ(server.cli({"ZCARD", key_of("pool")}), "2");
-    EXPECT_EQ(server.cli({"HGET", key_of("pool") + ":state", "limit"}), "2");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("pool")}), "2");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("pool") + ":state", "limit"}), "2");
     a.release();
     EXPECT_FALSE(a.is_held());
-    EXPECT_EQ(server.cli({"ZCARD", key_of("pool")}), "1");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("pool")}), "1");
     auto c = sem.try_acquire();
     EXPECT_TRUE(c);
     const auto info = dlock::inspect_semaphore(client, "pool");
@@ -95,10 +96,10 @@ TEST(Semaphore, ReleasingTwiceOrNothingIsNotOwnerAndNeverRaisesTheCount) {
     dlock::Semaphore other(client, "other", {.limit = 1});
     auto foreign = other.acquire();
     dlock::Semaphore same_name(client, "twice", {.limit = 2});
-    EXPECT_EQ(server.cli({"HGET", key_of("twice") + ":state", "used"}), "1");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("twice") + ":state", "used"}), "1");
     auto c = same_name.acquire();
     EXPECT_FALSE(same_name.try_acquire()) << "a double release raised the count";
-    EXPECT_EQ(server.cli({"ZCARD", key_of("twice")}), "2");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("twice")}), "2");
 }
 
 TEST(Semaphore, BadInputIsATypedError) {
@@ -135,7 +136,7 @@ TEST(Semaphore, BadInputIsATypedError) {
         EXPECT_EQ(e.code(), errc::limit_mismatch);
         EXPECT_NE(std::string(e.what()).find("limit is 1, not 3"), std::string::npos) << e.what();
     }
-    EXPECT_EQ(server.cli({"ZCARD", key_of("small")}), "1");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("small")}), "1");
 }
 
 TEST(Semaphore, AWaiterIsWokenByTheReleaseNotByItsTimers) {
@@ -147,7 +148,7 @@ TEST(Semaphore, AWaiterIsWokenByTheReleaseNotByItsTimers) {
         auto p = sem.acquire();
         return Clock::now();
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("wake") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("wake") + ":queue"}) == "1"; }));
     std::this_thread::sleep_for(100ms);  // the waiter subscribes and asks again, then sleeps
     const auto released_at = Clock::now();
     held.release();
@@ -167,12 +168,12 @@ TEST(Semaphore, FirstInFirstOutSoALargeRequestIsNotStarved) {
         large_at = ++order;
         std::this_thread::sleep_for(100ms);
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("fifo") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("fifo") + ":queue"}) == "1"; }));
     auto small = std::async(std::launch::async, [&] {
         auto p = sem.acquire(1);
         small_at = ++order;
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("fifo") + ":queue"}) == "2"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("fifo") + ":queue"}) == "2"; }));
     a.release();  // one free: the small request would fit, but the large one is ahead
     std::this_thread::sleep_for(200ms);
     EXPECT_EQ(small_at.load(), 0) << "the small request jumped the line";
@@ -190,14 +191,14 @@ TEST(Semaphore, RaisingTheLimitWakesWaiters) {
     dlock::Semaphore sem(client, "grow", {.limit = 1, .waiter_lease = 30s});
     auto held = sem.acquire();
     auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(5s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("grow") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("grow") + ":queue"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     const auto raised_at = Clock::now();
     EXPECT_EQ(sem.set_limit(2), 1u);
     auto p = waited.get();
     EXPECT_TRUE(p);
     EXPECT_LT(Clock::now() - raised_at, 1s);
-    EXPECT_EQ(server.cli({"HGET", key_of("grow") + ":state", "limit"}), "2");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("grow") + ":state", "limit"}), "2");
     EXPECT_EQ(dlock::inspect_semaphore(client, "grow").limit, 2u);
     // The new limit is the server's: this object, made with 1, may ask for more.
     held.release();
@@ -215,7 +216,7 @@ TEST(Semaphore, PermitsAreRenewedWhileHeld) {
     std::this_thread::sleep_for(3s);
     EXPECT_TRUE(p.is_held());
     EXPECT_FALSE(sem.try_acquire());
-    EXPECT_EQ(server.cli({"ZCARD", key_of("renewed")}), "1");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("renewed")}), "1");
 }
 
 TEST(Semaphore, APermitGoneFromTheServerIsReportedLost) {
@@ -227,7 +228,7 @@ TEST(Semaphore, APermitGoneFromTheServerIsReportedLost) {
     auto p = sem.acquire();
     auto lost = p.lost_token();
     EXPECT_FALSE(lost.stop_requested());
-    server.cli({"ZREM", key_of("lost"), p.id()});
+    server.cli({"ZREM", semaphore_key("lost"), p.id()});
     auto f = told.get_future();
     ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
     EXPECT_EQ(f.get(), dlock::errc::lease_lost);
@@ -246,15 +247,15 @@ TEST(Semaphore, ADeadWaiterHoldsUpTheLineAtMostItsWaiterLease) {
     // A waiter whose process died: first in line, its place refreshed by no
     // one, ending 300 ms from now on the server's clock.
     const auto place_ends = std::to_string(server.time_us() / 1000 + 300);
-    server.cli({"ZADD", key_of("dead") + ":queue", "1", "dead-client:s1#1"});
-    server.cli({"ZADD", key_of("dead") + ":waiters", place_ends, "dead-client:s1#1"});
+    server.cli({"ZADD", semaphore_key("dead") + ":queue", "1", "dead-client:s1#1"});
+    server.cli({"ZADD", semaphore_key("dead") + ":waiters", place_ends, "dead-client:s1#1"});
     held.release();
     EXPECT_FALSE(sem.try_acquire()) << "jumped the line";
     const auto start = Clock::now();
     auto p = sem.try_acquire_for(3s);
     EXPECT_TRUE(p);
     EXPECT_LT(Clock::now() - start, 800ms);
-    EXPECT_EQ(server.cli({"ZSCORE", key_of("dead") + ":queue", "dead-client:s1#1"}), "");
+    EXPECT_EQ(server.cli({"ZSCORE", semaphore_key("dead") + ":queue", "dead-client:s1#1"}), "");
 }
 
 TEST(Semaphore, NothingStaysWithoutAnExpiry) {
@@ -267,7 +268,7 @@ TEST(Semaphore, NothingStaysWithoutAnExpiry) {
         EXPECT_FALSE(waiter.get());
     }
     for (const auto& suffix : {"", ":state", ":queue", ":waiters", ":done"}) {
-        const auto ttl = std::stoll(server.cli({"PTTL", key_of("tidy") + suffix}));
+        const auto ttl = std::stoll(server.cli({"PTTL", semaphore_key("tidy") + suffix}));
         EXPECT_NE(ttl, -1) << suffix << " has no expiry";
     }
     EXPECT_TRUE(eventually([&] { return server.cli({"KEYS", "dlock:sem:*"}).empty(); }, 3s))
@@ -281,13 +282,13 @@ TEST(Semaphore, StopTokenEndsAWait) {
     auto held = sem.acquire();
     std::stop_source stop;
     auto waited = std::async(std::launch::async, [&] { return sem.acquire(1, stop.get_token()); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("stop") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("stop") + ":queue"}) == "1"; }));
     const auto at = Clock::now();
     stop.request_stop();
     EXPECT_FALSE(waited.get());
     EXPECT_LT(Clock::now() - at, 500ms);
     // It left the line: the next request is not held up by it.
-    EXPECT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("stop") + ":queue"}) == "0"; }));
+    EXPECT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("stop") + ":queue"}) == "0"; }));
 }
 
 // The release's call goes out while the waiter's subscriber is down: the
@@ -300,7 +301,7 @@ TEST(Semaphore, AWaiterAsksAgainAfterItsSubscriberReconnects) {
     dlock::Semaphore holder_sem(holder_client, "resub", {.limit = 1});
     auto held = holder_sem.acquire();
     auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(8s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("resub") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("resub") + ":queue"}) == "1"; }));
     std::this_thread::sleep_for(100ms);
     server.cli({"CLIENT", "KILL", "TYPE", "pubsub"});
     const auto released_at = Clock::now();
@@ -317,9 +318,9 @@ TEST(Semaphore, AReleaseAfterTheStateWasLostLeavesItWithAnExpiry) {
     dlock::Client client(server.uri());
     dlock::Semaphore sem(client, "state", {.limit = 2});
     auto p = sem.acquire();
-    server.cli({"DEL", key_of("state") + ":state"});
+    server.cli({"DEL", semaphore_key("state") + ":state"});
     p.release();
-    EXPECT_NE(server.cli({"PTTL", key_of("state") + ":state"}), "-1");
+    EXPECT_NE(server.cli({"PTTL", semaphore_key("state") + ":state"}), "-1");
 }
 
 // The state hash lost (evicted, or expired) while permits are held: the
@@ -330,17 +331,17 @@ TEST(Semaphore, AReleaseAfterTheStateWasLostCountsThePermitsStillHeld) {
     dlock::Client client(server.uri());
     dlock::Semaphore one_each(client, "evicted", {.limit = 3});
     auto a = one_each.acquire(), b = one_each.acquire(), c = one_each.acquire();
-    server.cli({"DEL", key_of("evicted") + ":state"});
+    server.cli({"DEL", semaphore_key("evicted") + ":state"});
     a.release();  // b and c still held
     std::vector<dlock::Permit> more;
     for (int i = 0; i < 3; ++i)
         if (auto p = one_each.try_acquire()) more.push_back(std::move(p));
     EXPECT_EQ(more.size(), 1u) << "limit 3 with b and c held";
-    EXPECT_EQ(server.cli({"ZCARD", key_of("evicted")}), "3");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("evicted")}), "3");
 
     dlock::Semaphore two_each(client, "evicted2", {.limit = 4});
     auto d = two_each.acquire(2), e = two_each.acquire(2);
-    server.cli({"DEL", key_of("evicted2") + ":state"});
+    server.cli({"DEL", semaphore_key("evicted2") + ":state"});
     d.release();  // e still holds 2
     EXPECT_FALSE(two_each.try_acquire(4)) << "all 4 permits granted while e holds 2";
     EXPECT_TRUE(two_each.try_acquire(2));
@@ -353,5 +354,5 @@ TEST(Semaphore, AGrantThatNeverWaitedKeepsTheStateNoLongerThanLeasePlusRetention
     dlock::Client client(server.uri());
     dlock::Semaphore sem(client, "linger", {.limit = 1, .lease = 1s, .waiter_lease = 1h, .retention = 1s});
     sem.acquire().release();
-    EXPECT_LE(std::stoll(server.cli({"PTTL", key_of("linger") + ":state"})), 2000);
+    EXPECT_LE(std::stoll(server.cli({"PTTL", semaphore_key("linger") + ":state"})), 2000);
 }

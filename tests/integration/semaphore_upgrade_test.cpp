@@ -24,14 +24,15 @@
 #include "eventually.hpp"
 #include "lock/semaphore_keys.hpp"
 #include "redis_server.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
-namespace {
+using dlock::test::semaphore_key;
 
-std::string key_of(const std::string& name) { return "dlock:sem:{" + name + "}"; }
+namespace {
 
 std::string read_data(const std::string& file) {
     std::ifstream in(std::string(DLOCK_SOURCE_DIR "/tests/data/semaphore1/") + file);
@@ -123,11 +124,11 @@ TEST(SemaphoreUpgrade, ANewReleaseCallsAnOldClientsWaiterAndNeverGrantsIt) {
     const std::string old_id = "oldclient:s1#1";
     ASSERT_EQ(old.acquire(old_id, "wait", "1").elements.at(0).integer, 0);
     auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(20s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("mixed") + ":queue"}) == "2"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("mixed") + ":queue"}) == "2"; }));
     std::this_thread::sleep_for(200ms);
     held.release();
-    EXPECT_EQ(server.cli({"ZSCORE", key_of("mixed"), old_id}), "") << "an old client's waiter was granted directly";
-    EXPECT_EQ(server.cli({"ZCARD", key_of("mixed")}), "0");
+    EXPECT_EQ(server.cli({"ZSCORE", semaphore_key("mixed"), old_id}), "") << "an old client's waiter was granted directly";
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("mixed")}), "0");
     EXPECT_TRUE(eventually([&] { return contains(log.messages(), old_id); })) << "the old waiter was not called";
     EXPECT_EQ(waited.wait_for(300ms), std::future_status::timeout) << "the new waiter jumped the line";
 
@@ -154,7 +155,7 @@ TEST(SemaphoreUpgrade, AnOldReleaseCallsANewWaiterWhichAsksAndIsGranted) {
     const std::string old_id = "oldclient:s1#1";
     ASSERT_EQ(old.acquire(old_id, "try", "1").elements.at(0).integer, 1);
     auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(20s); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("oldrelease") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("oldrelease") + ":queue"}) == "1"; }));
     std::this_thread::sleep_for(200ms);
     const auto released_at = Clock::now();
     EXPECT_EQ(old.release(old_id), 1);
@@ -162,15 +163,15 @@ TEST(SemaphoreUpgrade, AnOldReleaseCallsANewWaiterWhichAsksAndIsGranted) {
     auto p = waited.get();
     ASSERT_TRUE(p);
     EXPECT_LT(Clock::now() - released_at, 3s) << "woken by its refresh (every 10 s), not by the call";
-    const auto left = std::stoll(server.cli({"ZSCORE", key_of("oldrelease"), p.id()})) -
+    const auto left = std::stoll(server.cli({"ZSCORE", semaphore_key("oldrelease"), p.id()})) -
                       static_cast<long long>(server.time_us() / 1000);
     EXPECT_GT(left, 25'000);
     // Its id marks it as a client that takes direct grants; the old
     // scripts read its weight as before.
     EXPECT_NE(p.id().find("!#1"), std::string::npos);
-    EXPECT_EQ(server.cli({"HGET", key_of("oldrelease") + ":state", "used"}), "1");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("oldrelease") + ":state", "used"}), "1");
     p.release();
-    EXPECT_EQ(server.cli({"HGET", key_of("oldrelease") + ":state", "used"}), "0");
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("oldrelease") + ":state", "used"}), "0");
 }
 
 // Old and new waiters and holders mixed, with weights: a new release grants
@@ -184,12 +185,12 @@ TEST(SemaphoreUpgrade, AMixedLineWithWeightsKeepsItsCount) {
     dlock::Client old_side(server.uri());
     dlock::Semaphore sem(client, "mixcount", {.limit = 3, .lease = 30s, .waiter_lease = 30s});
     OldSemaphoreClient old(old_side, "mixcount");
-    const auto used = [&] { return server.cli({"HGET", key_of("mixcount") + ":state", "used"}); };
+    const auto used = [&] { return server.cli({"HGET", semaphore_key("mixcount") + ":state", "used"}); };
     ASSERT_EQ(old.acquire("oldclient:s1#1", "try", "3").elements.at(0).integer, 1);
     auto two = sem.acquire(2);
     EXPECT_EQ(used(), "3");
     auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(20s, 2); });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("mixcount") + ":queue"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("mixcount") + ":queue"}) == "1"; }));
     std::this_thread::sleep_for(200ms);
     ASSERT_EQ(old.acquire("oldclient:s2#1", "wait", "3").elements.at(0).integer, 0);
     two.release();  // the new waiter's 2 fit: granted inside the release; the old one behind does not fit
@@ -197,16 +198,16 @@ TEST(SemaphoreUpgrade, AMixedLineWithWeightsKeepsItsCount) {
     ASSERT_EQ(waited.wait_for(5s), std::future_status::ready);
     auto p = waited.get();
     ASSERT_TRUE(p);
-    EXPECT_EQ(server.cli({"ZSCORE", key_of("mixcount"), "oldclient:s2#1"}), "");
+    EXPECT_EQ(server.cli({"ZSCORE", semaphore_key("mixcount"), "oldclient:s2#1"}), "");
     EXPECT_EQ(old.release("oldclient:s1#1"), 1);  // old release: calls the old waiter
     EXPECT_EQ(used(), "2");
     ASSERT_EQ(old.acquire("oldclient:s2#1", "wait", "3").elements.at(0).integer, 1);
     EXPECT_EQ(used(), "3");
-    EXPECT_EQ(server.cli({"ZCARD", key_of("mixcount")}), "2");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("mixcount")}), "2");
     EXPECT_FALSE(sem.try_acquire()) << "more than the limit";
     p.release();
     EXPECT_EQ(used(), "1");
     EXPECT_EQ(old.release("oldclient:s2#1"), 1);
     EXPECT_EQ(used(), "0");
-    EXPECT_EQ(server.cli({"ZCARD", key_of("mixcount") + ":queue"}), "0");
+    EXPECT_EQ(server.cli({"ZCARD", semaphore_key("mixcount") + ":queue"}), "0");
 }

@@ -16,17 +16,17 @@
 #include "eventually.hpp"
 #include "scripted_server.hpp"
 #include "sentinel_deployment.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 using dlock::support::SentinelDeployment;
 
+using dlock::test::lock_key;
+using dlock::test::seconds_since;
+
 namespace {
-
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // A scripted sentinel: answers the handshake, SUBSCRIBE and other SENTINEL
 // questions plainly, and get-master-addr-by-name with master_answer (raw RESP).
@@ -73,11 +73,11 @@ TEST(Sentinel, LockRenewAndReleaseThroughASentinelFailover) {
     EXPECT_EQ(lock.fencing_token(), token);
     EXPECT_GE(client.metrics().value("dlock_failovers_total"), 1);  // seen, and counted
     auto& master = deployment.node_on_port(new_port);
-    EXPECT_NE(master.cli({"HGET", key_of("through-failover"), "owner"}), "");
-    const auto pttl = std::stol(master.cli({"PTTL", key_of("through-failover")}));
+    EXPECT_NE(master.cli({"HGET", lock_key("through-failover"), "owner"}), "");
+    const auto pttl = std::stol(master.cli({"PTTL", lock_key("through-failover")}));
     EXPECT_GT(pttl, 0);
     lock.unlock();
-    EXPECT_EQ(master.cli({"EXISTS", key_of("through-failover")}), "0");
+    EXPECT_EQ(master.cli({"EXISTS", lock_key("through-failover")}), "0");
     // And another client takes it at once.
     dlock::Client other(deployment.uri());
     auto again = other.lock("through-failover");
@@ -97,7 +97,7 @@ TEST(Sentinel, AHoldTheNewMasterLacksIsReportedLostAtOnce) {
     // not received it yet would).
     auto* replica = deployment.data_nodes()[1];
     replica->cli({"CONFIG", "SET", "replica-read-only", "no"});
-    replica->cli({"DEL", key_of("lacking")});
+    replica->cli({"DEL", lock_key("lacking")});
     const auto started = Clock::now();
     deployment.failover();
     auto future = lost.get_future();
@@ -108,7 +108,7 @@ TEST(Sentinel, AHoldTheNewMasterLacksIsReportedLostAtOnce) {
                 seconds_since(started));
     EXPECT_FALSE(lock.is_held());
     // Never silently taken again: the key stays absent on the new master.
-    EXPECT_EQ(deployment.current_master().cli({"EXISTS", key_of("lacking")}), "0");
+    EXPECT_EQ(deployment.current_master().cli({"EXISTS", lock_key("lacking")}), "0");
     std::error_code ec;
     lock.unlock(ec);
     EXPECT_EQ(ec, dlock::errc::lease_lost);
@@ -250,7 +250,7 @@ TEST(Sentinel, AStaleSentinelListedFirstIsPassedOverWithinOneRound) {
         error = e.what();
     }
     ASSERT_TRUE(taken) << error;
-    EXPECT_EQ(deployment.current_master().cli({"EXISTS", key_of("stale-sentinel")}), "1");
+    EXPECT_EQ(deployment.current_master().cli({"EXISTS", lock_key("stale-sentinel")}), "1");
     EXPECT_GE(stale.count("SENTINEL"), 1);  // it was asked first, and named the replica
     // From now on the sentinel that answered well is asked first: the stale
     // one hears no more questions while the others answer.

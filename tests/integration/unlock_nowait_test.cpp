@@ -15,14 +15,15 @@
 #include "redis_server.hpp"
 #include "lock/lock_scripts.hpp"
 #include "tcp_proxy.hpp"
+#include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
-namespace {
+using dlock::test::lock_key;
 
-std::string key_of(const std::string& name) { return "dlock:{" + name + "}"; }
+namespace {
 
 // What on_unlock_error reported, from any thread.
 class UnlockErrors {
@@ -59,10 +60,10 @@ TEST(UnlockNowait, ReleasesAtOnceAndTheNextLockOfTheSameOwnerComesAfterIt) {
         lock.lock();
         EXPECT_EQ(lock.hold_count(), 1u);
         EXPECT_GT(lock.fencing_token(), token);
-        EXPECT_EQ(server.cli({"HGET", key_of("nowait"), "count"}), "1");
+        EXPECT_EQ(server.cli({"HGET", lock_key("nowait"), "count"}), "1");
         lock.unlock_nowait();
     }
-    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("nowait")}) == "0"; }));
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("nowait")}) == "0"; }));
     dlock::Client other(server.uri());
     auto theirs = other.lock("nowait");
     EXPECT_TRUE(theirs.try_lock_for(2s));
@@ -81,7 +82,7 @@ TEST(UnlockNowait, ReturnsWithoutWaitingForTheAnswer) {
     EXPECT_LT(Clock::now() - start, 700ms) << "unlock_nowait waited for the release's answer";
     EXPECT_FALSE(lock.is_held());
     proxy.delay_replies(0ms);
-    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", key_of("slow-answer")}) == "0"; }, 5s));
+    EXPECT_TRUE(eventually([&] { return server.cli({"EXISTS", lock_key("slow-answer")}) == "0"; }, 5s));
 }
 
 TEST(UnlockNowait, ARefusedReleaseGoesToOnUnlockError) {
@@ -95,7 +96,7 @@ TEST(UnlockNowait, ARefusedReleaseGoesToOnUnlockError) {
                                                }});
     lock.lock();
     // Gone behind the client's back (no notice): only the release finds out.
-    ASSERT_EQ(server.cli({"DEL", key_of("gone-meanwhile")}), "1");
+    ASSERT_EQ(server.cli({"DEL", lock_key("gone-meanwhile")}), "1");
     lock.unlock_nowait();
     EXPECT_FALSE(lock.is_held());
     ASSERT_TRUE(eventually([&] {
@@ -119,7 +120,7 @@ TEST(UnlockNowait, AReenteredHoldIsReleasedOneLevelAndWithoutAHoldItIsNotOwner) 
     lock.unlock_nowait();
     EXPECT_TRUE(lock.is_held());
     EXPECT_EQ(lock.hold_count(), 1u);
-    EXPECT_EQ(server.cli({"HGET", key_of("nested"), "count"}), "1");
+    EXPECT_EQ(server.cli({"HGET", lock_key("nested"), "count"}), "1");
     lock.unlock_nowait();
     EXPECT_FALSE(lock.is_held());
     lock.unlock_nowait();  // nothing held: not_owner, reported at once
@@ -175,7 +176,7 @@ TEST(UnlockNowait, UnlockNowaitThenLockWaitsItsTurnInAFairLine) {
             w.unlock();
         }
     });
-    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", key_of("fair-nowait") + ":line"}) == "1"; }));
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("fair-nowait") + ":line"}) == "1"; }));
     mine.unlock_nowait();
     mine.lock();  // it arrives after the waiter: it must wait for it
     EXPECT_TRUE(waiter_got.load()) << "the holder's next lock() jumped the fair line";
@@ -206,7 +207,7 @@ TEST(UnlockNowait, DuringAReconnectTheReleaseScriptIsNotTakenAsKnown) {
         std::this_thread::sleep_for(300ms);
         proxy.black_hole(false);
     });
-    const auto exists = client.command({"EXISTS", key_of("reconnecting")});
+    const auto exists = client.command({"EXISTS", lock_key("reconnecting")});
     heal.join();
     EXPECT_EQ(exists.integer, 0) << "the release ran after the client's next request";
     std::this_thread::sleep_for(200ms);
@@ -235,6 +236,6 @@ TEST(UnlockNowait, ABusyAnswerDoesNotMakeTheReleaseScriptKnown) {
     ASSERT_EQ(server.cli({"SCRIPT", "EXISTS", dlock::detail::release_script().sha1()}), "0");
     second.lock();
     second.unlock_nowait();
-    EXPECT_EQ(client.command({"EXISTS", key_of("busy-b")}).integer, 0)
+    EXPECT_EQ(client.command({"EXISTS", lock_key("busy-b")}).integer, 0)
         << "the release went as EVALSHA, was answered NOSCRIPT and ran after the next request";
 }
