@@ -315,22 +315,22 @@ void Lock::unlock_nowait() noexcept {
 }
 
 namespace {
-std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::LockCore>& core) {
+std::shared_ptr<detail::Hold> callers_hold(const std::shared_ptr<detail::LockCore>& core) {
     return LockSurface::own_hold(core, {});
 }
 }  // namespace
 
-bool Lock::is_held() const { return detail::hold_is_held(own_hold(core_)); }
+bool Lock::is_held() const { return detail::hold_is_held(callers_hold(core_)); }
 
-unsigned Lock::hold_count() const { return detail::hold_count_of(own_hold(core_)); }
+unsigned Lock::hold_count() const { return detail::hold_count_of(callers_hold(core_)); }
 
-std::uint64_t Lock::fencing_token() const { return detail::fencing_token_of(own_hold(core_)); }
+std::uint64_t Lock::fencing_token() const { return detail::fencing_token_of(callers_hold(core_)); }
 
-std::stop_token Lock::lost_token() const { return detail::lost_token_of(own_hold(core_)); }
+std::stop_token Lock::lost_token() const { return detail::lost_token_of(callers_hold(core_)); }
 
-std::optional<LostReason> Lock::lost_reason() const { return detail::loss_of(own_hold(core_)); }
+std::optional<LostReason> Lock::lost_reason() const { return detail::loss_of(callers_hold(core_)); }
 
-std::chrono::steady_clock::time_point Lock::valid_until() const { return detail::valid_until_of(own_hold(core_)); }
+std::chrono::steady_clock::time_point Lock::valid_until() const { return detail::valid_until_of(callers_hold(core_)); }
 
 const std::string& Lock::name() const noexcept {
     static const std::string moved_from;

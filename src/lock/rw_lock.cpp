@@ -193,7 +193,7 @@ struct RwAccess {
 using RwLockSurface = detail::PublicSurface<RwAccess>;
 constexpr RwAccess write_side{RwSide::write}, read_side{RwSide::read};
 
-std::shared_ptr<detail::Hold> own_hold(const std::shared_ptr<detail::RwLockCore>& core, RwSide side) {
+std::shared_ptr<detail::Hold> callers_side_hold(const std::shared_ptr<detail::RwLockCore>& core, RwSide side) {
     return RwLockSurface::own_hold(core, {side});
 }
 
@@ -268,26 +268,26 @@ bool RwLock::acquire_until(bool shared, std::chrono::steady_clock::time_point de
     return RwLockSurface::acquire(core_, shared ? read_side : write_side, deadline, {}, shared ? "try_lock_shared" : "try_lock");
 }
 
-bool RwLock::is_held() const { return detail::hold_is_held(own_hold(core_, RwSide::write)); }
-unsigned RwLock::hold_count() const { return detail::hold_count_of(own_hold(core_, RwSide::write)); }
-std::uint64_t RwLock::fencing_token() const { return detail::fencing_token_of(own_hold(core_, RwSide::write)); }
-std::stop_token RwLock::lost_token() const { return detail::lost_token_of(own_hold(core_, RwSide::write)); }
+bool RwLock::is_held() const { return detail::hold_is_held(callers_side_hold(core_, RwSide::write)); }
+unsigned RwLock::hold_count() const { return detail::hold_count_of(callers_side_hold(core_, RwSide::write)); }
+std::uint64_t RwLock::fencing_token() const { return detail::fencing_token_of(callers_side_hold(core_, RwSide::write)); }
+std::stop_token RwLock::lost_token() const { return detail::lost_token_of(callers_side_hold(core_, RwSide::write)); }
 std::chrono::steady_clock::time_point RwLock::valid_until() const {
-    return detail::valid_until_of(own_hold(core_, RwSide::write));
+    return detail::valid_until_of(callers_side_hold(core_, RwSide::write));
 }
 
-bool RwLock::is_held_shared() const { return detail::hold_is_held(own_hold(core_, RwSide::read)); }
-unsigned RwLock::shared_hold_count() const { return detail::hold_count_of(own_hold(core_, RwSide::read)); }
-std::uint64_t RwLock::shared_fencing_token() const { return detail::fencing_token_of(own_hold(core_, RwSide::read)); }
-std::stop_token RwLock::shared_lost_token() const { return detail::lost_token_of(own_hold(core_, RwSide::read)); }
+bool RwLock::is_held_shared() const { return detail::hold_is_held(callers_side_hold(core_, RwSide::read)); }
+unsigned RwLock::shared_hold_count() const { return detail::hold_count_of(callers_side_hold(core_, RwSide::read)); }
+std::uint64_t RwLock::shared_fencing_token() const { return detail::fencing_token_of(callers_side_hold(core_, RwSide::read)); }
+std::stop_token RwLock::shared_lost_token() const { return detail::lost_token_of(callers_side_hold(core_, RwSide::read)); }
 
-std::optional<LostReason> RwLock::lost_reason() const { return detail::loss_of(own_hold(core_, RwSide::write)); }
+std::optional<LostReason> RwLock::lost_reason() const { return detail::loss_of(callers_side_hold(core_, RwSide::write)); }
 
 std::optional<LostReason> RwLock::shared_lost_reason() const {
-    return detail::loss_of(own_hold(core_, RwSide::read));
+    return detail::loss_of(callers_side_hold(core_, RwSide::read));
 }
 std::chrono::steady_clock::time_point RwLock::shared_valid_until() const {
-    return detail::valid_until_of(own_hold(core_, RwSide::read));
+    return detail::valid_until_of(callers_side_hold(core_, RwSide::read));
 }
 
 const std::string& RwLock::name() const noexcept {

@@ -60,7 +60,7 @@ void delete_matching(RedisServer& server, const std::string& pattern) {
         if (!key.empty()) server.cli({"DEL", key});
 }
 
-dlock::errc code_of(LostReason reason) {
+dlock::errc errc_for(LostReason reason) {
     switch (reason) {
         case LostReason::expired: return dlock::errc::lease_expired;
         case LostReason::revoked: return dlock::errc::lock_revoked;
@@ -77,14 +77,14 @@ template <typename AnyLock>
 void expect_told(Told& told, AnyLock& lock, LostReason reason) {
     const auto ec = told.get();
     ASSERT_TRUE(ec) << "on_lost was not called";
-    EXPECT_EQ(ec, code_of(reason)) << ec.message();
+    EXPECT_EQ(ec, errc_for(reason)) << ec.message();
     EXPECT_EQ(ec, dlock::errc::lease_lost) << "the reason's code must compare equal to lease_lost";
     EXPECT_EQ(dlock::lost_reason_of(ec), reason) << ec.message();
     EXPECT_TRUE(eventually([&] { return lock.lost_token().stop_requested(); }));
     EXPECT_EQ(lock.lost_reason(), reason);
     std::error_code unlocked;
     lock.unlock(unlocked);
-    EXPECT_EQ(unlocked, code_of(reason)) << unlocked.message();
+    EXPECT_EQ(unlocked, errc_for(reason)) << unlocked.message();
     EXPECT_EQ(unlocked, dlock::errc::lease_lost);
     EXPECT_NE(unlocked.message().find(reason == LostReason::taken_over ? "taken over"
                                       : reason == LostReason::renewal_refused
