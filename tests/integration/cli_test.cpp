@@ -96,6 +96,31 @@ TEST(Cli, NotAcquiredInTimeIsTheConflictExitCode) {
     EXPECT_EQ(finish(waiting).code, 0);
 }
 
+// --no-wait makes one attempt: on a busy lock it ends about as soon as the
+// same run on a free lock (both connect, make one attempt and end), however
+// long starting the binary takes here. The fastest of three busy runs against
+// the slowest free one: a --no-wait that waited makes every busy run slow,
+// a busy machine only some runs. (The liveness bound above, 3 s plus a start,
+// lets a --no-wait that waits 2 s pass.)
+TEST(Cli, NoWaitOnABusyLockEndsAsSoonAsARunOnAFreeOne) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("busy-now");
+    lock.lock();
+    Clock::duration fastest_busy = Clock::duration::max(), slowest_free{};
+    for (int round = 0; round < 3; ++round) {
+        const auto free = dlock_cli({"--url", server.uri(), "run", "--no-wait", "free-now", "--", "true"});
+        ASSERT_EQ(free.code, 0) << free.err;
+        const auto busy = dlock_cli({"--url", server.uri(), "run", "--no-wait", "busy-now", "--", "true"});
+        ASSERT_EQ(busy.code, 75) << busy.err;
+        slowest_free = std::max(slowest_free, free.took);
+        fastest_busy = std::min(fastest_busy, busy.took);
+    }
+    EXPECT_LT(fastest_busy, slowest_free + 1s)
+        << "busy: " << std::chrono::duration<double>(fastest_busy).count()
+        << " s at the fastest; free: " << std::chrono::duration<double>(slowest_free).count() << " s at the slowest";
+}
+
 TEST(Cli, UsageErrorsExit64WithOneLine) {
     dlock::support::RedisServer server;
     for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
