@@ -121,6 +121,32 @@ TEST(Cli, NoWaitOnABusyLockEndsAsSoonAsARunOnAFreeOne) {
         << " s at the fastest; free: " << std::chrono::duration<double>(slowest_free).count() << " s at the slowest";
 }
 
+// --wait D on a busy lock gives up at D: about D later than the same run
+// with --no-wait, whatever starting the binary and connecting cost here
+// (the fastest of three waits against the slowest of three no-waits, half a
+// second of margin). The bounds above (3 s plus a start) and the suite as a
+// whole pass a run that gives up a second after its deadline.
+TEST(Cli, AWaitOnABusyLockEndsAtItsDeadline) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto lock = client.lock("busy-wait");
+    lock.lock();
+    Clock::duration fastest_wait = Clock::duration::max(), slowest_no_wait{};
+    for (int round = 0; round < 3; ++round) {
+        const auto no_wait = dlock_cli({"--url", server.uri(), "run", "--no-wait", "busy-wait", "--", "true"});
+        ASSERT_EQ(no_wait.code, 75) << no_wait.err;
+        const auto waited = dlock_cli({"--url", server.uri(), "run", "--wait", "500ms", "busy-wait", "--", "true"});
+        ASSERT_EQ(waited.code, 75) << waited.err;
+        EXPECT_GE(waited.took, 500ms);
+        slowest_no_wait = std::max(slowest_no_wait, no_wait.took);
+        fastest_wait = std::min(fastest_wait, waited.took);
+    }
+    EXPECT_LT(fastest_wait, slowest_no_wait + 500ms + 500ms)
+        << "--wait 500ms: " << std::chrono::duration<double>(fastest_wait).count()
+        << " s at the fastest; --no-wait: " << std::chrono::duration<double>(slowest_no_wait).count()
+        << " s at the slowest";
+}
+
 TEST(Cli, UsageErrorsExit64WithOneLine) {
     dlock::support::RedisServer server;
     for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
