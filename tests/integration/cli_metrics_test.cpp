@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -107,6 +108,32 @@ TEST(CliMetrics, RunWritesTheLastRunsGaugesLabelledByJobAndKey) {
     f = dlock_cli({"--url", server.uri(), "run", "--metrics-file", dir, "nightly", "--", "true"});
     EXPECT_EQ(f.code, 64) << f.err;
     EXPECT_NE(f.err.find("is a directory; name a file in it, one per job"), std::string::npos) << f.err;
+}
+
+// A file name near the longest the file system allows is written (its
+// temporary name was the path plus a suffix, too long to make: the run
+// ended 0 with no file written); one longer than allowed is refused before
+// the command runs.
+TEST(CliMetrics, ALongFileNameIsWrittenAndATooLongOneRefusedBeforeTheRun) {
+    dlock::support::RedisServer server;
+    const auto path = temp_path(std::string(240, 'm') + ".prom");
+    const auto dir = path.substr(0, path.rfind('/'));
+    ASSERT_LE(path.size() - dir.size() - 1, 255u);
+    auto f = dlock_cli({"--url", server.uri(), "run", "--metrics-file", path, "long-name", "--", "true"});
+    EXPECT_EQ(f.code, 0) << f.err;
+    EXPECT_EQ(f.err, "");
+    EXPECT_NE(read_file(path).find("dlock_run_last_acquired"), std::string::npos) << "no metrics file written";
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+        EXPECT_EQ(entry.path().filename().string().find(".dlock-metrics."), std::string::npos)
+            << "a temporary file is left: " << entry.path();
+
+    const auto marker = temp_path("ran-long");
+    const auto too_long = dir + "/" + std::string(300, 'm') + ".prom";
+    f = dlock_cli({"--url", server.uri(), "run", "--metrics-file", too_long, "long-name", "--", "sh", "-c",
+                   "echo ran > " + marker});
+    EXPECT_EQ(f.code, 64) << f.err;
+    EXPECT_NE(f.err.find("the file name is 305 bytes, more than the 255 a name may have"), std::string::npos) << f.err;
+    EXPECT_EQ(read_file(marker), "") << "the command ran";
 }
 
 // A symlink planted where the file is written first (the old temporary

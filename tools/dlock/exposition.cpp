@@ -89,9 +89,22 @@ std::string run_exposition(const RunRecord& run) {
     return out;
 }
 
-void check_metrics_path(const std::string& path) {
+namespace {
+
+std::string directory_of(const std::string& path) {
     const auto slash = path.rfind('/');
-    const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+void check_metrics_path(const std::string& path) {
+    const std::string directory = directory_of(path);
+    const std::string name = path.substr(path.rfind('/') + 1);  // npos + 1 == 0: no slash
+    const long most = ::pathconf(directory.c_str(), _PC_NAME_MAX);
+    if (most > 0 && name.size() > static_cast<std::size_t>(most))
+        throw UsageError("--metrics-file " + path + ": the file name is " + std::to_string(name.size()) +
+                         " bytes, more than the " + std::to_string(most) + " a name may have in " + directory);
     struct stat info {};
     if (::stat(directory.c_str(), &info) != 0)
         throw UsageError("--metrics-file " + path + ": its directory " + directory + " cannot be used (" +
@@ -105,8 +118,10 @@ void check_metrics_path(const std::string& path) {
 
 bool write_metrics_file(const std::string& path, const std::string& text) {
     // A fresh name made with O_EXCL (mkstemp): a file or symlink planted
-    // under a predictable name is never opened or followed.
-    std::string temporary = path + ".tmp.XXXXXX";
+    // under a predictable name is never opened or followed. A short name of
+    // its own in the same directory (the rename stays atomic): PATH plus a
+    // suffix was too long to make for a name near the longest allowed.
+    std::string temporary = directory_of(path) + "/.dlock-metrics.XXXXXX";
     bool made = false;
     auto failed = [&](const char* step) {
         complain("cannot write the metrics to " + path + " (" + step + "): " + std::strerror(errno));

@@ -29,15 +29,16 @@ struct RunRecord {
 std::string run_exposition(const RunRecord& run);
 
 // Throws UsageError when the file cannot be made where `path` says: its
-// directory is missing or not a directory, or `path` is a directory.
+// directory is missing or not a directory, `path` is a directory, or its
+// file name is longer than the directory's file system allows.
 // Checked before the lock is taken, so the mistake is known before the job runs.
 void check_metrics_path(const std::string& path);
 
 // False (after an error on stderr naming the path and the reason) when the
 // file could not be written; the command's exit status does not change.
-// Written into a temporary file beside it (not ending in .prom, which the
-// collector would read), then renamed over it, so that a scrape never reads
-// half a file.
+// Written into a temporary file beside it (.dlock-metrics.XXXXXX, which the
+// collector does not read: it reads *.prom), then renamed over it, so that a
+// scrape never reads half a file.
 bool write_metrics_file(const std::string& path, const std::string& text);
 
 // One exposition whose every sample is the sum of that sample in each of
