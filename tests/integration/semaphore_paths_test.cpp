@@ -108,16 +108,17 @@ TEST(SemaphorePaths, AStaleOrLostCounterIsNotTrusted) {
     dlock::Client client(server.uri());
     auto sem = current(client, "count");
     const auto state = semaphore_key("count") + ":state";
-    server.cli({"HSET", state, "limit", "2", "used", "2"});
+    server.cli({"HSET", state, "limit", "3", "used", "2"});
     server.cli({"PEXPIRE", state, "60000"});
-    ASSERT_EQ(answer(sem.acquire("c:a!#1", "try", "2")), 1) << "a counter with no permits key refused a grant";
-    EXPECT_EQ(server.cli({"HGET", state, "used"}), "1");
-    ASSERT_EQ(answer(sem.acquire("c:b!#1", "try", "2")), 1);
+    ASSERT_EQ(answer(sem.acquire("c:a!#1", "try", "3")), 1);
+    EXPECT_EQ(server.cli({"HGET", state, "used"}), "1") << "a counter with no permits key was trusted";
+    ASSERT_EQ(answer(sem.acquire("c:b!#1", "try", "3")), 1);
     server.cli({"DEL", state});
-    EXPECT_EQ(answer(sem.acquire("c:c!#1", "try", "2")), 0) << "a lost counter was not recounted";
-    EXPECT_EQ(server.cli({"HGET", state, "used"}), "2");
+    ASSERT_EQ(answer(sem.acquire("c:c!#1", "try", "3")), 1);
+    EXPECT_EQ(server.cli({"HGET", state, "used"}), "3") << "a lost counter was not recounted";
+    EXPECT_EQ(answer(sem.acquire("c:d!#1", "try", "3")), 0) << "more than the limit";
     EXPECT_EQ(sem.release("c:a!#1"), 1);
-    EXPECT_EQ(server.cli({"HGET", state, "used"}), "1");
+    EXPECT_EQ(server.cli({"HGET", state, "used"}), "2");
     EXPECT_NE(server.cli({"PTTL", state}), "-1") << "the state hash was left with no expiry";
 }
 
