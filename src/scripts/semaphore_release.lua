@@ -17,28 +17,27 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id, retention = ARGV[1], tonumber(ARGV[2])
-if ARGV[3] == 'release' then
+-- The line first, and whether the retired ids' key exists, in one call (the latter given
+-- twice): a release with someone in line pays one call for the common path.
+local seen = ARGV[3] == 'release' and redis.call('EXISTS', KEYS[3], KEYS[5], KEYS[5])
+if seen and seen % 2 == 0 then
   local lease_end = tonumber(redis.call('ZSCORE', KEYS[1], id))
   if lease_end and lease_end > now then
     local s = redis.call('HMGET', KEYS[2], 'used', 'w')
     local used, k = tonumber(s[1]), tonumber(string.match(id, '#(%d+)$')) or 1
     if used and used >= k and not (tonumber(s[2]) and tonumber(s[2]) > now) then
-      -- The line, and whether the retired ids' key exists, in one call (the latter given twice).
-      local seen = redis.call('EXISTS', KEYS[3], KEYS[5], KEYS[5])
-      if seen % 2 == 0 then
-        redis.call('ZREM', KEYS[1], id)
-        redis.call('HSET', KEYS[2], 'used', used - k)
-        -- retire(id), the new id added before the old ones go, so the key is never left empty.
-        redis.call('ZADD', KEYS[5], now + retention, id)
-        if seen == 2 then
-          redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-          redis.call('PEXPIRE', KEYS[5], retention, 'GT')
-        else
-          redis.call('PEXPIRE', KEYS[5], retention)
-        end
-        redis.call('PEXPIRE', KEYS[2], retention, 'GT')
-        return 1
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('HSET', KEYS[2], 'used', used - k)
+      -- retire(id), the new id added before the old ones go, so the key is never left empty.
+      redis.call('ZADD', KEYS[5], now + retention, id)
+      if seen == 2 then
+        redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+        redis.call('PEXPIRE', KEYS[5], retention, 'GT')
+      else
+        redis.call('PEXPIRE', KEYS[5], retention)
       end
+      redis.call('PEXPIRE', KEYS[2], retention, 'GT')
+      return 1
     end
   end
 end

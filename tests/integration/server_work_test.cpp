@@ -370,7 +370,7 @@ TEST_F(ServerWork, KindsAgainstTheFloor) {
 }
 
 struct SemaphoreWork {
-    Work first, later, last_release, other_release, renewal, busy;
+    Work first, later, last_release, other_release, renewal, busy, refresh, handing_on;
     double pair_usec = 0;
 };
 
@@ -402,6 +402,17 @@ SemaphoreWork semaphore_paths(dlock::Client& stats, dlock::support::OldSemaphore
         EXPECT_EQ(take(held.back()), 1);
     }
     w.busy = measure(stats, {}, [&] { EXPECT_EQ(take(next()), 0); });
+    // Not common paths, for what they cost beside them: a waiter's refresh of
+    // its place, and a release that grants the first in line directly.
+    const auto wait = [&](const std::string& permit) {
+        const auto reply = sem.acquire(permit, "wait", "4");
+        return reply.is_array() && !reply.elements.empty() ? reply.elements[0].integer : -100;
+    };
+    std::string waiter;
+    w.refresh = measure(stats, [&] { EXPECT_EQ(wait(waiter = next()), 0); }, [&] { EXPECT_EQ(wait(waiter), 0); },
+                        [&] { sem.release(waiter); });
+    w.handing_on = measure(stats, [&] { EXPECT_EQ(wait(waiter = next()), 0); },
+                           [&] { EXPECT_EQ(sem.release(held.back()), 1); }, [&] { held.back() = waiter; });
     for (const auto& one : held) sem.release(one);
     sem.release(other);
     report((std::string(what) + ": first permit").c_str(), w.first);
@@ -410,6 +421,8 @@ SemaphoreWork semaphore_paths(dlock::Client& stats, dlock::support::OldSemaphore
     report((std::string(what) + ": release, one still held").c_str(), w.other_release);
     report((std::string(what) + ": renewal").c_str(), w.renewal);
     report((std::string(what) + ": busy answer (try)").c_str(), w.busy);
+    report((std::string(what) + ": a waiter's refresh").c_str(), w.refresh);
+    report((std::string(what) + ": release to the first in line").c_str(), w.handing_on);
     auto medians = median_durations(stats, [&] {
         for (int i = 0; i < timed_runs; ++i) {
             const auto permit = next();
@@ -440,6 +453,9 @@ TEST_F(ServerWork, SemaphorePaths) {
     EXPECT_LE(now.other_release.calls_per_run(), 10);
     EXPECT_LE(now.renewal.calls_per_run(), 5);
     EXPECT_LE(now.busy.calls_per_run(), 6);
+    // The paths with someone in line run the general code after one look.
+    EXPECT_LE(now.refresh.calls_per_run(), before.refresh.calls_per_run() + 1);
+    EXPECT_LE(now.handing_on.calls_per_run(), before.handing_on.calls_per_run() + 1);
 }
 
 // A release publishes only when the hash says someone was answered busy
