@@ -85,6 +85,11 @@ struct Work {
     }
 
     double calls_per_run() const { return runs ? double(calls) / runs : 0; }
+    // The same without one command's calls (one whose count varies from run to run).
+    double calls_per_run_without(const std::string& name) const {
+        const auto it = by_command.find(name);
+        return runs ? double(calls - (it == by_command.end() ? 0 : it->second.first)) / runs : 0;
+    }
     std::string breakdown() const {
         std::string out;
         for (const auto& [name, figures] : by_command) {
@@ -453,9 +458,11 @@ TEST_F(ServerWork, SemaphorePaths) {
     EXPECT_LE(now.other_release.calls_per_run(), 10);
     EXPECT_LE(now.renewal.calls_per_run(), 5);
     EXPECT_LE(now.busy.calls_per_run(), 6);
-    // The paths with someone in line run the general code after one look.
-    EXPECT_LE(now.refresh.calls_per_run(), before.refresh.calls_per_run() + 1);
-    EXPECT_LE(now.handing_on.calls_per_run(), before.handing_on.calls_per_run() + 1);
+    // The paths with someone in line run the general code after one look
+    // (live_for's PEXPIRE runs only when an expiry would run out sooner than
+    // asked, so its count varies with the timing: left out).
+    EXPECT_LE(now.refresh.calls_per_run_without("pexpire"), before.refresh.calls_per_run_without("pexpire") + 1);
+    EXPECT_LE(now.handing_on.calls_per_run_without("pexpire"), before.handing_on.calls_per_run_without("pexpire") + 1);
 }
 
 // A release publishes only when the hash says someone was answered busy
