@@ -107,17 +107,30 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
     const detail::SemaphoreKeys semaphore(name);
     std::string_view semaphore_marked[] = {semaphore.all[0], semaphore.all[1], semaphore.all[2],
                                            semaphore.all[3], semaphore.all[4], semaphore.all[5]};
+    // A hold granted between the marks and the look below is not marked, and
+    // its release would publish nothing: such a look marks and looks once
+    // more before it sleeps. Once, not until marked: a hold no mark can take
+    // (readers, a semaphore whose state was lost) is released by the general
+    // code, which publishes anyway.
+    bool marked_again = false;
     for (;;) {
         // A release publishes only when someone waited: say that we do. The
         // semaphore's mark lasts as long as this wait may (a day at most,
         // the longest lease, which bounds each sleep below).
-        client.eval(detail::mark_waited_script(), marked, {});
+        const bool lock_marked = client.eval(detail::mark_waited_script(), marked, {}).integer == 1;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait_ms = std::to_string(std::clamp<long long>(left.count(), 1, max_lease.count()));
         std::string_view semaphore_args[] = {wait_ms};
-        client.eval(detail::semaphore_mark_waited_script(), semaphore_marked, semaphore_args);
+        const bool permits_marked =
+            client.eval(detail::semaphore_mark_waited_script(), semaphore_marked, semaphore_args).integer == 1;
         const LockInfo info = inspect_lock(client, name);
         if (!info.held) return true;
+        const bool unmarked = (!info.owner.empty() && !lock_marked) || (!info.semaphore.holders.empty() && !permits_marked);
+        if (unmarked && !marked_again) {
+            marked_again = true;
+            continue;
+        }
+        marked_again = false;
         // Also when a lease ends without a release (a holder that died).
         auto first_end = info.owner.empty() ? std::chrono::milliseconds::max() : info.ttl;
         for (const auto& reader : info.readers) first_end = std::min(first_end, reader.ttl);
