@@ -103,9 +103,10 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
     subscription.wait_active(confirm_by);
     semaphore_subscription.wait_active(confirm_by);
     const detail::LockKeys keys(name);
-    std::string_view marked[] = {keys.lock};
+    const auto reader_state = keys.reader_state();
+    std::string_view marked[] = {keys.lock, reader_state};
     for (;;) {
-        // A release publishes only when someone waited: say that we do.
+        // A release publishes only when someone waited, the last reader's too: say that we do.
         client.eval(detail::mark_waited_script(), marked, {});
         const LockInfo info = inspect_lock(client, name);
         if (!info.held) return true;

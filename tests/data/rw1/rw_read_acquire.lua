@@ -1,0 +1,68 @@
+-- Read-write lock: take the read side afresh, or re-enter it.
+-- KEYS[1] writer hash   KEYS[2] fence hash   KEYS[3] readers: sorted set reader -> server-time deadline (ms)
+-- KEYS[4] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token}
+-- KEYS[5] waiting writers: sorted set writer -> server-time deadline (ms)   KEYS[6] the owner's read tombstone
+-- KEYS[7] semaphore permits   KEYS[8] semaphore waiters: a semaphore of this name (prelude.lua, other_kind)
+-- KEYS[9] the places of a fair lock's line on this name: a live place is a writer to come (its
+--   waiter may be granted the lock at its next refresh), so a reader waits for it as for a writer
+-- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] 'fresh' or 'reenter'
+-- ARGV[5] retention ms   ARGV[6] '1': readers first (waiting writers are not waited for); '0': writers first
+-- A reader is granted when nobody else holds the write side and (writers first) no writer is
+-- marked waiting; the writer itself may always take the read side (a downgrade), and a reader
+-- may always re-enter (it would otherwise wait for a writer that waits for it). One member per
+-- reader, its re-entries counted in the state hash; no key per re-entry. The reader's token is
+-- the fence's: the token of the last write it follows (a fence expired after its retention is
+-- started again from the server's clock, past every earlier token).
+-- Returns {1, token, count}, {0, ms} when it must wait, {-1} for 'reenter' when the caller is
+-- no longer a reader, {-2} for a late copy of an older operation (acquire.lua's answers);
+-- "DLOCK_KIND ..." when the name is held as a Semaphore. An exclusive holder (a Lock too) is
+-- waited for as a writer is.
+local now = server_ms()
+local reader = ARGV[1]
+local reading = live_member(KEYS[3], reader, now)
+local op = op_number(ARGV[3])
+if reading then
+  local seq = op_number(redis.call('HGET', KEYS[4], 's:' .. reader))
+  if op == seq then
+    return {1, tonumber(redis.call('HGET', KEYS[4], 't:' .. reader)), tonumber(redis.call('HGET', KEYS[4], 'n:' .. reader))}
+  end
+  if op < seq then return {-2} end
+end
+if op <= op_number(redis.call('GET', KEYS[6])) then return {-2} end
+local lease = tonumber(ARGV[2])
+local count = 1
+local token
+if reading and ARGV[4] == 'reenter' then
+  count = redis.call('HINCRBY', KEYS[4], 'n:' .. reader, 1)
+  token = tonumber(redis.call('HGET', KEYS[4], 't:' .. reader))
+elseif ARGV[4] == 'reenter' then
+  return {-1}
+else
+  -- 'fresh', also when the server still has a read hold of this owner that its client no
+  -- longer tracks: it is replaced (count 1, the current token).
+  local writer = redis.call('HGET', KEYS[1], 'owner')
+  local wait
+  if writer and writer ~= reader then
+    wait = redis.call('PTTL', KEYS[1])
+    if wait < 0 then wait = lease end
+  elseif not writer and not reading then
+    local refusal = other_kind(nil, KEYS[7], KEYS[8])
+    if refusal then return refusal end
+    wait = first_deadline_in(KEYS[9], now, nil)
+    if not wait and ARGV[6] ~= '1' then wait = first_deadline_in(KEYS[5], now, nil) end
+  end
+  if wait then
+    -- Waiting for the write side's holder: its release publishes (prelude.lua, mark_waited).
+    if writer and writer ~= reader then redis.call('HSET', KEYS[1], 'w', '1') end
+    raise_tombstone(KEYS[6], ARGV[3], ARGV[5])
+    return {0, wait}
+  end
+  token = tonumber(redis.call('HGET', KEYS[2], 'token')) or next_token(KEYS[2], true)
+end
+redis.call('ZADD', KEYS[3], 'GT', now + lease, reader)
+redis.call('HSET', KEYS[4], 'n:' .. reader, count, 's:' .. reader, ARGV[3], 't:' .. reader, string.format('%.0f', token))
+extend_expiry(KEYS[3], lease)
+extend_expiry(KEYS[4], lease)
+keep_fence(KEYS[2], lease + ARGV[5])
+prune_readers(KEYS[3], KEYS[4], now)
+return {1, token, count}
