@@ -95,6 +95,13 @@ std::int64_t read_granted(const dlock::Reply& reply, long long count) {
     return reply.elements.at(1).integer;
 }
 
+// The previous version's scripts are the very ones it loaded.
+TEST_F(LayoutUpgrade, ThePreviousReadScriptsAreThoseThePreviousLibrarySent) {
+    EXPECT_EQ(dlock::support::rw1_script("rw_read_acquire").sha1(), "a5a6a631109462a8611d712c5939ec95337e983a");
+    EXPECT_EQ(dlock::support::rw1_script("rw_read_release").sha1(), "d3e5eaabfd2c52f73b1776712f08c1933ec5b337");
+    EXPECT_EQ(dlock::support::rw1_script("rw_read_renew").sha1(), "708ec1ada506ae939e44e86936c7d11d3147b50c");
+}
+
 // Readers of both versions hold one name together (one token, each its own
 // count), exclude a writer together, and whichever leaves last tells the
 // writer that waits (60 s leases: a writer that slept would retry 20 s later).

@@ -1,8 +1,8 @@
 // An RwLock reader that sends the read side's scripts by hand, with the
 // keys and arguments the library sends: this version's scripts, or those of
-// the previous version (tests/data/rw1/, kept as they were, run with the
-// helpers that version put in front of them). For the rolling-upgrade
-// tests and for measuring the server work of both versions in one run.
+// the previous version (tests/data/rw1/, kept exactly as that library sent
+// them, helpers included). For the rolling-upgrade tests and for measuring
+// the server work of both versions in one run.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,10 +27,8 @@ inline std::string rw1_file(const std::string& file) {
     return s.str();
 }
 
-// A script of the previous version, with its helpers in front.
-inline dlock::Script rw1_script(const std::string& name) {
-    return dlock::Script(rw1_file("publish") + "\n" + rw1_file("prelude") + "\n" + rw1_file(name));
-}
+// A script of the previous version, as it sent it (its helpers in front).
+inline dlock::Script rw1_script(const std::string& name) { return dlock::Script(rw1_file(name)); }
 
 class ReadSideClient {
 public:

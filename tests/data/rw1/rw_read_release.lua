@@ -1,3 +1,93 @@
+-- Helpers of every kind's scripts, before the kind's prelude: each script carries
+-- the ones it uses (cmake/GenerateScriptsHeader.cmake). How scripts tell clients.
+--
+-- On a Redis Cluster node, messages go by sharded pub/sub (SPUBLISH) on a
+-- channel in the script's own slot: a plain PUBLISH would be broadcast to
+-- every node over the cluster bus. On one server (or a Sentinel-managed
+-- master), plain PUBLISH, which every client version listens to. The
+-- client subscribes the same way (its subscriber knows which it talks to).
+local cluster_mode = nil
+local function in_cluster()
+  if cluster_mode == nil then
+    cluster_mode = type(redis.pcall('CLUSTER', 'MYID')) == 'string'
+  end
+  return cluster_mode
+end
+
+-- A notice is best effort (a client that misses one finds out at its next
+-- renewal or attempt), so one the server refuses (an ACL user without
+-- rights on the channel) must not fail the script after its writes.
+local function publish(channel, message)
+  if in_cluster() then
+    redis.pcall('SPUBLISH', channel, message)
+  else
+    redis.pcall('PUBLISH', channel, message)
+  end
+end
+
+-- The lock scripts' helpers: each script carries in front of it those it uses, directly or
+-- through another helper, and no others (cmake/GenerateScriptsHeader.cmake): a helper is defined
+-- anew on every call.
+--
+-- Operation ids: every owner numbers its operations in increasing order
+-- (one counter per client), so a late copy of an old operation (one that
+-- sat in the buffer of a paused server, or of a connection the client gave
+-- up on) can be told from a new one and ignored.
+local function op_number(op)
+  return tonumber(op) or 0
+end
+
+-- The fence outlives the lock by the retention period: while the lock may
+-- be held its expiry is pushed past the lease, and once the lock is free
+-- nothing of it stays longer than retention.
+local function keep_fence(fence, ms)
+  redis.call('PEXPIRE', fence, ms)  -- ms is below 1e14, which a number argument writes in full
+end
+
+-- The owner's tombstone keeps the highest operation id that may no longer
+-- grant: a final release's, and a fresh acquisition's that was answered
+-- busy (a late copy of it, arriving once the lock is free, must not grant
+-- a hold its client gave up on). It never goes down, and expires after
+-- the retention period.
+local function raise_tombstone(tombstone, op, ms)
+  if op_number(op) > op_number(redis.call('GET', tombstone)) then
+    redis.call('SET', tombstone, op, 'PX', ms)
+  end
+end
+
+-- The server's clock in milliseconds. Every deadline a script stores (a
+-- reader's lease, a waiting writer's mark) is server time: no client's clock
+-- decides anything here.
+local function server_ms()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+
+-- Pushes a key's expiry out to at least ms from now, never shortening it.
+-- (PEXPIRE GT would leave a key without expiry as it is: it counts as infinite.)
+local function extend_expiry(key, ms)
+  local left = redis.call('PTTL', key)
+  if left == -1 or (left >= 0 and left < tonumber(ms)) then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- Read-write lock: readers whose lease has ended (server time) leave the
+-- reader set, and their count, last operation and token leave the reader
+-- state hash. A crashed reader frees its share within one lease.
+-- Acquisitions decide by live_* below and prune after their grant: a write
+-- that frees memory first would let the grant through when Redis is out of
+-- memory (a script's first write decides whether it may write at all).
+local function prune_readers(readers, state, now)
+  local gone = redis.call('ZRANGEBYSCORE', readers, '-inf', now)
+  for _, reader in ipairs(gone) do
+    redis.call('HDEL', state, 'n:' .. reader, 's:' .. reader, 't:' .. reader)
+  end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  end
+end
+
 -- Read-write lock: release read holds.
 -- KEYS[1] readers   KEYS[2] reader state hash   KEYS[3] fence hash   KEYS[4] release channel
 -- KEYS[5] the owner's read tombstone   KEYS[6] writer hash

@@ -1,3 +1,43 @@
+-- The fence outlives the lock by the retention period: while the lock may
+-- be held its expiry is pushed past the lease, and once the lock is free
+-- nothing of it stays longer than retention.
+local function keep_fence(fence, ms)
+  redis.call('PEXPIRE', fence, ms)  -- ms is below 1e14, which a number argument writes in full
+end
+
+-- The server's clock in milliseconds. Every deadline a script stores (a
+-- reader's lease, a waiting writer's mark) is server time: no client's clock
+-- decides anything here.
+local function server_ms()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+
+-- Pushes a key's expiry out to at least ms from now, never shortening it.
+-- (PEXPIRE GT would leave a key without expiry as it is: it counts as infinite.)
+local function extend_expiry(key, ms)
+  local left = redis.call('PTTL', key)
+  if left == -1 or (left >= 0 and left < tonumber(ms)) then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
+-- Read-write lock: readers whose lease has ended (server time) leave the
+-- reader set, and their count, last operation and token leave the reader
+-- state hash. A crashed reader frees its share within one lease.
+-- Acquisitions decide by live_* below and prune after their grant: a write
+-- that frees memory first would let the grant through when Redis is out of
+-- memory (a script's first write decides whether it may write at all).
+local function prune_readers(readers, state, now)
+  local gone = redis.call('ZRANGEBYSCORE', readers, '-inf', now)
+  for _, reader in ipairs(gone) do
+    redis.call('HDEL', state, 'n:' .. reader, 's:' .. reader, 't:' .. reader)
+  end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  end
+end
+
 -- Read-write lock: extend the lease of a reader (the lease keeper's renewal).
 -- KEYS[1] readers   KEYS[2] reader state hash   KEYS[3] fence hash
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] retention ms
