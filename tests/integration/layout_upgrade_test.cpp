@@ -17,6 +17,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
@@ -100,6 +101,63 @@ TEST_F(LayoutUpgrade, ThePreviousReadScriptsAreThoseThePreviousLibrarySent) {
     EXPECT_EQ(dlock::support::rw1_script("rw_read_acquire").sha1(), "a5a6a631109462a8611d712c5939ec95337e983a");
     EXPECT_EQ(dlock::support::rw1_script("rw_read_release").sha1(), "d3e5eaabfd2c52f73b1776712f08c1933ec5b337");
     EXPECT_EQ(dlock::support::rw1_script("rw_read_renew").sha1(), "708ec1ada506ae939e44e86936c7d11d3147b50c");
+}
+
+// Resent copies, late copies of older operations, undone operations: the
+// read scripts of both versions answer the same sequence the same way,
+// beside another reader and alone (the common paths and the general code).
+TEST_F(LayoutUpgrade, TheReadScriptsAnswerEveryCopyAsThePreviousOnesDid) {
+    using Version = ReadSideClient::Version;
+    const auto answers = [&](Version version, const std::string& name, bool beside) {
+        ReadSideClient other(old_side, name, "other:1", version);
+        if (beside) read_granted(other.acquire(), 1);
+        ReadSideClient r(client, name, "reader:1", version);
+        std::vector<long long> out;
+        std::int64_t token = 0;
+        const auto acquire = [&](const char* op, const char* mode) {
+            const auto reply = r.acquire_with(op, mode);
+            out.push_back(reply.elements.at(0).integer);
+            if (reply.elements.size() == 3) {
+                if (token == 0) token = reply.elements[1].integer;
+                EXPECT_EQ(reply.elements[1].integer, token) << op;
+                out.push_back(reply.elements[2].integer);
+            }
+        };
+        const auto release = [&](const char* op, const char* how_many, const char* undoing = "") {
+            out.push_back(r.release_with(op, how_many, undoing));
+        };
+        acquire("5", "fresh");
+        acquire("5", "fresh");    // resent
+        acquire("3", "fresh");    // a late copy of an older one
+        acquire("6", "reenter");
+        acquire("6", "reenter");  // resent
+        release("7", "1");
+        release("7", "1");        // resent
+        release("6", "1");        // a late copy of an older one
+        release("9", "1", "8");   // undoing re-entry 8, which never applied
+        acquire("8", "reenter");  // its late copy
+        acquire("10", "reenter");
+        release("11", "1", "10"); // undoing re-entry 10, which applied
+        release("12", "all");
+        release("12", "all");     // resent
+        release("13", "1");       // not a reader any more
+        acquire("12", "fresh");   // late copies once it left
+        acquire("11", "reenter");
+        acquire("14", "reenter");
+        acquire("15", "fresh");
+        release("16", "1");
+        if (beside) {
+            EXPECT_EQ(other.release(), 0);
+        }
+        return out;
+    };
+    for (const bool beside : {false, true}) {
+        const auto previous = answers(Version::previous, beside ? "copies-a" : "copies-b", beside);
+        const auto current = answers(Version::current, beside ? "copies-c" : "copies-d", beside);
+        EXPECT_EQ(current, previous) << (beside ? "beside another reader" : "alone");
+        EXPECT_EQ(previous, (std::vector<long long>{1, 1, 1, 1, -2, 1, 2, 1, 2, 1, 1, -2, -3, -2, 1, 2, 1, 0, 0, -1,
+                                                   -2, -2, -1, 1, 1, 0}));
+    }
 }
 
 // Readers of both versions hold one name together (one token, each its own
