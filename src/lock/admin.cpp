@@ -105,9 +105,18 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
     const detail::LockKeys keys(name);
     const auto reader_state = keys.reader_state();
     std::string_view marked[] = {keys.lock, reader_state};
+    const detail::SemaphoreKeys semaphore(name);
+    std::string_view semaphore_marked[] = {semaphore.all[0], semaphore.all[1], semaphore.all[2],
+                                           semaphore.all[3], semaphore.all[4], semaphore.all[5]};
     for (;;) {
         // A release publishes only when someone waited, the last reader's too: say that we do.
+        // The semaphore's mark lasts as long as this wait may (a day at most, the longest
+        // lease, which bounds each sleep below).
         client.eval(detail::mark_waited_script(), marked, {});
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto wait_ms = std::to_string(std::clamp<long long>(left.count(), 1, max_lease.count()));
+        std::string_view semaphore_args[] = {wait_ms};
+        client.eval(detail::semaphore_mark_waited_script(), semaphore_marked, semaphore_args);
         const LockInfo info = inspect_lock(client, name);
         if (!info.held) return true;
         // Also when a lease ends without a release (a holder that died).

@@ -16,9 +16,58 @@
 -- "DLOCK_KIND ..." the name is held as a Lock or an RwLock; "DLOCK_LIMIT ..." a new request whose
 -- limit (ARGV[4]) is not the semaphore's (a waiter already in line is not asked again: a limit
 -- changed by set_limit while it waits is the one it waits under).
-local now = now_ms()
+-- Server calls (docs/design/server-work.md): a grant when permits are free and nobody is in
+-- line 8, a busy answer of a 'try' 6.
+-- The common paths come first, with no helper (cmake/GenerateScriptsHeader.cmake, --@helpers):
+-- a grant when the k permits fit and nobody is in line, and a busy answer of a 'try' when they
+-- do not. They prune nothing: a permit whose lease ended and that is not pruned yet still
+-- counts as used, so a grant that fits with it fits without it (never more than the limit);
+-- a busy answer is given only when no lease in the set has ended, so its count is exact. A
+-- request whose own id is held already or retired goes on to the general code, which prunes
+-- and answers as before. Every other case (a line, another kind's keys, a limit not the one
+-- asked, the counter gone) goes there too.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id, k = ARGV[1], tonumber(ARGV[2])
-local lease, waiter_lease, retention = tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local lease, retention = tonumber(ARGV[3]), tonumber(ARGV[7])
+do
+  -- The line and the other kinds' keys, and whether the permits key exists, in one call: EXISTS
+  -- counts a key once per mention, so the permits key (given five times) adds 5.
+  local seen = redis.call('EXISTS', KEYS[3], KEYS[7], KEYS[8], KEYS[9], KEYS[1], KEYS[1], KEYS[1], KEYS[1], KEYS[1])
+  local asked = tonumber(ARGV[4])
+  if seen % 5 == 0 and k <= asked then
+    local permits_kept = seen == 5
+    local s = redis.call('HMGET', KEYS[2], 'limit', 'used', 'w')
+    local fresh = not (s[1] or s[2] or s[3])  -- no state hash
+    -- No permits key: no permit is held, whatever the counter says (used_count).
+    local used = 0
+    if permits_kept then used = tonumber(s[2]) end
+    if used and (fresh or tonumber(s[1]) == asked) then
+      if used + k <= asked then
+        local done = redis.call('ZMSCORE', KEYS[5], id, '~' .. id)
+        if not (done[1] or done[2]) and redis.call('ZADD', KEYS[1], 'NX', now + lease, id) == 1 then
+          if fresh then redis.call('HSET', KEYS[2], 'limit', asked, 'used', used + k)
+          else redis.call('HSET', KEYS[2], 'used', used + k) end
+          -- Each key lives lease + retention at least (live_for); GT on a key that had an
+          -- expiry, a plain PEXPIRE on one made here (GT leaves a key without expiry as it is).
+          if permits_kept then redis.call('PEXPIRE', KEYS[1], lease + retention, 'GT')
+          else redis.call('PEXPIRE', KEYS[1], lease + retention) end
+          if fresh then redis.call('PEXPIRE', KEYS[2], lease + retention)
+          else redis.call('PEXPIRE', KEYS[2], lease + retention, 'GT') end
+          return {1, asked}
+        end
+      elseif ARGV[5] ~= 'wait' and not redis.call('ZSCORE', KEYS[1], id) then
+        local first_end = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+        if first_end and first_end > now then
+          local done = redis.call('ZMSCORE', KEYS[5], id, '~' .. id)
+          if not (done[1] or done[2]) then return {0, 0} end
+        end
+      end
+    end
+  end
+end
+--@helpers
+local waiter_lease = tonumber(ARGV[6])
 prune(now, retention)
 if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9]) > 0 then
   -- The lock hash lives exactly as long as its lease; readers and places in a fair lock's line

@@ -4,7 +4,8 @@
 -- semaphore's one hash tag:
 -- KEYS[1] permits: zset permit id -> the server-time (ms) its lease ends; the key lives lease +
 --   retention past the last lease set, so expired permits are pruned here, never dropped by expiry
--- KEYS[2] state: hash {limit, used}
+-- KEYS[2] state: hash {limit, used, w}; w (optional): the server-time (ms) until which someone
+--   waits for the semaphore to be free (semaphore_mark_waited.lua)
 -- KEYS[3] queue: zset waiter id -> arrival number (FIFO order)
 -- KEYS[4] waiter deadlines: zset waiter id -> the server-time (ms) its place ends unless refreshed
 -- KEYS[5] done: zset id -> the server-time (ms) it may be forgotten. '<id>' was released
@@ -58,7 +59,8 @@ local function retire(id, now, retention)
 end
 
 -- Expired permits come back, expired waiters lose their place, and ids past
--- their retention are forgotten: every script starts here.
+-- their retention are forgotten: every script's general code starts here (the
+-- common paths before --@helpers need no exact count, semaphore_acquire.lua).
 local function prune(now, retention)
   local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
   if #expired > 0 then

@@ -6,8 +6,42 @@
 -- the id is retired so that a late copy of the request never grants.
 -- Returns 1 released; 0 a resent copy of a release that was done; -1 not held (expired, never
 -- granted, given up): nothing is given back, so the count is never raised.
-local now = now_ms()
+-- Server calls (docs/design/server-work.md): a release of a held permit when nobody is in line
+-- and nobody waits for the semaphore to be free 10.
+-- The common path comes first, with no helper (cmake/GenerateScriptsHeader.cmake, --@helpers):
+-- the release of a permit whose lease has not ended, when nobody is in line and nobody waits
+-- for the semaphore to be free ('w', semaphore_mark_waited.lua). It prunes only the retired
+-- ids, where it adds one: a lease of another permit that ended stays counted until a call
+-- that needs the count exact prunes it (semaphore_acquire.lua). Everything else goes on to
+-- the general code, which prunes and answers as before.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id, retention = ARGV[1], tonumber(ARGV[2])
+-- The line first, and whether the retired ids' key exists, in one call (the latter given
+-- twice): a release with someone in line pays one call for the common path.
+local seen = ARGV[3] == 'release' and redis.call('EXISTS', KEYS[3], KEYS[5], KEYS[5])
+if seen and seen % 2 == 0 then
+  local lease_end = tonumber(redis.call('ZSCORE', KEYS[1], id))
+  if lease_end and lease_end > now then
+    local s = redis.call('HMGET', KEYS[2], 'used', 'w')
+    local used, k = tonumber(s[1]), tonumber(string.match(id, '#(%d+)$')) or 1
+    if used and used >= k and not (tonumber(s[2]) and tonumber(s[2]) > now) then
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('HSET', KEYS[2], 'used', used - k)
+      -- retire(id), the new id added before the old ones go, so the key is never left empty.
+      redis.call('ZADD', KEYS[5], now + retention, id)
+      if seen == 2 then
+        redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+        redis.call('PEXPIRE', KEYS[5], retention, 'GT')
+      else
+        redis.call('PEXPIRE', KEYS[5], retention)
+      end
+      redis.call('PEXPIRE', KEYS[2], retention, 'GT')
+      return 1
+    end
+  end
+end
+--@helpers
 prune(now, retention)
 local was_head = redis.call('ZRANK', KEYS[3], id) == 0
 redis.call('ZREM', KEYS[3], id)
@@ -35,6 +69,10 @@ if result == 1 or was_head then
   if limit then used = serve_line(limit, used, now, retention) end
   -- The last permit back and nobody in line: 'free', for whoever waits for the
   -- name to be free without taking it (wait_until_free); waiters ignore it.
-  if result == 1 and used == 0 and redis.call('EXISTS', KEYS[3]) == 0 then publish(KEYS[6], 'free') end
+  if result == 1 and used == 0 and redis.call('EXISTS', KEYS[3]) == 0 then
+    publish(KEYS[6], 'free')
+    -- Told: whoever still waits marks it again (semaphore_mark_waited.lua).
+    redis.call('HDEL', KEYS[2], 'w')
+  end
 end
 return result

@@ -23,6 +23,7 @@
 #include "dlock/subscription.hpp"
 #include "eventually.hpp"
 #include "lock/semaphore_keys.hpp"
+#include "old_semaphore_client.hpp"
 #include "redis_server.hpp"
 #include "server_keys.hpp"
 
@@ -30,53 +31,10 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
+using dlock::support::OldSemaphoreClient;
 using dlock::test::semaphore_key;
 
 namespace {
-
-std::string read_data(const std::string& file) {
-    std::ifstream in(std::string(DLOCK_SOURCE_DIR "/tests/data/semaphore1/") + file);
-    std::stringstream s;
-    s << in.rdbuf();
-    EXPECT_FALSE(s.str().empty()) << file;
-    return s.str();
-}
-
-dlock::Script old_script(const std::string& name) {
-    return dlock::Script(read_data("publish.lua") + "\n" + read_data("semaphore_prelude.lua") + "\n" +
-                         read_data(name + ".lua"));
-}
-
-// A client of the previous version on one semaphore: its requests, with
-// the arguments that version sent (lease 30 s, waiter lease 30 s, retention 60 s).
-class OldSemaphoreClient {
-public:
-    OldSemaphoreClient(dlock::Client& client, const std::string& name) : client_(client), keys_(name) {}
-
-    // {1, limit} granted, {0, wake ms} in line ('wait') or busy ('try').
-    dlock::Reply acquire(const std::string& id, const char* mode, const std::string& limit) {
-        std::string_view k[] = {keys_.all[0], keys_.all[1], keys_.all[2], keys_.all[3], keys_.all[4],
-                                keys_.all[5], keys_.other_kinds[0], keys_.other_kinds[1], keys_.other_kinds[2]};
-        const auto weight = id.substr(id.rfind('#') + 1);
-        std::string_view a[] = {id, weight, "30000", limit, mode, "30000", "60000", ""};
-        return client_.eval(acquire_, k, a);
-    }
-    long long release(const std::string& id) {
-        std::string_view a[] = {id, "60000", "release"};
-        return client_.eval(release_, keys(), a).integer;
-    }
-
-private:
-    dlock::Client::Args keys() {
-        views_.assign(keys_.all.begin(), keys_.all.end());
-        return {views_.data(), views_.size()};
-    }
-    dlock::Client& client_;
-    dlock::detail::SemaphoreKeys keys_;
-    std::vector<std::string_view> views_;
-    const dlock::Script acquire_ = old_script("semaphore_acquire");
-    const dlock::Script release_ = old_script("semaphore_release");
-};
 
 // Every message on the semaphore's channel.
 class ChannelLog {
