@@ -19,7 +19,7 @@
 -- "DLOCK_KIND ..." when the name is held as a Semaphore. An exclusive holder (a Lock too) is
 -- waited for as a writer is.
 -- Server calls (docs/design/server-work.md): a fresh grant of a name nobody else uses 9, beside
--- other readers 11 (12 when the state hash's expiry reaches that far already), a re-entry 9
+-- other readers 10 (11 when the state hash's expiry reaches that far already), a re-entry 9
 -- (were 16, 14-16, 12-14).
 -- The common paths come first, with the few helpers they use (acquire.lua): a fresh grant when
 -- nobody holds or waits for the write side and no semaphore has the name (the first reader, or
@@ -33,30 +33,33 @@ if ARGV[4] == 'fresh' then
   -- one look, each counted twice, the readers once: 0, a name nobody uses; 1, only readers.
   local found = redis.call('EXISTS', KEYS[3], KEYS[1], KEYS[1], KEYS[5], KEYS[5], KEYS[9], KEYS[9],
                            KEYS[7], KEYS[7], KEYS[8], KEYS[8])
-  -- Beside readers, the caller may be one already (a resent copy, or a hold its client no
-  -- longer tracks): the general code answers it.
-  if found == 0 or (found == 1 and not redis.call('HGET', KEYS[4], 's:' .. reader)) then
-    -- A late copy of an operation given up never grants.
-    if op <= op_number(redis.call('GET', KEYS[6])) then return {-2} end
+  -- A late copy of an operation given up never grants. Beside readers the caller may be one
+  -- already (a resent copy, a hold its client no longer tracks): the general code answers it.
+  local given_up = found <= 1 and op <= op_number(redis.call('GET', KEYS[6]))
+  if given_up and found == 0 then return {-2} end
+  if found <= 1 and not given_up then
     local text = redis.call('HGET', KEYS[2], 'token')
     local token = tonumber(text)
     if not token then token, text = next_token(KEYS[2], true) end
     local now = server_ms()
-    redis.call('ZADD', KEYS[3], 'GT', now + lease, reader)
-    redis.call('HSET', KEYS[4], 'n:' .. reader, 1, 's:' .. reader, ARGV[3], 't:' .. reader, text)
-    if found == 0 then
-      -- The first reader: the reader set is new, and the state hash holds nothing of a live
-      -- reader, so both live this lease; no reader's lease has ended in a new set.
-      redis.call('PEXPIRE', KEYS[3], lease)
-      redis.call('PEXPIRE', KEYS[4], lease)
-    else
-      -- The reader set existed (prelude.lua, lengthen_expiry); the state hash is not looked at.
-      redis.call('PEXPIRE', KEYS[3], lease, 'GT')
-      lengthen_expiry(KEYS[4], lease)
-      prune_readers(KEYS[3], KEYS[4], now)
+    -- NX: a caller that is a member already (see above; or one whose lease ended) goes on to
+    -- the general code, nothing written.
+    if redis.call('ZADD', KEYS[3], 'NX', now + lease, reader) == 1 then
+      redis.call('HSET', KEYS[4], 'n:' .. reader, 1, 's:' .. reader, ARGV[3], 't:' .. reader, text)
+      if found == 0 then
+        -- The first reader: the reader set is new, and the state hash holds nothing of a live
+        -- reader, so both live this lease; no reader's lease has ended in a new set.
+        redis.call('PEXPIRE', KEYS[3], lease)
+        redis.call('PEXPIRE', KEYS[4], lease)
+      else
+        -- The reader set existed (prelude.lua, lengthen_expiry); the state hash is not looked at.
+        redis.call('PEXPIRE', KEYS[3], lease, 'GT')
+        lengthen_expiry(KEYS[4], lease)
+        prune_readers(KEYS[3], KEYS[4], now)
+      end
+      keep_fence(KEYS[2], lease + ARGV[5])
+      return {1, token, 1}
     end
-    keep_fence(KEYS[2], lease + ARGV[5])
-    return {1, token, 1}
   end
 elseif ARGV[4] == 'reenter' then
   local held = redis.call('HMGET', KEYS[4], 's:' .. reader, 'n:' .. reader, 't:' .. reader)

@@ -380,7 +380,7 @@ TEST_F(ServerWork, ReadSidePaths) {
                 before.renewal_usec);
     // Budgets (docs/design/server-work.md; the previous scripts: 16, 14-16, 14, 10, 12-14, 10-12, 8-10).
     EXPECT_LE(now.first.calls_per_run(), 9);
-    EXPECT_LE(now.beside.calls_per_run(), 12);  // 11, and a PTTL when the state hash's expiry is as late already
+    EXPECT_LE(now.beside.calls_per_run(), 11);  // 10, and a PTTL when the state hash's expiry is as late already
     EXPECT_LE(now.last.calls_per_run(), 8);
     EXPECT_LE(now.leaving.calls_per_run(), 7);
     EXPECT_LE(now.reentry.calls_per_run(), 9);
