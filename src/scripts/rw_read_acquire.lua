@@ -29,10 +29,16 @@ local reader = ARGV[1]
 local op = op_number(ARGV[3])
 local lease = tonumber(ARGV[2])
 if ARGV[4] == 'fresh' then
-  -- The writer's hash, the waiting writers, the fair line's places and the semaphore's keys in
-  -- one look, each counted twice, the readers once: 0, a name nobody uses; 1, only readers.
-  local found = redis.call('EXISTS', KEYS[3], KEYS[1], KEYS[1], KEYS[5], KEYS[5], KEYS[9], KEYS[9],
-                           KEYS[7], KEYS[7], KEYS[8], KEYS[8])
+  -- The writer's hash, the waiting writers (readers first: not waited for), the fair line's
+  -- places and the semaphore's keys in one look, each counted twice, the readers once: 0, a
+  -- name nobody uses; 1, only readers.
+  local found
+  if ARGV[6] == '1' then
+    found = redis.call('EXISTS', KEYS[3], KEYS[1], KEYS[1], KEYS[9], KEYS[9], KEYS[7], KEYS[7], KEYS[8], KEYS[8])
+  else
+    found = redis.call('EXISTS', KEYS[3], KEYS[1], KEYS[1], KEYS[5], KEYS[5], KEYS[9], KEYS[9],
+                       KEYS[7], KEYS[7], KEYS[8], KEYS[8])
+  end
   -- A late copy of an operation given up never grants. Beside readers the caller may be one
   -- already (a resent copy, a hold its client no longer tracks): the general code answers it.
   local given_up = found <= 1 and op <= op_number(redis.call('GET', KEYS[6]))

@@ -327,7 +327,7 @@ TEST_F(ServerWork, ReadSidePaths) {
     using Version = dlock::support::ReadSideClient::Version;
     const double floor = floor_usec(client, stats);
     struct Paths {
-        Work first, beside, last, leaving, reentry, partial, renewal;
+        Work first, beside, last, leaving, reentry, partial, renewal, readers_first;
         double pair_usec = 0, renewal_usec = 0;
     };
     const auto paths_of = [&](Version version, const char* name) {
@@ -357,6 +357,13 @@ TEST_F(ServerWork, ReadSidePaths) {
             for (int i = 0; i < timed_runs; ++i) reader.renew();
         })[reader.renew_script().sha1()];
         EXPECT_EQ(reader.release(), 0);
+        // Readers first, a writer marked waiting (by hand: a mark for a minute).
+        const dlock::detail::LockKeys keys(name);
+        stats.command({"ZADD", keys.waiting_writers(), std::to_string(server.time_us() / 1000 + 60'000), "writer:1"});
+        stats.command({"PEXPIRE", keys.waiting_writers(), "60000"});
+        reader.readers_first(true);
+        p.readers_first = measure(stats, {}, [&] { granted(reader.acquire()); }, [&] { reader.release(); });
+        stats.command({"DEL", keys.waiting_writers()});
         EXPECT_EQ(beside.release(), 0);
         return p;
     };
@@ -374,6 +381,7 @@ TEST_F(ServerWork, ReadSidePaths) {
     row("re-entry", before.reentry, now.reentry);
     row("release of a re-entry", before.partial, now.partial);
     row("renewal", before.renewal, now.renewal);
+    row("fresh grant, readers first, writer waits", before.readers_first, now.readers_first);
     std::printf("[server work] read lock+unlock of one name: %.0f us (previous %.0f us) = %.2fx the floor "
                 "(previous %.2fx); renewal %.0f us (previous %.0f us)\n",
                 now.pair_usec, before.pair_usec, now.pair_usec / floor, before.pair_usec / floor, now.renewal_usec,
@@ -386,6 +394,7 @@ TEST_F(ServerWork, ReadSidePaths) {
     EXPECT_LE(now.reentry.calls_per_run(), 9);
     EXPECT_LE(now.partial.calls_per_run(), 8);
     EXPECT_LE(now.renewal.calls_per_run(), 7);
+    EXPECT_LE(now.readers_first.calls_per_run(), 11);
     // Nobody waits, so nothing is published (nor is the cluster asked about).
     for (const auto* work : {&now.first, &now.last, &now.leaving, &now.partial}) {
         EXPECT_EQ(work->by_command.count("publish"), 0u) << work->breakdown();

@@ -48,7 +48,7 @@ public:
         std::string_view k[] = {keys_.lock,   keys_.fence(),     keys_.readers(),
                                 state_,       waiting_,          tombstone_,
                                 keys_.semaphore_permits(), keys_.semaphore_waiters(), keys_.places()};
-        std::string_view a[] = {owner_, lease_, op, mode, "600000", "0"};
+        std::string_view a[] = {owner_, lease_, op, mode, "600000", readers_first_ ? "1" : "0"};
         return client_.eval(acquire_, k, a);
     }
     // The holds left, -1, -2, -3 (rw_read_release.lua).
@@ -69,6 +69,8 @@ public:
         return client_.eval(renew_, k, a).integer;
     }
 
+    // RwLockOptions::prefer_readers.
+    void readers_first(bool on) { readers_first_ = on; }
     std::string next_op() { return std::to_string(++op_); }
     const dlock::Script& acquire_script() const { return acquire_; }
     const dlock::Script& release_script() const { return release_; }
@@ -85,6 +87,7 @@ private:
     Version version_;
     std::string tombstone_, state_, waiting_;
     long op_ = 0;
+    bool readers_first_ = false;
     dlock::Script acquire_, release_, renew_;
 };
 
