@@ -103,20 +103,21 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
     subscription.wait_active(confirm_by);
     semaphore_subscription.wait_active(confirm_by);
     const detail::LockKeys keys(name);
-    std::string_view marked[] = {keys.lock};
+    const auto reader_state = keys.reader_state();
+    std::string_view marked[] = {keys.lock, reader_state};
     const detail::SemaphoreKeys semaphore(name);
     std::string_view semaphore_marked[] = {semaphore.all[0], semaphore.all[1], semaphore.all[2],
                                            semaphore.all[3], semaphore.all[4], semaphore.all[5]};
     // A hold granted between the marks and the look below is not marked, and
     // its release would publish nothing: such a look marks and looks once
     // more before it sleeps. Once, not until marked: a hold no mark can take
-    // (readers, a semaphore whose state was lost) is released by the general
-    // code, which publishes anyway.
+    // (a semaphore's or the readers' state lost, a later layout's lock) is
+    // waited for until its lease ends at worst, as before there were marks.
     bool marked_again = false;
     for (;;) {
-        // A release publishes only when someone waited: say that we do. The
-        // semaphore's mark lasts as long as this wait may (a day at most,
-        // the longest lease, which bounds each sleep below).
+        // A release publishes only when someone waited, the last reader's too: say that we do.
+        // The semaphore's mark lasts as long as this wait may (a day at most, the longest
+        // lease, which bounds each sleep below).
         const bool lock_marked = client.eval(detail::mark_waited_script(), marked, {}).integer == 1;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait_ms = std::to_string(std::clamp<long long>(left.count(), 1, max_lease.count()));
@@ -125,7 +126,8 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
             client.eval(detail::semaphore_mark_waited_script(), semaphore_marked, semaphore_args).integer == 1;
         const LockInfo info = inspect_lock(client, name);
         if (!info.held) return true;
-        const bool unmarked = (!info.owner.empty() && !lock_marked) || (!info.semaphore.holders.empty() && !permits_marked);
+        const bool unmarked = ((!info.owner.empty() || !info.readers.empty()) && !lock_marked) ||
+                              (!info.semaphore.holders.empty() && !permits_marked);
         if (unmarked && !marked_again) {
             marked_again = true;
             continue;

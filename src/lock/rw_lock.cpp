@@ -50,7 +50,7 @@ HoldCall ReadIdentity::renewal(const std::string& owner) const {
 HoldCall ReadIdentity::final_release(const std::string& owner, const std::string& operation) const {
     return {&rw_read_release_script(),
             {std::string(keys.readers()), keys.reader_state(), std::string(keys.fence()), std::string(keys.channel()),
-             keys.read_tombstone(owner), keys.lock},
+             keys.read_tombstone(owner), keys.lock, keys.waiting_writers()},
             {owner, lease_ms, std::move(operation), "all", retention_ms}};
 }
 

@@ -1,10 +1,19 @@
 -- A caller waits for a lock to be free without taking it (wait_until_free in admin.cpp): the
 -- holder's release must publish, which it does only when the hash says someone waited ('w',
--- prelude.lua), as a busy answer would have marked it.
--- KEYS[1] lock hash
--- Returns 1 when it is held exclusively (marked), 0 otherwise (nothing written; also for a
--- hash of a later layout, which this script cannot know how to mark).
+-- prelude.lua), as a busy answer would have marked it; and the last reader's release only when
+-- a writer waits or the reader state hash says someone does ('w', rw_read_release.lua).
+-- KEYS[1] lock hash   KEYS[2] (optional) reader state hash
+-- Returns 1 when it marked the exclusive hold or the readers' state, 0 otherwise (nothing
+-- written; also for a lock hash of a later layout, which this script cannot know how to mark).
 local state = read_lock(KEYS[1])
-if not state.owner or layout_refusal(state) then return 0 end
-mark_waited(KEYS[1], state)
-return 1
+if state.owner then
+  if layout_refusal(state) then return 0 end
+  mark_waited(KEYS[1], state)
+  return 1
+end
+-- Readers' state lives as long as their leases: a mark on it goes with the last of them.
+if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'w', '1')
+  return 1
+end
+return 0

@@ -169,6 +169,18 @@ local function extend_expiry(key, ms)
   end
 end
 
+-- extend_expiry's, in one call where the expiry grows (a reader's keys, whose life follows the
+-- latest lease given): PEXPIRE GT, and only when that changed nothing, a look whether the key
+-- has no expiry at all (which GT leaves as it is). A write Redis lets through when out of memory.
+-- The reader set and the reader state hash get an expiry in the call that creates them, so
+-- where a script knows one existed before it (a live reader's member or state was read), a
+-- plain 'PEXPIRE key ms GT' does the same in one call.
+local function lengthen_expiry(key, ms)
+  if redis.call('PEXPIRE', key, ms, 'GT') == 0 and redis.call('PTTL', key) == -1 then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
 -- Read-write lock: readers whose lease has ended (server time) leave the
 -- reader set, and their count, last operation and token leave the reader
 -- state hash. A crashed reader frees its share within one lease.

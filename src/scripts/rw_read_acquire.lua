@@ -1,6 +1,7 @@
 -- Read-write lock: take the read side afresh, or re-enter it.
 -- KEYS[1] writer hash   KEYS[2] fence hash   KEYS[3] readers: sorted set reader -> server-time deadline (ms)
--- KEYS[4] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token}
+-- KEYS[4] reader state hash {n:<reader> count, s:<reader> last operation, t:<reader> token,
+--   w: someone waits for the readers to leave (rw_read_release.lua)}
 -- KEYS[5] waiting writers: sorted set writer -> server-time deadline (ms)   KEYS[6] the owner's read tombstone
 -- KEYS[7] semaphore permits   KEYS[8] semaphore waiters: a semaphore of this name (prelude.lua, other_kind)
 -- KEYS[9] the places of a fair lock's line on this name: a live place is a writer to come (its
@@ -17,10 +18,77 @@
 -- no longer a reader, {-2} for a late copy of an older operation (acquire.lua's answers);
 -- "DLOCK_KIND ..." when the name is held as a Semaphore. An exclusive holder (a Lock too) is
 -- waited for as a writer is.
-local now = server_ms()
+-- Server calls (docs/design/server-work.md): a fresh grant of a name nobody else uses 9, beside
+-- other readers 10 (11 when the state hash's expiry reaches that far already), a re-entry 9
+-- (were 16, 14-16, 12-14).
+-- The common paths come first, with the few helpers they use (acquire.lua): a fresh grant when
+-- nobody holds or waits for the write side and no semaphore has the name (the first reader, or
+-- one beside others), and a live reader's re-entry. Each answers as the general code below
+-- would; everything else goes on to that code.
 local reader = ARGV[1]
-local reading = live_member(KEYS[3], reader, now)
 local op = op_number(ARGV[3])
+local lease = tonumber(ARGV[2])
+if ARGV[4] == 'fresh' then
+  -- The writer's hash, the waiting writers (readers first: not waited for), the fair line's
+  -- places and the semaphore's keys in one look, each counted twice, the readers once: 0, a
+  -- name nobody uses; 1, only readers.
+  local found
+  if ARGV[6] == '1' then
+    found = redis.call('EXISTS', KEYS[3], KEYS[1], KEYS[1], KEYS[9], KEYS[9], KEYS[7], KEYS[7], KEYS[8], KEYS[8])
+  else
+    found = redis.call('EXISTS', KEYS[3], KEYS[1], KEYS[1], KEYS[5], KEYS[5], KEYS[9], KEYS[9],
+                       KEYS[7], KEYS[7], KEYS[8], KEYS[8])
+  end
+  -- A late copy of an operation given up never grants. Beside readers the caller may be one
+  -- already (a resent copy, a hold its client no longer tracks): the general code answers it.
+  local given_up = found <= 1 and op <= op_number(redis.call('GET', KEYS[6]))
+  if given_up and found == 0 then return {-2} end
+  if found <= 1 and not given_up then
+    local text = redis.call('HGET', KEYS[2], 'token')
+    local token = tonumber(text)
+    if not token then token, text = next_token(KEYS[2], true) end
+    local now = server_ms()
+    -- NX: a caller that is a member already (see above; or one whose lease ended) goes on to
+    -- the general code, nothing written.
+    if redis.call('ZADD', KEYS[3], 'NX', now + lease, reader) == 1 then
+      redis.call('HSET', KEYS[4], 'n:' .. reader, 1, 's:' .. reader, ARGV[3], 't:' .. reader, text)
+      if found == 0 then
+        -- The first reader: the reader set is new, and the state hash holds nothing of a live
+        -- reader, so both live this lease; no reader's lease has ended in a new set.
+        redis.call('PEXPIRE', KEYS[3], lease)
+        redis.call('PEXPIRE', KEYS[4], lease)
+      else
+        -- The reader set existed (prelude.lua, lengthen_expiry); the state hash is not looked at.
+        redis.call('PEXPIRE', KEYS[3], lease, 'GT')
+        lengthen_expiry(KEYS[4], lease)
+        prune_readers(KEYS[3], KEYS[4], now)
+      end
+      keep_fence(KEYS[2], lease + ARGV[5])
+      return {1, token, 1}
+    end
+  end
+elseif ARGV[4] == 'reenter' then
+  local held = redis.call('HMGET', KEYS[4], 's:' .. reader, 'n:' .. reader, 't:' .. reader)
+  if held[1] and held[3] and op > op_number(held[1]) then
+    local now = server_ms()
+    local deadline = tonumber(redis.call('ZSCORE', KEYS[3], reader))
+    if deadline and deadline > now then
+      -- An operation given up while the caller read (undone, its outcome unknown) never applies.
+      if op <= op_number(redis.call('GET', KEYS[6])) then return {-2} end
+      local count = (tonumber(held[2]) or 0) + 1
+      redis.call('ZADD', KEYS[3], 'GT', now + lease, reader)
+      redis.call('HSET', KEYS[4], 'n:' .. reader, count, 's:' .. reader, ARGV[3])
+      -- Both keys existed (prelude.lua, lengthen_expiry).
+      redis.call('PEXPIRE', KEYS[3], lease, 'GT')
+      redis.call('PEXPIRE', KEYS[4], lease, 'GT')
+      keep_fence(KEYS[2], lease + ARGV[5])
+      return {1, tonumber(held[3]), count}
+    end
+  end
+end
+--@helpers
+local now = server_ms()
+local reading = live_member(KEYS[3], reader, now)
 if reading then
   local seq = op_number(redis.call('HGET', KEYS[4], 's:' .. reader))
   if op == seq then
@@ -29,7 +97,6 @@ if reading then
   if op < seq then return {-2} end
 end
 if op <= op_number(redis.call('GET', KEYS[6])) then return {-2} end
-local lease = tonumber(ARGV[2])
 local count = 1
 local token
 if reading and ARGV[4] == 'reenter' then
@@ -61,8 +128,8 @@ else
 end
 redis.call('ZADD', KEYS[3], 'GT', now + lease, reader)
 redis.call('HSET', KEYS[4], 'n:' .. reader, count, 's:' .. reader, ARGV[3], 't:' .. reader, string.format('%.0f', token))
-extend_expiry(KEYS[3], lease)
-extend_expiry(KEYS[4], lease)
+lengthen_expiry(KEYS[3], lease)
+lengthen_expiry(KEYS[4], lease)
 keep_fence(KEYS[2], lease + ARGV[5])
 prune_readers(KEYS[3], KEYS[4], now)
 return {1, token, count}

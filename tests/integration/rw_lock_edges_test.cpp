@@ -277,6 +277,32 @@ TEST(RwLockEdges, ForceReleaseOfTheWriteSideWakesReadersAndTellsTheWriter) {
     EXPECT_FALSE(writer.is_held());
 }
 
+namespace {
+
+// A reader process killed while it reads (lease 200 ms): nothing of it
+// renews or releases its hold.
+void kill_a_reader(const dlock::support::RedisServer& server, const std::string& name) {
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t child = dlock::support::run_in_child([&] {
+        dlock::Client own(server.uri());
+        auto reader = own.rw_lock(name, {.lease = 200ms});
+        reader.lock_shared();
+        char byte = 1;
+        (void)!write(ready[1], &byte, 1);
+        sleep(60);
+        return 0;
+    });
+    char byte;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    kill(child, SIGKILL);
+    dlock::support::wait_child(child);
+}
+
+}  // namespace
+
 // A crashed reader's count, last operation and token leave the reader state
 // with its lease, also when a live reader's renewal is the first script to
 // run after that lease ended (the common case): the state hash does not grow
@@ -287,31 +313,29 @@ TEST(RwLockEdges, StateOfKilledReaderProcessesLeavesWhenARenewalPrunesThem) {
     auto lock = client.rw_lock("doc", {.lease = 300ms});
     lock.lock_shared();  // a live reader that renews every 100 ms
     constexpr int crashed = 4;
-    for (int i = 0; i < crashed; ++i) {
-        int ready[2];
-        ASSERT_EQ(pipe(ready), 0);
-        const pid_t child = dlock::support::run_in_child([&] {
-            dlock::Client own(server.uri());
-            auto reader = own.rw_lock("doc", {.lease = 200ms});
-            reader.lock_shared();
-            char byte = 1;
-            (void)!write(ready[1], &byte, 1);
-            sleep(60);
-            return 0;
-        });
-        char byte;
-        ASSERT_EQ(read(ready[0], &byte, 1), 1);
-        close(ready[0]);
-        close(ready[1]);
-        kill(child, SIGKILL);
-        dlock::support::wait_child(child);
-    }
+    for (int i = 0; i < crashed; ++i) kill_a_reader(server, "doc");
     std::this_thread::sleep_for(1s);  // every crashed reader's lease is over; ours was renewed
     EXPECT_EQ(std::stol(server.cli({"ZCARD", lock_key("doc") + ":readers"})), 1);
     EXPECT_EQ(std::stol(server.cli({"HLEN", lock_key("doc") + ":rstate"})), 3)
         << "fields of pruned readers left in " << lock_key("doc") << ":rstate: "
         << server.cli({"HKEYS", lock_key("doc") + ":rstate"});
     lock.unlock_shared();
+}
+
+// The last reader to leave takes the reader set and the state hash with
+// it: also the member and state of a killed reader whose lease ended
+// (nothing pruned it: no renewal ran, no reader came since).
+TEST(RwLockEdges, TheLastReadersReleaseTakesTheStateOfAKilledReader) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto live = client.rw_lock("doc", {.lease = 30s, .renew = false});
+    live.lock_shared();
+    kill_a_reader(server, "doc");
+    std::this_thread::sleep_for(400ms);  // its lease is over
+    EXPECT_EQ(std::stol(server.cli({"ZCARD", lock_key("doc") + ":readers"})), 2);
+    EXPECT_EQ(std::stol(server.cli({"HLEN", lock_key("doc") + ":rstate"})), 6);
+    live.unlock_shared();
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":readers", lock_key("doc") + ":rstate"}), "0");
 }
 
 // Expected to hold: a waiting writer that walks away while its 'wait'
