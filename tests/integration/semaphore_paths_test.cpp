@@ -24,7 +24,6 @@
 #include "old_semaphore_client.hpp"
 #include "redis_server.hpp"
 #include "server_keys.hpp"
-#include "tcp_proxy.hpp"
 
 using namespace std::chrono_literals;
 using dlock::support::OldSemaphoreClient;
@@ -206,57 +205,6 @@ TEST(SemaphorePaths, TheLastReleasePublishesFreeOnlyWhenSomeoneWaitsForIt) {
     sem.acquire().release();
     std::this_thread::sleep_for(300ms);
     EXPECT_EQ(messages(), told);
-}
-
-// A permit granted after wait_until_free marked the semaphore (nothing to
-// mark then: no state) and before its look finds it held is not marked, so
-// its release publishes nothing: the waiter marks and looks once more before
-// it sleeps, and hears the release. The waiter's replies come 500 ms late (a
-// proxy), and the permit is taken as soon as the server has run its marks:
-// inside the window. The name is a Lock's first, so that the waiter has slept
-// and been woken by the lock's release (its first sleep ends at once: its
-// subscriptions' confirmations wake it) when the window comes.
-TEST(SemaphorePaths, APermitGrantedBetweenTheMarkAndTheLookIsMarkedToo) {
-    dlock::support::RedisServer server;
-    dlock::support::TcpProxy proxy(server.port());
-    dlock::ClientOptions slow_options;
-    slow_options.command_timeout = 5s;
-    dlock::Client waiter(proxy.uri(), slow_options), client(server.uri());
-    ASSERT_TRUE(dlock::wait_until_free(waiter, "window", std::chrono::steady_clock::now() + 10s));  // scripts loaded
-    const auto scripts_run = [&] {
-        const auto info = server.cli({"INFO", "commandstats"});
-        const auto at = info.find("cmdstat_evalsha:calls=");
-        return at == std::string::npos ? 0L : std::stol(info.substr(at + 22));
-    };
-    const auto run_at_least = [&](long n) {
-        for (int i = 0; i < 2000 && scripts_run() < n; ++i) std::this_thread::sleep_for(5ms);
-        return scripts_run();
-    };
-    auto lock = client.lock("window", {.lease = 15s, .renew = false, .ownership = dlock::Ownership::handle});
-    lock.lock();
-    const long before = scripts_run();
-    proxy.delay_replies(500ms);
-    auto freed = std::async(std::launch::async, [&] {
-        return dlock::wait_until_free(waiter, "window", std::chrono::steady_clock::now() + 30s);
-    });
-    // Two passes (marks, look), then it sleeps until the lock's release.
-    ASSERT_EQ(run_at_least(before + 6), before + 6);
-    std::this_thread::sleep_for(700ms);
-    ASSERT_EQ(scripts_run(), before + 6);
-    lock.unlock();
-    // Woken: its marks run (nothing to mark), then the permit is granted.
-    ASSERT_EQ(run_at_least(before + 9), before + 9);
-    dlock::Semaphore sem(client, "window", {.limit = 2, .lease = 15s, .renew = false});
-    auto held = sem.acquire();
-    // Its look (the grant made before + 10), and once it found the permit
-    // unmarked, its second marks and look.
-    EXPECT_EQ(run_at_least(before + 14), before + 14) << "the waiter slept after one look";
-    std::this_thread::sleep_for(300ms);
-    const auto released_at = std::chrono::steady_clock::now();
-    held.release();
-    ASSERT_EQ(freed.wait_for(20s), std::future_status::ready);
-    EXPECT_TRUE(freed.get());
-    EXPECT_LT(dlock::test::seconds_since(released_at), 3.0) << "the waiter woke at the lease's end, not at the release";
 }
 
 // A client of the previous scripts (tests/data/semaphore2/) beside this
