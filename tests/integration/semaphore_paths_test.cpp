@@ -17,6 +17,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/rw_lock.hpp"
 #include "dlock/semaphore.hpp"
 #include "dlock/subscription.hpp"
 #include "lock/semaphore_keys.hpp"
@@ -47,6 +48,18 @@ dlock::errc refusal(OldSemaphoreClient& sem, const std::string& id, const char* 
         return static_cast<dlock::errc>(e.code().value());
     }
     return dlock::errc{};
+}
+
+// How many scripts the server has run (EVALSHA calls of every client); with
+// at_least, after waiting (10 s at most) until it has run that many.
+long scripts_run_by(dlock::support::RedisServer& server, long at_least = 0) {
+    const auto run = [&] {
+        const auto info = server.cli({"INFO", "commandstats"});
+        const auto at = info.find("cmdstat_evalsha:calls=");
+        return at == std::string::npos ? 0L : std::stol(info.substr(at + 22));
+    };
+    for (int i = 0; i < 2000 && run() < at_least; ++i) std::this_thread::sleep_for(5ms);
+    return run();
 }
 
 long long answer(const dlock::Reply& reply) {
@@ -121,6 +134,33 @@ TEST(SemaphorePaths, AStaleOrLostCounterIsNotTrusted) {
     EXPECT_EQ(sem.release("c:a!#1"), 1);
     EXPECT_EQ(server.cli({"HGET", state, "used"}), "2");
     EXPECT_NE(server.cli({"PTTL", state}), "-1") << "the state hash was left with no expiry";
+}
+
+// A counter remade from the permits (the state hash was lost: evicted while
+// permits were held) by a call that then writes no expiry of its own (a
+// renewal that finds its permit gone, a force release) expires with the
+// permits it counts: the common paths after it only lengthen an expiry
+// ('PEXPIRE ... GT'), which leaves a key with none as it is, so a state hash
+// made with no expiry outlived the name's last permit for good.
+TEST(SemaphorePaths, ACounterRemadeFromThePermitsExpires) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto sem = current(client, "remade");
+    auto brief = current(client, "remade", "100");
+    const auto state = semaphore_key("remade") + ":state";
+    ASSERT_EQ(answer(brief.acquire("c:x!#1", "try", "2")), 1);
+    ASSERT_EQ(answer(sem.acquire("c:a!#1", "try", "2")), 1);
+    server.cli({"DEL", state});
+    std::this_thread::sleep_for(250ms);  // c:x's lease ends
+    EXPECT_EQ(brief.renew("c:x!#1"), 0);
+    EXPECT_EQ(server.cli({"HGET", state, "used"}), "1");
+    EXPECT_NE(server.cli({"PTTL", state}), "-1") << "the remade counter has no expiry";
+    EXPECT_EQ(sem.renew("c:a!#1"), 1);
+    EXPECT_EQ(sem.release("c:a!#1"), 1);
+    EXPECT_EQ(server.cli({"EXISTS", semaphore_key("remade")}), "0");
+    const auto ttl = std::stoll(server.cli({"PTTL", state}));
+    EXPECT_GT(ttl, 0) << "the state hash outlives the name's last permit for good";
+    EXPECT_LE(ttl, 90'000);
 }
 
 // Every key a common path makes or extends expires: a semaphore's keys
@@ -223,15 +263,8 @@ TEST(SemaphorePaths, APermitGrantedBetweenTheMarkAndTheLookIsMarkedToo) {
     slow_options.command_timeout = 5s;
     dlock::Client waiter(proxy.uri(), slow_options), client(server.uri());
     ASSERT_TRUE(dlock::wait_until_free(waiter, "window", std::chrono::steady_clock::now() + 10s));  // scripts loaded
-    const auto scripts_run = [&] {
-        const auto info = server.cli({"INFO", "commandstats"});
-        const auto at = info.find("cmdstat_evalsha:calls=");
-        return at == std::string::npos ? 0L : std::stol(info.substr(at + 22));
-    };
-    const auto run_at_least = [&](long n) {
-        for (int i = 0; i < 2000 && scripts_run() < n; ++i) std::this_thread::sleep_for(5ms);
-        return scripts_run();
-    };
+    const auto scripts_run = [&] { return scripts_run_by(server); };
+    const auto run_at_least = [&](long n) { return scripts_run_by(server, n); };
     auto lock = client.lock("window", {.lease = 15s, .renew = false, .ownership = dlock::Ownership::handle});
     lock.lock();
     const long before = scripts_run();
@@ -257,6 +290,59 @@ TEST(SemaphorePaths, APermitGrantedBetweenTheMarkAndTheLookIsMarkedToo) {
     ASSERT_EQ(freed.wait_for(20s), std::future_status::ready);
     EXPECT_TRUE(freed.get());
     EXPECT_LT(dlock::test::seconds_since(released_at), 3.0) << "the waiter woke at the lease's end, not at the release";
+}
+
+// wait_until_free's mark of a name held exclusively marks the lock hash
+// only, and covers no reader: when the writer's lease ends between the marks
+// and the look (a writer that died: nothing is published) and a reader comes
+// in, the look finds a reader its marks did not mark, so it marks and looks
+// once more. Counted as a mark of the readers, that reader's release, the
+// last, published nothing and the waiter slept until the reader's lease
+// ended. The waiter's replies come
+// 500 ms late (a proxy); a message on the lock's channel wakes it for the
+// pass whose mark meets the writer.
+TEST(SemaphorePaths, AReaderAfterAWritersLeaseEndedBetweenTheMarkAndTheLookIsMarkedToo) {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy(server.port());
+    dlock::ClientOptions slow_options;
+    slow_options.command_timeout = 5s;
+    dlock::Client waiter(proxy.uri(), slow_options), client(server.uri());
+    ASSERT_TRUE(dlock::wait_until_free(waiter, "gap", std::chrono::steady_clock::now() + 10s));  // scripts loaded
+    {
+        auto warm = client.rw_lock("gap-warm", {.lease = 15s, .renew = false, .ownership = dlock::Ownership::handle});
+        warm.lock_shared();
+        warm.unlock_shared();
+    }
+    const auto scripts_run = [&] { return scripts_run_by(server); };
+    const auto run_at_least = [&](long n) { return scripts_run_by(server, n); };
+    const dlock::detail::LockKeys keys("gap");
+    auto writer = client.rw_lock("gap", {.lease = 15s, .renew = false, .ownership = dlock::Ownership::handle});
+    writer.lock();
+    const long before = scripts_run();
+    proxy.delay_replies(500ms);
+    auto freed = std::async(std::launch::async, [&] {
+        return dlock::wait_until_free(waiter, "gap", std::chrono::steady_clock::now() + 30s);
+    });
+    // Two passes (marks, look), then it sleeps until the writer's release.
+    ASSERT_EQ(run_at_least(before + 6), before + 6);
+    std::this_thread::sleep_for(700ms);
+    ASSERT_EQ(scripts_run(), before + 6);
+    server.cli({"PUBLISH", std::string(keys.channel()), "wake"});
+    // Its mark of the lock hash ran; the writer's lease ends (the hash lives
+    // exactly its lease) and a reader comes in before its look.
+    ASSERT_EQ(run_at_least(before + 7), before + 7);
+    server.cli({"PEXPIRE", keys.lock, "1"});
+    std::this_thread::sleep_for(20ms);
+    auto reader = client.rw_lock("gap", {.lease = 15s, .renew = false, .ownership = dlock::Ownership::handle});
+    reader.lock_shared();
+    // The reader's grant, the waiter's mark of the semaphore and its look.
+    ASSERT_GE(run_at_least(before + 10), before + 10);
+    std::this_thread::sleep_for(2s);
+    const auto released_at = std::chrono::steady_clock::now();
+    reader.unlock_shared();
+    ASSERT_EQ(freed.wait_for(20s), std::future_status::ready);
+    EXPECT_TRUE(freed.get());
+    EXPECT_LT(dlock::test::seconds_since(released_at), 3.0) << "the waiter woke at the reader's lease end, not at its release";
 }
 
 // A client of the previous scripts (tests/data/semaphore2/) beside this
