@@ -118,7 +118,8 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
         // A release publishes only when someone waited, the last reader's too: say that we do.
         // The semaphore's mark lasts as long as this wait may (a day at most, the longest
         // lease, which bounds each sleep below).
-        const bool lock_marked = client.eval(detail::mark_waited_script(), marked, {}).integer == 1;
+        // What it marked: 1 the exclusive hold, 2 the readers' state (each covers its own kind only).
+        const auto lock_marks = client.eval(detail::mark_waited_script(), marked, {}).integer;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait_ms = std::to_string(std::clamp<long long>(left.count(), 1, max_lease.count()));
         std::string_view semaphore_args[] = {wait_ms};
@@ -126,7 +127,8 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
             client.eval(detail::semaphore_mark_waited_script(), semaphore_marked, semaphore_args).integer == 1;
         const LockInfo info = inspect_lock(client, name);
         if (!info.held) return true;
-        const bool unmarked = ((!info.owner.empty() || !info.readers.empty()) && !lock_marked) ||
+        const bool unmarked = (!info.owner.empty() && (lock_marks & 1) == 0) ||
+                              (!info.readers.empty() && (lock_marks & 2) == 0) ||
                               (!info.semaphore.holders.empty() && !permits_marked);
         if (unmarked && !marked_again) {
             marked_again = true;

@@ -44,6 +44,10 @@ local function used_count()
   used = 0
   for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do used = used + weight(id) end
   redis.call('HSET', KEYS[2], 'used', used)
+  -- A state hash made here lives as long as the permits it counts: the common paths only
+  -- lengthen an expiry (PEXPIRE GT), which leaves a key with none as it is.
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then live_for(KEYS[2], ttl) end
   return used
 end
 

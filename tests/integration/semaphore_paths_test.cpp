@@ -17,6 +17,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "dlock/rw_lock.hpp"
 #include "dlock/semaphore.hpp"
 #include "dlock/subscription.hpp"
 #include "lock/semaphore_keys.hpp"
@@ -120,6 +121,33 @@ TEST(SemaphorePaths, AStaleOrLostCounterIsNotTrusted) {
     EXPECT_EQ(sem.release("c:a!#1"), 1);
     EXPECT_EQ(server.cli({"HGET", state, "used"}), "2");
     EXPECT_NE(server.cli({"PTTL", state}), "-1") << "the state hash was left with no expiry";
+}
+
+// A counter remade from the permits (the state hash was lost: evicted while
+// permits were held) by a call that then writes no expiry of its own (a
+// renewal that finds its permit gone, a force release) expires with the
+// permits it counts: the common paths after it only lengthen an expiry
+// ('PEXPIRE ... GT'), which leaves a key with none as it is, so a state hash
+// made with no expiry outlived the name's last permit for good.
+TEST(SemaphorePaths, ACounterRemadeFromThePermitsExpires) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto sem = current(client, "remade");
+    auto brief = current(client, "remade", "100");
+    const auto state = semaphore_key("remade") + ":state";
+    ASSERT_EQ(answer(brief.acquire("c:x!#1", "try", "2")), 1);
+    ASSERT_EQ(answer(sem.acquire("c:a!#1", "try", "2")), 1);
+    server.cli({"DEL", state});
+    std::this_thread::sleep_for(250ms);  // c:x's lease ends
+    EXPECT_EQ(brief.renew("c:x!#1"), 0);
+    EXPECT_EQ(server.cli({"HGET", state, "used"}), "1");
+    EXPECT_NE(server.cli({"PTTL", state}), "-1") << "the remade counter has no expiry";
+    EXPECT_EQ(sem.renew("c:a!#1"), 1);
+    EXPECT_EQ(sem.release("c:a!#1"), 1);
+    EXPECT_EQ(server.cli({"EXISTS", semaphore_key("remade")}), "0");
+    const auto ttl = std::stoll(server.cli({"PTTL", state}));
+    EXPECT_GT(ttl, 0) << "the state hash outlives the name's last permit for good";
+    EXPECT_LE(ttl, 90'000);
 }
 
 // Every key a common path makes or extends expires: a semaphore's keys
