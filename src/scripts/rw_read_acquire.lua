@@ -15,7 +15,7 @@
 -- the fence's: the token of the last write it follows (a fence expired after its retention is
 -- started again from the server's clock, past every earlier token).
 -- Returns {1, token, count}, {0, ms} when it must wait, {-1} for 'reenter' when the caller is
--- no longer a reader, {-2} for a late copy of an older operation (acquire.lua's answers);
+-- no longer a reader (or its state, count and token, is gone), {-2} for a late copy of an older operation (acquire.lua's answers);
 -- "DLOCK_KIND ..." when the name is held as a Semaphore. An exclusive holder (a Lock too) is
 -- waited for as a writer is.
 -- Server calls (docs/design/server-work.md): a fresh grant of a name nobody else uses 9, beside
@@ -100,8 +100,12 @@ if op <= op_number(redis.call('GET', KEYS[6])) then return {-2} end
 local count = 1
 local token
 if reading and ARGV[4] == 'reenter' then
-  count = redis.call('HINCRBY', KEYS[4], 'n:' .. reader, 1)
   token = tonumber(redis.call('HGET', KEYS[4], 't:' .. reader))
+  -- A live member whose state is gone (evicted, deleted): its count and token went with it,
+  -- so its client cannot go on as this reader. Told so before anything is written, it takes
+  -- the read side afresh (its member is replaced then, or its lease ends it).
+  if not token then return {-1} end
+  count = redis.call('HINCRBY', KEYS[4], 'n:' .. reader, 1)
 elseif ARGV[4] == 'reenter' then
   return {-1}
 else

@@ -392,3 +392,37 @@ TEST(RwLockEdges, LostRepliesOfReadReentryAndReleaseCountOnce) {
     EXPECT_FALSE(ec) << ec.message();
     EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":readers"}), "0");
 }
+
+// A reader whose state (count, last operation, token) was lost while it read
+// (evicted, deleted) is still a member of the reader set: its re-entry cannot
+// count on a state that is gone, so the hold is told lost and the read side is
+// taken afresh, with a state that expires. (The script failed half-way, leaving
+// a state hash with no expiry, and the re-entry failed.)
+TEST(RwLockEdges, AReentryOfAReaderWhoseStateWasLostTellsTheLossAndTakesTheReadSideAfresh) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    std::atomic<int> lost{0};
+    std::error_code reason;
+    auto lock = client.rw_lock("doc", {.lease = 5s,
+                                       .ownership = dlock::Ownership::handle,
+                                       .on_lost = [&](std::string_view, std::error_code ec) {
+                                           reason = ec;
+                                           ++lost;
+                                       }});
+    lock.lock_shared();
+    const auto lost_before = lock.shared_lost_token();
+    const std::string state = lock_key("doc") + ":rstate";
+    ASSERT_EQ(server.cli({"DEL", state}), "1");
+    EXPECT_NO_THROW(lock.lock_shared());
+    EXPECT_TRUE(lost_before.stop_requested()) << "the hold whose state was lost was not told lost";
+    EXPECT_EQ(lost.load(), 1);
+    EXPECT_EQ(reason, dlock::errc::lock_taken_over) << reason.message();
+    EXPECT_TRUE(lock.is_held_shared());
+    EXPECT_EQ(lock.shared_hold_count(), 1u);
+    const long ttl = std::stol(server.cli({"PTTL", state}));
+    EXPECT_GT(ttl, 0) << state << " has no expiry: " << server.cli({"HGETALL", state});
+    std::error_code ec;
+    lock.unlock_shared(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":readers", state}), "0");
+}
