@@ -94,6 +94,22 @@ bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& chan
     return false;
 }
 
+bool ChannelWatch::listening() {
+    Subscription* subscription;
+    {
+        std::lock_guard lock(mutex_);
+        if (!subscription_) return false;
+        subscription = &subscription_;  // set once, never replaced while the watch lives
+    }
+    return subscription->active();
+}
+
+std::shared_ptr<ChannelWatch> ChannelWatches::existing(const std::string& channel) {
+    std::lock_guard lock(mutex_);
+    const auto it = watches_.find(channel);
+    return it == watches_.end() ? nullptr : it->second.lock();
+}
+
 std::shared_ptr<ChannelWatch> ChannelWatches::watch(const std::string& channel, const std::string& own_prefix) {
     std::lock_guard lock(mutex_);
     auto& slot = watches_[channel];

@@ -49,6 +49,10 @@ public:
     // server confirmed it (or deadline, or stop). False when not in time.
     bool ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,
                            std::stop_token stop);
+    // Whether the server has confirmed the subscription and it has not
+    // dropped since (what it publishes from now on reaches the watch, or a
+    // resubscription moves the generation). Does not wait.
+    bool listening();
 
 private:
     struct Sleeper {
@@ -73,6 +77,8 @@ private:
 class ChannelWatches {
 public:
     std::shared_ptr<ChannelWatch> watch(const std::string& channel, const std::string& own_prefix);
+    // The watch of channel while some waiter of this client keeps it, else null (none made).
+    std::shared_ptr<ChannelWatch> existing(const std::string& channel);
 
 private:
     std::mutex mutex_;

@@ -84,7 +84,7 @@ public:
     const ClientOptions& client_options() const override { return core_.client->options(); }
     std::chrono::milliseconds answer_time() const override { return core_.client->options().command_timeout; }
     const std::string& name() const override { return core_.identity->name; }
-    bool prepare(AcquisitionCall&, std::error_code&) override {
+    bool prepare(AcquisitionCall& call, std::error_code&) override {
         if (k_ == 0) throw Error(errc::invalid_argument, "acquire of 0 permits");
         // Over the limit is the server's to say (its limit wins over this
         // object's, and set_limit may have raised it); over any limit is ours.
@@ -92,6 +92,17 @@ public:
             throw Error(errc::invalid_argument, "acquire of " + k_text_ + " permits, over any limit (" +
                                                     std::to_string(max_semaphore_limit) + ")");
         permit_ = core_.new_permit_id(k_);
+        if (!call.single_attempt) {
+            // Another thread of this client waits on this semaphore, so its
+            // watch listens already: known to it before the first request
+            // leaves, and its generation read before that request (the
+            // engine's `seen`), this waiter misses nothing that request's
+            // answer does not tell, and need not ask again once it listens.
+            if ((watch_ = core_.service->watches().existing(core_.identity->semaphore_keys.channel()))) {
+                watch_->expect(permit_);
+                heard_since_first_ask_ = watch_->listening();
+            }
+        }
         return true;
     }
 
@@ -174,13 +185,15 @@ public:
     }
     Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
         const auto& channel = core_.identity->semaphore_keys.channel();
-        watch_ = core_.service->watches().watch(channel, core_.service->id() + ":");
+        if (!watch_) watch_ = core_.service->watches().watch(channel, core_.service->id() + ":");
         // Known to the watch before the next request leaves: a grant notice
         // that comes before this waiter first sleeps is kept for it, not
         // dropped (it slept to its next refresh, its permits held for nobody).
         watch_->expect(permit_);
         (void)watch_->ensure_subscribed(*core_.client, channel, until, call.stop);
-        return {true, true};
+        // Else a grant or a call may have come before the watch knew this
+        // waiter or listened: it asks again at once.
+        return {true, !heard_since_first_ask_};
     }
     // Leaving the line (deadline, stop, failure) gives the request up on the server.
     void give_up() noexcept override {
@@ -208,6 +221,9 @@ private:
     std::string permit_;
     LockClock::time_point place_kept_{};  // send time of the last request answered "in line" under permit_
     bool armed_ = false;  // the request may stand on the server: give it up when the call ends without it
+    // The watch listened, knew this waiter and gave the engine its
+    // generation before the first request left (prepare).
+    bool heard_since_first_ask_ = false;
     std::shared_ptr<ChannelWatch> watch_;
     std::shared_ptr<Hold> hold_;
 };

@@ -430,3 +430,54 @@ TEST(SemaphoreDirectGrantAttack, ManyWaitersNeverExceedTheLimitAndNoneSleepsThro
 TEST(SemaphoreDirectGrantAttack, FewWaitersOnOnePermitNoneSleepsThroughItsGrant) {
     many_waiters("few", 1, 3, 300, 200us);
 }
+
+namespace {
+
+// How many scripts the server has run (EVALSHA and EVAL calls), from INFO commandstats.
+long scripts_run(const dlock::support::RedisServer& server) {
+    const auto stats = server.cli({"INFO", "commandstats"});
+    long calls = 0;
+    for (const std::string command : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="})
+        if (const auto at = stats.find(command); at != std::string::npos)
+            calls += std::stol(stats.substr(at + command.size()));
+    return calls;
+}
+
+}  // namespace
+
+// A waiter that joins a line where another thread of its client waits
+// already finds the client listening: known to its watch before its request
+// leaves, it sleeps after that one request (a first waiter asks again once
+// it listens, since a grant may have come before). Both are then granted in
+// turn, each by a release.
+TEST(SemaphoreDirectGrant, ASecondWaiterOfAClientThatListensAlreadyAsksOnceBeforeItSleeps) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client{server.uri()}, waiter_client{server.uri()};
+    // Long leases: no renewal or place refresh falls in the counted window.
+    dlock::Semaphore holder_sem(holder_client, "once", {.limit = 1, .lease = 60s});
+    dlock::Semaphore waiter_sem(waiter_client, "once", {.limit = 1, .lease = 60s, .waiter_lease = 30s});
+    auto held = holder_sem.acquire();
+    const auto in_line = [&](int n) {
+        return eventually([&] { return server.cli({"ZCARD", semaphore_key("once") + ":queue"}) == std::to_string(n); });
+    };
+    auto first = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(30s); });
+    ASSERT_TRUE(in_line(1));
+    std::this_thread::sleep_for(300ms);  // subscribed, asked again, asleep
+    const long before = scripts_run(server);
+    auto second = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(30s); });
+    ASSERT_TRUE(in_line(2));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(scripts_run(server) - before, 1) << "the second waiter asked more than once before it slept";
+    held.release();
+    ASSERT_EQ(first.wait_for(5s), std::future_status::ready);
+    auto first_permit = first.get();
+    ASSERT_TRUE(first_permit);
+    EXPECT_EQ(second.wait_for(300ms), std::future_status::timeout) << "more holders than the limit";
+    first_permit.release();
+    ASSERT_EQ(second.wait_for(5s), std::future_status::ready);
+    auto second_permit = second.get();
+    ASSERT_TRUE(second_permit);
+    EXPECT_TRUE(second_permit.is_held());
+    second_permit.release();
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("once") + ":state", "used"}), "0");
+}
