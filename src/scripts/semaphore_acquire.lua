@@ -17,26 +17,56 @@
 -- limit (ARGV[4]) is not the semaphore's (a waiter already in line is not asked again: a limit
 -- changed by set_limit while it waits is the one it waits under).
 -- Server calls (docs/design/server-work.md): a grant when permits are free and nobody is in
--- line 8, a busy answer of a 'try' 6.
+-- line 8, a busy answer of a 'try' 6, a new waiter joining others in line 14 (was 24).
 -- The common paths come first, with no helper (cmake/GenerateScriptsHeader.cmake, --@helpers):
 -- a grant when the k permits fit and nobody is in line, and a busy answer of a 'try' when they
 -- do not. They prune nothing: a permit whose lease ended and that is not pruned yet still
 -- counts as used, so a grant that fits with it fits without it (never more than the limit);
 -- a busy answer is given only when no lease in the set has ended, so its count is exact. A
 -- request whose own id is held already or retired goes on to the general code, which prunes
--- and answers as before. Every other case (a line, another kind's keys, a limit not the one
--- asked, the counter gone) goes there too.
+-- and answers as before. With others in line, a new waiter's request joins the line's end
+-- when nothing in the permits or the line has ended. Every other case (another kind's keys, a
+-- limit not the one asked, the counter gone, a waiter's refresh) goes there too.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id, k = ARGV[1], tonumber(ARGV[2])
 local lease, retention = tonumber(ARGV[3]), tonumber(ARGV[7])
 do
-  -- The line and the other kinds' keys, and whether the permits key exists, in one call: EXISTS
-  -- counts a key once per mention, so the permits key (given five times) adds 5.
-  local seen = redis.call('EXISTS', KEYS[3], KEYS[7], KEYS[8], KEYS[9], KEYS[1], KEYS[1], KEYS[1], KEYS[1], KEYS[1])
+  -- The line, the other kinds' keys, and whether the permits key exists, in one call: EXISTS
+  -- counts a key once per mention, so the other kinds' keys (given twice each) add 2 each and
+  -- the permits key (given eight times) 8. seen % 8: 0, no line and no other kind; 1, only a line.
+  local seen = redis.call('EXISTS', KEYS[3], KEYS[7], KEYS[7], KEYS[8], KEYS[8], KEYS[9], KEYS[9],
+                          KEYS[1], KEYS[1], KEYS[1], KEYS[1], KEYS[1], KEYS[1], KEYS[1], KEYS[1])
   local asked = tonumber(ARGV[4])
-  if seen % 5 == 0 and k <= asked then
-    local permits_kept = seen == 5
+  if seen % 8 == 1 and ARGV[5] == 'wait' and k <= asked and not redis.call('ZRANK', KEYS[3], id) then
+    -- Others are in line: a new request joins the line's end (it never goes before them),
+    -- when the limit is the one asked and no lease or place has ended (the general code
+    -- prunes those first; here nothing would be pruned but retired ids). Everything else
+    -- (a waiter's refresh, the caller held or retired, a limit not the one asked) goes on.
+    if tonumber(redis.call('HGET', KEYS[2], 'limit')) == asked then
+      local first_lease = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+      local first_place = tonumber(redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2])
+      if (not first_lease or first_lease > now) and first_place and first_place > now and
+         not redis.call('ZSCORE', KEYS[1], id) then
+        local done = redis.call('ZMSCORE', KEYS[5], id, '~' .. id)
+        if not (done[1] or done[2]) then
+          local waiter_lease = tonumber(ARGV[6])
+          local last = tonumber(redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2])
+          redis.call('ZADD', KEYS[3], last + 1, id)
+          redis.call('ZADD', KEYS[4], now + waiter_lease, id)
+          -- live_for: the three keys existed (the line and its places, and the state whose
+          -- limit was read), each with an expiry since the call that made it.
+          redis.call('PEXPIRE', KEYS[2], math.max(lease, waiter_lease) + retention, 'GT')
+          redis.call('PEXPIRE', KEYS[3], waiter_lease, 'GT')
+          redis.call('PEXPIRE', KEYS[4], waiter_lease, 'GT')
+          local wake = math.min(waiter_lease, first_place - now)
+          if first_lease then wake = math.min(wake, first_lease - now) end
+          return {0, math.max(wake, 1)}
+        end
+      end
+    end
+  elseif seen % 8 == 0 and k <= asked then
+    local permits_kept = seen == 8
     local s = redis.call('HMGET', KEYS[2], 'limit', 'used', 'w')
     local fresh = not (s[1] or s[2] or s[3])  -- no state hash
     -- No permits key: no permit is held, whatever the counter says (used_count).

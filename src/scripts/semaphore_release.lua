@@ -7,10 +7,12 @@
 -- Returns 1 released; 0 a resent copy of a release that was done; -1 not held (expired, never
 -- granted, given up): nothing is given back, so the count is never raised.
 -- Server calls (docs/design/server-work.md): a release of a held permit when nobody is in line
--- and nobody waits for the semaphore to be free 10.
--- The common path comes first, with no helper (cmake/GenerateScriptsHeader.cmake, --@helpers):
--- the release of a permit whose lease has not ended, when nobody is in line and nobody waits
--- for the semaphore to be free ('w', semaphore_mark_waited.lua). It prunes only the retired
+-- and nobody waits for the semaphore to be free 10; one that grants the first in line its
+-- permit 16 (was 30).
+-- The common paths come first, with no helper but publish (cmake/GenerateScriptsHeader.cmake,
+-- --@helpers): the release of a permit whose lease has not ended, when nobody is in line and
+-- nobody waits for the semaphore to be free ('w', semaphore_mark_waited.lua), and one that
+-- hands the permit to the first in line. It prunes only the retired
 -- ids, where it adds one: a lease of another permit that ended stays counted until a call
 -- that needs the count exact prunes it (semaphore_acquire.lua). Everything else goes on to
 -- the general code, which prunes and answers as before.
@@ -38,6 +40,47 @@ if seen and seen % 2 == 0 then
       end
       redis.call('PEXPIRE', KEYS[2], retention, 'GT')
       return 1
+    end
+  end
+elseif seen then
+  -- Someone is in line: the permit goes to the first in line (serve_line's direct grant)
+  -- when that one takes direct grants, its place has not ended, and the permits are all in
+  -- use after it (so nobody behind it fits: the line needs no more serving). A lease of
+  -- another permit that ended and is not pruned yet counts as used here: the line is served
+  -- no further than with it pruned (the head asks when that lease ends, the general code
+  -- prunes then). Everything else goes on to the general code.
+  local lease_end = tonumber(redis.call('ZSCORE', KEYS[1], id))
+  if lease_end and lease_end > now then
+    local s = redis.call('HMGET', KEYS[2], 'used', 'limit')
+    local used, limit = tonumber(s[1]), tonumber(s[2])
+    local k = tonumber(string.match(id, '#(%d+)$')) or 1
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    -- takes_grants: the head's id ends '!#k'.
+    local head_k = head and string.find(head, '!#%d+$') and tonumber(string.match(head, '#(%d+)$'))
+    if used and limit and used >= k and head_k and used - k + head_k == limit then
+      local place = tonumber(redis.call('ZSCORE', KEYS[4], head))
+      if place and place > now then
+        -- The head's permit first, the caller's out after it: the permits key never empties.
+        redis.call('ZADD', KEYS[1], place, head)
+        redis.call('ZREM', KEYS[1], id)
+        redis.call('ZREM', KEYS[3], head)
+        redis.call('ZREM', KEYS[4], head)
+        redis.call('HSET', KEYS[2], 'used', limit)
+        -- retire(id), as above.
+        redis.call('ZADD', KEYS[5], now + retention, id)
+        if seen >= 3 then
+          redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+          redis.call('PEXPIRE', KEYS[5], retention, 'GT')
+        else
+          redis.call('PEXPIRE', KEYS[5], retention)
+        end
+        -- live_for both keys: they existed, with an expiry (the permits held one, the state
+        -- counted it).
+        redis.call('PEXPIRE', KEYS[1], place - now + retention, 'GT')
+        redis.call('PEXPIRE', KEYS[2], place - now + retention, 'GT')
+        publish(KEYS[6], 'granted ' .. head)
+        return 1
+      end
     end
   end
 end

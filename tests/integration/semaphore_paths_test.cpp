@@ -281,3 +281,74 @@ TEST(SemaphorePaths, TheMarkScriptLoadsWithItsEmbeddedSha1) {
     const auto& s = dlock::detail::semaphore_mark_waited_script();
     EXPECT_EQ(client.command({"SCRIPT", "LOAD", s.text()}).text, s.sha1());
 }
+
+// With someone in line, a new waiter joins the line's end and a release
+// hands its permit to the first in line (their common paths); a release
+// after which more permits are free than the head takes serves the line on
+// (the general code). Arrival order throughout, and every key expires.
+TEST(SemaphorePaths, ALineIsJoinedAtItsEndAndServedInArrivalOrder) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto sem = current(client, "line");
+    const auto key = semaphore_key("line");
+    ASSERT_EQ(answer(sem.acquire("c:a!#1", "try", "2")), 1);
+    ASSERT_EQ(answer(sem.acquire("c:w!#2", "wait", "2")), 0);  // 2 do not fit beside a: in line
+    const auto joined = sem.acquire("c:j!#1", "wait", "2");
+    ASSERT_EQ(answer(joined), 0) << "a new waiter went before the line";
+    EXPECT_GT(joined.elements[1].integer, 1'000) << "woken before any lease or place ends";
+    EXPECT_EQ(server.cli({"ZRANGE", key + ":queue", "0", "-1"}), "c:w!#2\nc:j!#1");
+    for (const auto& k : {key + ":state", key + ":queue", key + ":waiters"})
+        EXPECT_GT(std::stoll(server.cli({"PTTL", k})), 0) << k;
+    EXPECT_EQ(sem.release("c:a!#1"), 1);  // the head's 2 fill the limit: it is granted
+    EXPECT_NE(server.cli({"ZSCORE", key, "c:w!#2"}), "") << "the first in line was not granted";
+    EXPECT_EQ(server.cli({"HGET", key + ":state", "used"}), "2");
+    EXPECT_EQ(server.cli({"ZRANGE", key + ":queue", "0", "-1"}), "c:j!#1");
+    EXPECT_EQ(sem.release("c:w!#2"), 1);  // 2 free, the head takes 1
+    EXPECT_NE(server.cli({"ZSCORE", key, "c:j!#1"}), "") << "the line was not served on";
+    EXPECT_EQ(server.cli({"HGET", key + ":state", "used"}), "1");
+    EXPECT_EQ(server.cli({"EXISTS", key + ":queue", key + ":waiters"}), "0");
+    EXPECT_EQ(sem.release("c:j!#1"), 1);
+    EXPECT_EQ(server.cli({"HGET", key + ":state", "used"}), "0");
+}
+
+// A first in line whose place ended (its waiter died) is passed over: the
+// release prunes it and grants the next live waiter, not the dead one.
+TEST(SemaphorePaths, AReleaseGrantsTheFirstLiveWaiterNotOneWhosePlaceEnded) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto sem = current(client, "dead-head");
+    const auto key = semaphore_key("dead-head");
+    ASSERT_EQ(answer(sem.acquire("c:a!#1", "try", "1")), 1);
+    sem.set_waiter_lease("300");
+    ASSERT_EQ(answer(sem.acquire("c:dead!#1", "wait", "1")), 0);
+    sem.set_waiter_lease("30000");
+    ASSERT_EQ(answer(sem.acquire("c:live!#1", "wait", "1")), 0);
+    std::this_thread::sleep_for(500ms);  // the first waiter's place ends
+    EXPECT_EQ(sem.release("c:a!#1"), 1);
+    EXPECT_EQ(server.cli({"ZSCORE", key, "c:dead!#1"}), "") << "a waiter whose place ended was granted";
+    EXPECT_NE(server.cli({"ZSCORE", key, "c:live!#1"}), "") << "the live waiter was not granted";
+    EXPECT_EQ(server.cli({"HGET", key + ":state", "used"}), "1");
+}
+
+// A new waiter that finds a place or a lease ended goes through the general
+// code, which prunes them: the dead waiter leaves the line, the expired
+// permit its count, and the wake-up asked for is not one already past.
+TEST(SemaphorePaths, ANewWaiterBehindAnEndedPlaceOrLeasePrunesThem) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto sem = current(client, "ended");
+    auto short_lease = current(client, "ended", "300");
+    const auto key = semaphore_key("ended");
+    ASSERT_EQ(answer(short_lease.acquire("c:a!#1", "try", "1")), 1);
+    sem.set_waiter_lease("300");
+    ASSERT_EQ(answer(sem.acquire("c:dead!#1", "wait", "1")), 0);
+    sem.set_waiter_lease("30000");
+    ASSERT_EQ(answer(sem.acquire("c:live!#1", "wait", "1")), 0);  // keeps the line 30 s
+    std::this_thread::sleep_for(500ms);  // the lease and the first place end
+    const auto joined = sem.acquire("c:new!#1", "wait", "1");
+    ASSERT_EQ(answer(joined), 0);
+    EXPECT_GT(joined.elements[1].integer, 1'000) << "asked to wake at a place that had ended";
+    EXPECT_EQ(server.cli({"ZSCORE", key, "c:a!#1"}), "") << "the expired permit was not pruned";
+    EXPECT_EQ(server.cli({"ZRANGE", key + ":queue", "0", "-1"}), "c:live!#1\nc:new!#1");
+    EXPECT_EQ(server.cli({"HGET", key + ":state", "used"}), "0");
+}

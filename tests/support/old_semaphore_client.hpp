@@ -58,7 +58,7 @@ public:
         std::string_view k[] = {keys_.all[0], keys_.all[1], keys_.all[2], keys_.all[3], keys_.all[4],
                                 keys_.all[5], keys_.other_kinds[0], keys_.other_kinds[1], keys_.other_kinds[2]};
         const auto weight = id.substr(id.rfind('#') + 1);
-        std::string_view a[] = {id, weight, lease_, limit, mode, "30000", "60000", ""};
+        std::string_view a[] = {id, weight, lease_, limit, mode, waiter_lease_, "60000", ""};
         return client_.eval(acquire_, k, a);
     }
     long long release(const std::string& id) {
@@ -69,6 +69,9 @@ public:
         std::string_view a[] = {id, lease_, "60000"};
         return client_.eval(renew_, keys(), a).integer;
     }
+
+    // The waiter lease its next requests send (ms); 30 s unless set.
+    void set_waiter_lease(std::string ms) { waiter_lease_ = std::move(ms); }
 
     const dlock::Script& acquire_script() const { return acquire_; }
     const dlock::Script& release_script() const { return release_; }
@@ -82,6 +85,7 @@ private:
     dlock::Client& client_;
     dlock::detail::SemaphoreKeys keys_;
     std::string lease_;
+    std::string waiter_lease_ = "30000";
     std::vector<std::string_view> views_;
     const dlock::Script acquire_, release_, renew_;
 };
