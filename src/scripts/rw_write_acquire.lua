@@ -17,7 +17,7 @@
 -- "DLOCK_KIND ..." when the name is held as a Semaphore. The write side is the lock hash a Lock
 -- uses too: the two exclude each other as one kind (prelude.lua, kind_error); "DLOCK_LAYOUT ..."
 -- as acquire.lua. Server calls (docs/design/server-work.md): a fresh grant of a name nobody
--- else uses 9 (was 14), and its release nobody waits for 4 (was 7: it always published).
+-- else uses 9 (was 14).
 -- The common path first, with the few helpers it uses (acquire.lua): a fresh grant of a
 -- name nobody uses otherwise (no lock hash, no reader, no waiting writer, no semaphore).
 local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
@@ -27,12 +27,8 @@ if not (h[1] or h[2] or h[3] or h[4] or h[5] or h[6] or h[7] or h[8]) then
   if op_number(ARGV[3]) <= op_number(redis.call('GET', KEYS[3])) then return {-2} end
   if ARGV[4] == 'reenter' then return {-1} end
   if redis.call('EXISTS', KEYS[4], KEYS[6], KEYS[7], KEYS[8]) == 0 then
-    -- Not marked waited: no writer is marked waiting, so no reader is queued behind a mark
-    -- (a mark leaves by its writer's grant, marked below, by its withdrawal, which publishes,
-    -- or when it has run out, when its readers look again anyway); whoever waits for this
-    -- hold from now on marks it (acquire.lua, rw_read_acquire.lua, mark_waited.lua), so its
-    -- release publishes only then.
-    return write_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], true, ARGV[6], false)
+    -- Marked waited from the start, as below.
+    return write_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], true, ARGV[6], true)
   end
   checked = true
 end
@@ -76,8 +72,8 @@ if live_member(KEYS[4], ARGV[1], now) then others = others - 1 end
 if others > 0 then
   return must_wait(first_deadline_in(KEYS[4], now, ARGV[1]) or tonumber(ARGV[2]))
 end
--- Marked waited from the start: readers queued behind a writer's waiting mark (this one's,
--- rw_read_acquire.lua) wait for its release's message.
+-- Marked waited from the start: readers queued behind this writer's waiting mark
+-- (rw_read_acquire.lua) wait for its release's message.
 local granted = grant_exclusive(KEYS[1], KEYS[2], state, ARGV[1], ARGV[3], ARGV[2], ARGV[5], true, ARGV[6], true)
 redis.call('ZREM', KEYS[6], ARGV[1])
 prune_readers(KEYS[4], KEYS[5], now)
