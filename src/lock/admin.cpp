@@ -102,39 +102,21 @@ bool wait_until_free(Client& client, std::string_view name, std::chrono::steady_
     const auto confirm_by = std::min(deadline, std::chrono::steady_clock::now() + client.options().command_timeout);
     subscription.wait_active(confirm_by);
     semaphore_subscription.wait_active(confirm_by);
-    const detail::LockKeys keys(name);
-    const auto reader_state = keys.reader_state();
-    std::string_view marked[] = {keys.lock, reader_state};
-    const detail::SemaphoreKeys semaphore(name);
-    std::string_view semaphore_marked[] = {semaphore.all[0], semaphore.all[1], semaphore.all[2],
-                                           semaphore.all[3], semaphore.all[4], semaphore.all[5]};
-    // A hold granted between the marks and the look below is not marked, and
-    // its release would publish nothing: such a look marks and looks once
-    // more before it sleeps. Once, not until marked: a hold no mark can take
-    // (a semaphore's or the readers' state lost, a later layout's lock) is
-    // waited for until its lease ends at worst, as before there were marks.
-    bool marked_again = false;
+    const InspectKeys keys(name);
+    const auto k = keys.keys();
     for (;;) {
-        // A release publishes only when someone waited, the last reader's too: say that we do.
-        // The semaphore's mark lasts as long as this wait may (a day at most, the longest
-        // lease, which bounds each sleep below).
-        // What it marked: 1 the exclusive hold, 2 the readers' state (each covers its own kind only).
-        const auto lock_marks = client.eval(detail::mark_waited_script(), marked, {}).integer;
+        // Every hold that stands is marked, so that its release publishes (a release publishes
+        // only when someone waited), and the name is looked at in the same atomic step: no hold
+        // comes in between. The semaphore's mark lasts as long as this wait may (a day at most,
+        // the longest lease, which bounds each sleep below).
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         const auto wait_ms = std::to_string(std::clamp<long long>(left.count(), 1, max_lease.count()));
-        std::string_view semaphore_args[] = {wait_ms};
-        const bool permits_marked =
-            client.eval(detail::semaphore_mark_waited_script(), semaphore_marked, semaphore_args).integer == 1;
-        const LockInfo info = inspect_lock(client, name);
+        std::string_view args[] = {wait_ms};
+        const auto reply = client.eval(detail::mark_waited_script(), k, args);
+        if (!reply.is_array() || reply.elements.size() != 2)
+            throw Error(errc::protocol_error, "unexpected answer to the marks of wait_until_free on " + std::string(name));
+        const LockInfo info = detail::read_inspect(reply.elements[1]);
         if (!info.held) return true;
-        const bool unmarked = (!info.owner.empty() && (lock_marks & 1) == 0) ||
-                              (!info.readers.empty() && (lock_marks & 2) == 0) ||
-                              (!info.semaphore.holders.empty() && !permits_marked);
-        if (unmarked && !marked_again) {
-            marked_again = true;
-            continue;
-        }
-        marked_again = false;
         // Also when a lease ends without a release (a holder that died).
         auto first_end = info.owner.empty() ? std::chrono::milliseconds::max() : info.ttl;
         for (const auto& reader : info.readers) first_end = std::min(first_end, reader.ttl);

@@ -12,6 +12,5 @@ const Script& semaphore_renew_script();
 const Script& semaphore_set_limit_script();
 const Script& semaphore_inspect_script();
 const Script& semaphore_force_release_script();
-const Script& semaphore_mark_waited_script();
 
 }  // namespace dlock::detail

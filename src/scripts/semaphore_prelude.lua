@@ -5,7 +5,7 @@
 -- KEYS[1] permits: zset permit id -> the server-time (ms) its lease ends; the key lives lease +
 --   retention past the last lease set, so expired permits are pruned here, never dropped by expiry
 -- KEYS[2] state: hash {limit, used, w}; w (optional): the server-time (ms) until which someone
---   waits for the semaphore to be free (semaphore_mark_waited.lua)
+--   waits for the semaphore to be free (mark_waited.lua)
 -- KEYS[3] queue: zset waiter id -> arrival number (FIFO order)
 -- KEYS[4] waiter deadlines: zset waiter id -> the server-time (ms) its place ends unless refreshed
 -- KEYS[5] done: zset id -> the server-time (ms) it may be forgotten. '<id>' was released

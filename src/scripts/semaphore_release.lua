@@ -11,7 +11,7 @@
 -- permit 16 (was 30).
 -- The common paths come first, with no helper but publish (cmake/GenerateScriptsHeader.cmake,
 -- --@helpers): the release of a permit whose lease has not ended, when nobody is in line and
--- nobody waits for the semaphore to be free ('w', semaphore_mark_waited.lua), and one that
+-- nobody waits for the semaphore to be free ('w', mark_waited.lua), and one that
 -- hands the permit to the first in line. It prunes only the retired
 -- ids, where it adds one: a lease of another permit that ended stays counted until a call
 -- that needs the count exact prunes it (semaphore_acquire.lua). Everything else goes on to
@@ -114,7 +114,7 @@ if result == 1 or was_head then
   -- name to be free without taking it (wait_until_free); waiters ignore it.
   if result == 1 and used == 0 and redis.call('EXISTS', KEYS[3]) == 0 then
     publish(KEYS[6], 'free')
-    -- Told: whoever still waits marks it again (semaphore_mark_waited.lua).
+    -- Told: whoever still waits marks it again (mark_waited.lua).
     redis.call('HDEL', KEYS[2], 'w')
   end
 end

@@ -401,22 +401,30 @@ TEST(RwLockEdges, LostRepliesOfReadReentryAndReleaseCountOnce) {
 TEST(RwLockEdges, AReentryOfAReaderWhoseStateWasLostTellsTheLossAndTakesTheReadSideAfresh) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    std::atomic<int> lost{0};
-    std::error_code reason;
+    std::mutex told_mutex;
+    std::vector<std::error_code> told;  // what on_lost was called with (on the client's thread)
     auto lock = client.rw_lock("doc", {.lease = 5s,
                                        .ownership = dlock::Ownership::handle,
                                        .on_lost = [&](std::string_view, std::error_code ec) {
-                                           reason = ec;
-                                           ++lost;
+                                           std::lock_guard guard(told_mutex);
+                                           told.push_back(ec);
                                        }});
     lock.lock_shared();
     const auto lost_before = lock.shared_lost_token();
     const std::string state = lock_key("doc") + ":rstate";
     ASSERT_EQ(server.cli({"DEL", state}), "1");
     EXPECT_NO_THROW(lock.lock_shared());
-    EXPECT_TRUE(lost_before.stop_requested()) << "the hold whose state was lost was not told lost";
-    EXPECT_EQ(lost.load(), 1);
-    EXPECT_EQ(reason, dlock::errc::lock_taken_over) << reason.message();
+    // Told on the client's thread, soon after the answer.
+    EXPECT_TRUE(eventually([&] { return lost_before.stop_requested(); })) << "the hold whose state was lost was not told lost";
+    EXPECT_TRUE(eventually([&] {
+        std::lock_guard guard(told_mutex);
+        return !told.empty();
+    }));
+    {
+        std::lock_guard guard(told_mutex);
+        ASSERT_EQ(told.size(), 1u);
+        EXPECT_EQ(told[0], dlock::errc::lock_taken_over) << told[0].message();
+    }
     EXPECT_TRUE(lock.is_held_shared());
     EXPECT_EQ(lock.shared_hold_count(), 1u);
     const long ttl = std::stol(server.cli({"PTTL", state}));

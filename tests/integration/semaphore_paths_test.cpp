@@ -21,6 +21,7 @@
 #include "dlock/semaphore.hpp"
 #include "dlock/subscription.hpp"
 #include "lock/semaphore_keys.hpp"
+#include "lock/lock_scripts.hpp"
 #include "lock/semaphore_scripts.hpp"
 #include "old_semaphore_client.hpp"
 #include "redis_server.hpp"
@@ -278,7 +279,7 @@ TEST(SemaphorePaths, ThePreviousScriptsAndTheseKeepOneCount) {
 TEST(SemaphorePaths, TheMarkScriptLoadsWithItsEmbeddedSha1) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri());
-    const auto& s = dlock::detail::semaphore_mark_waited_script();
+    const auto& s = dlock::detail::mark_waited_script();
     EXPECT_EQ(client.command({"SCRIPT", "LOAD", s.text()}).text, s.sha1());
 }
 

@@ -741,7 +741,7 @@ TEST(EmbeddedScripts, EachCarriesOnlyTheHelpersItUses) {
         {"rw_read_acquire", s::rw_read_acquire_text},   {"rw_read_release", s::rw_read_release_text},
         {"rw_read_renew", s::rw_read_renew_text},       {"semaphore_acquire", s::semaphore_acquire_text},
         {"semaphore_release", s::semaphore_release_text}, {"semaphore_renew", s::semaphore_renew_text},
-        {"semaphore_mark_waited", s::semaphore_mark_waited_text}};
+        {"mark_waited", s::mark_waited_text}};
     for (const auto& [script, text] : texts) {
         const std::string code = without_comments(text);
         for (const auto& name : helper_names(code)) {
