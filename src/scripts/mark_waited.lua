@@ -12,9 +12,9 @@
 --   release that publishes 'free' takes it away)
 -- Returns {marked, what inspect.lua returns}; marked, what it marked: 1 the exclusive hold, 2 the
 -- readers' state, 4 the semaphore's state, summed. What it cannot mark, it leaves: a lock hash
--- of a later layout (whose marks this script cannot know), readers or permits whose state
--- hash was lost (the general code of their release publishes); the caller then waits for
--- their leases to end at the most.
+-- of a later layout (whose marks this script cannot know; the caller then waits for its lease
+-- to end at the most), and readers or permits whose state hash was lost (their last release
+-- publishes then: rw_read_release.lua, semaphore_release.lua's general code).
 local marked = 0
 local state = read_lock(KEYS[1])
 if state.owner and not layout_refusal(state) then

@@ -50,7 +50,9 @@ if releases then
   -- The writer's hash counted twice, the waiting writers once.
   local others = redis.call('EXISTS', KEYS[6], KEYS[6], KEYS[7])
   if others < 2 then keep_fence(KEYS[3], tonumber(ARGV[5])) end
-  if others == 0 and not held[3] then return 0 end
+  -- A reader whose state was lost (evicted) may have been waited for unmarked (mark_waited.lua
+  -- cannot mark a state that is gone): its release publishes.
+  if others == 0 and not held[3] and held[1] then return 0 end
 end
 --@helpers
 if not releases then

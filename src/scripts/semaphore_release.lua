@@ -8,7 +8,7 @@
 -- granted, given up): nothing is given back, so the count is never raised.
 -- Server calls (docs/design/server-work.md): a release of a held permit when nobody is in line
 -- and nobody waits for the semaphore to be free 10; one that grants the first in line its
--- permit 16 (was 30).
+-- permit 19 (was 30).
 -- The common paths come first, with no helper but publish (cmake/GenerateScriptsHeader.cmake,
 -- --@helpers): the release of a permit whose lease has not ended, when nobody is in line and
 -- nobody waits for the semaphore to be free ('w', mark_waited.lua), and one that
@@ -44,13 +44,14 @@ if seen and seen % 2 == 0 then
   end
 elseif seen then
   -- Someone is in line: the permit goes to the first in line (serve_line's direct grant)
-  -- when that one takes direct grants, its place has not ended, and the permits are all in
-  -- use after it (so nobody behind it fits: the line needs no more serving). A lease of
-  -- another permit that ended and is not pruned yet counts as used here: the line is served
-  -- no further than with it pruned (the head asks when that lease ends, the general code
-  -- prunes then). Everything else goes on to the general code.
+  -- when that one takes direct grants, its place has not ended, no lease in the permits has
+  -- ended, and the permits are all in use after it (so nobody behind it fits: the line needs
+  -- no more serving). A lease that ended would free a permit for the one behind the head, and
+  -- nobody else would ask for it until that one's next refresh: the general code prunes it
+  -- and serves on. Everything else goes on to the general code too.
   local lease_end = tonumber(redis.call('ZSCORE', KEYS[1], id))
-  if lease_end and lease_end > now then
+  local first_end = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+  if lease_end and lease_end > now and first_end and first_end > now then
     local s = redis.call('HMGET', KEYS[2], 'used', 'limit')
     local used, limit = tonumber(s[1]), tonumber(s[2])
     local k = tonumber(string.match(id, '#(%d+)$')) or 1

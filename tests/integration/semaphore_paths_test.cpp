@@ -353,3 +353,27 @@ TEST(SemaphorePaths, ANewWaiterBehindAnEndedPlaceOrLeasePrunesThem) {
     EXPECT_EQ(server.cli({"ZRANGE", key + ":queue", "0", "-1"}), "c:live!#1\nc:new!#1");
     EXPECT_EQ(server.cli({"HGET", key + ":state", "used"}), "0");
 }
+
+// A release that would hand its permit to the first in line finds another
+// permit's lease ended (its holder died, nobody pruned it yet): that permit is
+// free too, so the general code prunes it and serves the line on. Handing
+// over only, the one behind the head waited for its next refresh (a third of
+// its waiter lease) with a permit free for it.
+TEST(SemaphorePaths, AReleaseBesideAnEndedLeaseServesEveryWaiterThatFits) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    auto sem = current(client, "ended-beside");
+    auto short_lease = current(client, "ended-beside", "300");
+    const auto key = semaphore_key("ended-beside");
+    ASSERT_EQ(answer(sem.acquire("c:b!#1", "try", "2")), 1);
+    ASSERT_EQ(answer(short_lease.acquire("c:dies!#1", "try", "2")), 1);
+    ASSERT_EQ(answer(sem.acquire("c:h!#1", "wait", "2")), 0);
+    ASSERT_EQ(answer(sem.acquire("c:w!#1", "wait", "2")), 0);
+    std::this_thread::sleep_for(500ms);  // the short lease ends
+    EXPECT_EQ(sem.release("c:b!#1"), 1);
+    EXPECT_NE(server.cli({"ZSCORE", key, "c:h!#1"}), "") << "the first in line was not granted";
+    EXPECT_NE(server.cli({"ZSCORE", key, "c:w!#1"}), "") << "the second in line waits with a permit free for it";
+    EXPECT_EQ(server.cli({"ZSCORE", key, "c:dies!#1"}), "") << "the ended lease was not pruned";
+    EXPECT_EQ(server.cli({"HGET", key + ":state", "used"}), "2");
+    EXPECT_EQ(server.cli({"EXISTS", key + ":queue"}), "0");
+}

@@ -196,3 +196,25 @@ TEST(WaitUntilFree, ALockThatChangesHandsTwiceInOneWakeUpIsHeard) {
 TEST(WaitUntilFree, AWriteSideThatChangesHandsTwiceInOneWakeUpIsHeard) {
     expect_heard_after_two_hand_overs("twice-writer", writer_holder);
 }
+
+// A reader whose state hash was lost (evicted) while it read: wait_until_free
+// cannot mark a state that is gone, so the reader's release, the last,
+// publishes whenever the state it reads is missing. It was heard when the
+// reader's lease ended (14 s after the release).
+TEST(WaitUntilFree, AReaderWhoseStateWasLostIsHeardWhenItLeaves) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri()), waiting(server.uri());
+    auto rw = client.rw_lock("lost-state", {.lease = 15s, .renew = false, .ownership = dlock::Ownership::handle});
+    rw.lock_shared();
+    ASSERT_EQ(server.cli({"DEL", dlock::test::lock_key("lost-state") + ":rstate"}), "1");
+    auto freed = std::async(std::launch::async, [&] {
+        return dlock::wait_until_free(waiting, "lost-state", std::chrono::steady_clock::now() + 30s);
+    });
+    std::this_thread::sleep_for(1s);
+    ASSERT_EQ(freed.wait_for(0s), std::future_status::timeout) << "returned while a reader held the name";
+    const auto released_at = std::chrono::steady_clock::now();
+    rw.unlock_shared();
+    ASSERT_EQ(freed.wait_for(20s), std::future_status::ready);
+    EXPECT_TRUE(freed.get());
+    EXPECT_LT(dlock::test::seconds_since(released_at), 3.0) << "slept past the release until the reader's lease ended";
+}
