@@ -47,11 +47,14 @@
 // with no further round trip. Such a permit is leased on the server until the
 // waiter's place would have ended; its valid_until() is the send time of the
 // last request that kept the place + waiter_lease - drift (never past what
-// the server keeps) until the background confirmation (a renewal) extends it
-// to a full lease. A waiter that misses its notice (after a reconnect of the
-// subscriber each waiter tries again at once) finds its permits granted and
-// they are extended to a full lease from that request; a waiter that gives
-// up (deadline, stop) while its grant is on its way gives it back; one that
+// the server keeps) until its first renewal, which the lease keeper sends a
+// third of the way into that validity (or of the lease, if shorter), extends
+// it to a full lease; a permit released before then costs no renewal. With
+// renew = false the one renewal it gets, at once, gives it its fixed lease.
+// A waiter that misses its notice (after a reconnect of the subscriber each
+// waiter tries again at once) finds its permits granted and they are
+// extended to a full lease from that request; a waiter that gives up
+// (deadline, stop) while its grant is on its way gives it back; one that
 // died holds it at most until its place would have ended. A new limit wakes
 // every waiter to ask again. Permit ids carry '!' before '#k' (this client
 // takes direct grants); waiters of older clients, whose ids do not, are

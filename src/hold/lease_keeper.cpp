@@ -35,12 +35,14 @@ LockClock::time_point LeaseKeeper::renewal_deadline(const Hold& hold, LockClock:
     return std::min(sent + command_timeout, hold.view().valid_until);
 }
 
-void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point sent) {
+void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point sent,
+                        std::chrono::milliseconds first_lease) {
     const auto& options = hold->lock->options;
-    // A hold whose first validity is shorter than a renewal interval (a
-    // direct grant taken from its notice) is watched from its end on.
-    schedule(hold, options.renew ? std::min(sent + renew_interval(options.lease), watch_time(*hold))
-                                 : watch_time(*hold));
+    const auto lease = first_lease.count() ? std::min(first_lease, options.lease) : options.lease;
+    // A hold whose first validity is shorter than a renewal interval, and
+    // that says nothing of it (a Lock's direct grant, whose confirmation is
+    // on its way), is watched from its end on.
+    schedule(hold, options.renew ? std::min(sent + renew_interval(lease), watch_time(*hold)) : watch_time(*hold));
 }
 
 void LeaseKeeper::unschedule_locked(Hold& hold) {

@@ -37,7 +37,13 @@ public:
     LeaseKeeper(ClientCore& timer_home, SendRenewals send);
 
     // Starts watching a fresh hold, granted by a request sent at `sent`. Any thread.
-    void track(const std::shared_ptr<Hold>& hold, LockClock::time_point sent);
+    // `first_lease` is the lease its first validity counts from `sent` when
+    // that is not the lock's own (a semaphore's direct grant taken from its
+    // notice: the waiter's waiter_lease): its first renewal is due a third of
+    // the way into the shorter of the two, so that a grant trusted for less
+    // than a lease is renewed in time like any other hold.
+    void track(const std::shared_ptr<Hold>& hold, LockClock::time_point sent,
+               std::chrono::milliseconds first_lease = std::chrono::milliseconds::zero());
     // Stops watching a hold (released, lost). Any thread.
     void forget(const std::shared_ptr<Hold>& hold);
     // Every hold still watched, renewal in flight or not.

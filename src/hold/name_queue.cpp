@@ -135,6 +135,13 @@ bool NameQueue::ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> s
     return active >= needed;
 }
 
+bool NameQueue::listening(std::size_t needed) {
+    std::lock_guard lock(mutex_);
+    std::size_t active = 0;
+    for (auto& subscription : subscriptions_) active += subscription.active();
+    return !subscriptions_.empty() && active >= needed;
+}
+
 std::shared_ptr<NameQueue> QueueRegistry::queue(const std::string& name) {
     std::lock_guard lock(mutex_);
     auto& slot = queues_[name];

@@ -79,6 +79,10 @@ public:
     // False when not confirmed in time.
     bool ensure_subscribed(std::span<const std::shared_ptr<ClientCore>> servers, std::size_t needed,
                            std::string_view channel, LockClock::time_point deadline, std::stop_token stop);
+    // Whether `needed` of the queue's subscriptions are confirmed now (what
+    // is published from here on reaches the queue, or a resubscription bumps
+    // the generation). Does not wait; false before ensure_subscribed.
+    bool listening(std::size_t needed);
 
 private:
     // Each waiter sleeps on its own condition variable: a release, a

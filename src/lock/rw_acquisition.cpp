@@ -116,6 +116,10 @@ public:
     AttemptResult attempt(AcquisitionCall& call, bool in_line, std::optional<LockClock::time_point> wait_until,
                           std::error_code& ec) override {
         const std::string_view mode = side_ == RwSide::read ? "fresh" : in_line ? "wait" : "try";
+        // Read after the engine read the generation (its `seen`) and before
+        // the request leaves: listening then, this waiter hears whatever
+        // is published after the server answers it.
+        listened_at_ask_ = signal_ && signal_->listening(1);
         auto result = core_.attempt(side_, mode, call.owner(), *call.slot, *call.ticket, wait_until, call.stop, ec,
                                     last_operation_);
         // A waiting writer's mark lasts a lease: it tries again (which
@@ -127,9 +131,13 @@ public:
     void hear_revocations(AcquisitionCall& call) override {
         (void)core_.service->wait_for_inbox(core_.name_inbox_, call.wait_until(), call.stop);
     }
+    // A waiter whose queue listened already when it asked (another thread of
+    // this process waited before it) sleeps on that answer; one that made
+    // the queue listen asks again at once, since a release may have been
+    // published before the subscription was confirmed.
     Listening listen(AcquisitionCall& call, LockClock::time_point until) override {
         return {signal_->ensure_subscribed({&core_.client, 1}, 1, core_.write_->keys.channel(), until, call.stop),
-                true};
+                !listened_at_ask_};
     }
     // Not granted: the mark (if any attempt made one) goes, so that the
     // readers behind it go now, not when it runs out.
@@ -149,6 +157,7 @@ private:
     std::string calling_owner_;  // owner(), for the call
     bool downgrade_ = false;
     bool marks_ = false;
+    bool listened_at_ask_ = false;  // the queue listened when the last attempt's request left
     std::string last_operation_;
 };
 

@@ -46,7 +46,7 @@ std::shared_ptr<Hold> SemaphoreCore::track(const std::string& permit, const Gran
         return nullptr;
     }
     auto hold = std::make_shared<Hold>(identity, permit, grant);
-    service->keeper().track(hold, grant.sent);
+    service->keeper().track(hold, grant.sent, grant.lease);
     return hold;
 }
 
@@ -55,10 +55,18 @@ std::shared_ptr<Hold> SemaphoreCore::take_direct(const std::string& permit, unsi
     auto hold = track(permit, Grant{0, k, place_kept, LockClock::now(), identity->waiter_lease});
     if (!hold) return nullptr;
     client->recorder().hand_off(HandOff::direct);
-    // The confirmation is the permit's renewal (semaphore_renew.lua): the
-    // full lease from its send time. Unattended, as EVAL unless the server is
-    // known to have the script, so that no NOSCRIPT detour puts it behind
-    // the caller's release of the permit.
+    // A renewed permit needs no confirmation of its own: the lease keeper
+    // renews it a third of the way into the validity it has from its place
+    // (track), and a permit released before then costs the server nothing
+    // more. The permit is the waiter's alone from the grant on (its id is
+    // new, and a release compares nothing else), so nothing waits for that
+    // renewal.
+    if (identity->options.renew) return hold;
+    // A fixed lease is never renewed: its confirmation is the one renewal
+    // (semaphore_renew.lua) that gives it the full lease from its send time.
+    // Unattended, as EVAL unless the server is known to have the script, so
+    // that no NOSCRIPT detour puts it behind the caller's release of the
+    // permit.
     const auto renewal = identity->renewal(permit);
     const HoldCallViews views(renewal);
     const auto sent = LockClock::now();

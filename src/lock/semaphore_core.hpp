@@ -130,8 +130,9 @@ private:
     // A direct grant (serve_line in semaphore_prelude.lua) taken from its
     // notice: the server leased it until the waiter's place would have
     // ended, so it is trusted for waiter_lease from the send time of the
-    // last request that kept the place (place_kept), then confirmed in the
-    // background (the full lease from the confirmation's send). Null (given
+    // last request that kept the place (place_kept), until its first renewal
+    // (the lease keeper's, a third of the way into that; a fixed lease's at
+    // once) gives it the full lease from that renewal's send. Null (given
     // back) when that is over already.
     std::shared_ptr<Hold> take_direct(const std::string& permit, unsigned k, LockClock::time_point place_kept);
     std::shared_ptr<Hold> track(const std::string& permit, const Grant& grant);

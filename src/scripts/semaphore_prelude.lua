@@ -97,7 +97,7 @@ end
 -- direct grants is granted here: out of the line, its permits leased until
 -- its place would have ended (its client counts its waiter_lease from the
 -- last request that kept the place, so never past that), and told alone on
--- the channel ('granted <id>'); it confirms with a renewal. A head of an
+-- the channel ('granted <id>'); its first renewal gives it the full lease. A head of an
 -- older client is called by its id (only it wakes, no herd) and asks; its
 -- grant serves the next. Nothing is published when nobody is in line.
 -- Returns the permits in use after.

@@ -27,6 +27,7 @@
 #include "redis_server.hpp"
 #include "reply_lost.hpp"
 #include "tcp_proxy.hpp"
+#include "scripts_run.hpp"
 #include "server_keys.hpp"
 
 using namespace std::chrono_literals;
@@ -34,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
 using dlock::test::lock_key;
+using dlock::test::scripts_run;
 
 namespace {
 
@@ -433,4 +435,59 @@ TEST(RwLockEdges, AReentryOfAReaderWhoseStateWasLostTellsTheLossAndTakesTheReadS
     lock.unlock_shared(ec);
     EXPECT_FALSE(ec) << ec.message();
     EXPECT_EQ(server.cli({"EXISTS", lock_key("doc") + ":readers", state}), "0");
+}
+
+// A writer that becomes the head of its process's queue while that queue
+// listens already (another thread of the process waited before it) asks
+// once and sleeps on that busy answer: nothing published after the server
+// answered it can go unheard. (The thread that made the queue listen asks
+// again once it does.) The release that follows wakes it, and it takes the lock.
+TEST(RwLockEdges, AWriterThatFindsItsQueueListeningAsksOnceBeforeItSleeps) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client{server.uri()}, waiter_client{server.uri()};
+    // Long leases: no renewal or mark refresh falls in the counted window.
+    dlock::RwLock holder(holder_client, "once", {.lease = 60s});
+    dlock::RwLock waiters(waiter_client, "once", {.lease = 60s});
+    holder.lock();
+    holder.unlock();  // the server knows the release script: no NOSCRIPT detour below
+    holder.lock();
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool first_holds = false, first_may_release = false;
+    auto first = std::thread([&] {
+        ASSERT_TRUE(waiters.try_lock_for(30s));
+        std::unique_lock lock(mutex);
+        first_holds = true;
+        changed.notify_all();
+        changed.wait_for(lock, 30s, [&] { return first_may_release; });
+        lock.unlock();
+        waiters.unlock();
+    });
+    ASSERT_TRUE(eventually([&] { return marks(server, "once") == 1; }));
+    std::this_thread::sleep_for(300ms);  // subscribed, asked again, asleep
+    std::atomic<bool> second_held{false};
+    auto second = std::thread([&] {
+        ASSERT_TRUE(waiters.try_lock_for(30s));
+        second_held = true;
+        waiters.unlock();
+    });
+    std::this_thread::sleep_for(300ms);  // in its process's queue behind the first
+    const long before = scripts_run(server);
+    holder.unlock();  // the first takes the lock; the second becomes the head and asks
+    {
+        std::unique_lock lock(mutex);
+        ASSERT_TRUE(changed.wait_for(lock, 10s, [&] { return first_holds; }));
+    }
+    std::this_thread::sleep_for(500ms);  // the second asked, was answered busy, sleeps
+    const long ran = scripts_run(server) - before;
+    {
+        std::lock_guard lock(mutex);
+        first_may_release = true;
+    }
+    changed.notify_all();
+    first.join();
+    second.join();
+    EXPECT_TRUE(second_held.load());
+    // The holder's release, the first's granted request, the second's one busy answer.
+    EXPECT_EQ(ran, 3) << "the second writer asked again after its busy answer before it slept";
 }

@@ -20,12 +20,14 @@
 #include "lock/semaphore_scripts.hpp"
 #include "redis_server.hpp"
 #include "tcp_proxy.hpp"
+#include "scripts_run.hpp"
 #include "server_keys.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
+using dlock::test::scripts_run;
 using dlock::test::semaphore_key;
 
 namespace {
@@ -95,11 +97,13 @@ TEST(SemaphoreDirectGrant, AReleaseGrantsTheFirstWaiterInsideItAndTheWaiterRetur
     EXPECT_LE(p.valid_until() - Clock::now(), kept);
     EXPECT_LE(p.valid_until(), Clock::now() + 6s);
     EXPECT_EQ(s.waiter_client.metrics().value("dlock_handoffs_total", {{"how", "direct"}}), 1);
-    // Its confirmation (held back until now): the full lease from its send.
+    // Its first renewal (held back until now, due a third of the way into
+    // that validity): the full lease from its send. No confirmation of its own.
     s.proxy.hold_requests(false);
-    EXPECT_TRUE(eventually([&] { return p.valid_until() > Clock::now() + 25s; }));
+    EXPECT_TRUE(eventually([&] { return p.valid_until() > Clock::now() + 25s; }, 8s));
     EXPECT_GT(server_left(s.server, "direct", id), 25s);
-    EXPECT_GE(s.waiter_client.metrics().value("dlock_grant_confirmations_total", {{"result", "confirmed"}}), 1);
+    EXPECT_GE(s.waiter_client.metrics().value("dlock_renewals_total", {{"result", "renewed"}}), 1);
+    EXPECT_EQ(s.waiter_client.metrics().value("dlock_grant_confirmations_total", {{"result", "confirmed"}}), 0);
     p.release();
     EXPECT_EQ(s.server.cli({"ZCARD", semaphore_key("direct")}), "0");
     EXPECT_EQ(s.server.cli({"HGET", semaphore_key("direct") + ":state", "used"}), "0");
@@ -431,20 +435,6 @@ TEST(SemaphoreDirectGrantAttack, FewWaitersOnOnePermitNoneSleepsThroughItsGrant)
     many_waiters("few", 1, 3, 300, 200us);
 }
 
-namespace {
-
-// How many scripts the server has run (EVALSHA and EVAL calls), from INFO commandstats.
-long scripts_run(const dlock::support::RedisServer& server) {
-    const auto stats = server.cli({"INFO", "commandstats"});
-    long calls = 0;
-    for (const std::string command : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="})
-        if (const auto at = stats.find(command); at != std::string::npos)
-            calls += std::stol(stats.substr(at + command.size()));
-    return calls;
-}
-
-}  // namespace
-
 // A waiter that joins a line where another thread of its client waits
 // already finds the client listening: known to its watch before its request
 // leaves, it sleeps after that one request (a first waiter asks again once
@@ -480,4 +470,65 @@ TEST(SemaphoreDirectGrant, ASecondWaiterOfAClientThatListensAlreadyAsksOnceBefor
     EXPECT_TRUE(second_permit.is_held());
     second_permit.release();
     EXPECT_EQ(server.cli({"HGET", semaphore_key("once") + ":state", "used"}), "0");
+}
+
+namespace {
+
+// One waiter behind one holder on `name` (limit 1); the holder releases and
+// the waiter returns with its direct grant. Scripts counted from just before
+// that release.
+struct GrantedWaiter {
+    GrantedWaiter(const std::string& name, bool renew)
+        : holder_sem(holder_client, name, {.limit = 1, .lease = 60s}),
+          waiter_sem(waiter_client, name, waiter_options(renew)) {
+        holder_sem.acquire().release();  // the server knows the release script: no NOSCRIPT detour below
+        auto held = holder_sem.acquire();
+        auto waited = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(30s); });
+        in_line = eventually([&] { return server.cli({"ZCARD", semaphore_key(name) + ":queue"}) == "1"; });
+        std::this_thread::sleep_for(300ms);  // subscribed, asked again, asleep
+        before = scripts_run(server);
+        held.release();
+        if (waited.wait_for(5s) == std::future_status::ready) permit = waited.get();
+    }
+    static dlock::SemaphoreOptions waiter_options(bool renew) {
+        // Long leases: no place refresh or renewal of the holder in the counted window.
+        return {.limit = 1, .lease = 60s, .renew = renew, .waiter_lease = 30s};
+    }
+
+    dlock::support::RedisServer server;
+    dlock::Client holder_client{server.uri()}, waiter_client{server.uri()};
+    dlock::Semaphore holder_sem;
+    dlock::Semaphore waiter_sem;
+    bool in_line = false;
+    long before = 0;
+    dlock::Permit permit;
+};
+
+}  // namespace
+
+// A permit granted directly and released before its first renewal is due
+// costs the server the release that granted it and its own release: no
+// confirmation of its own (it is the waiter's from the grant on; the lease
+// keeper renews it a third of the way into its validity, like any permit).
+TEST(SemaphoreDirectGrant, APermitGrantedDirectlyAndReleasedSoonCostsTheServerOnlyTheTwoReleases) {
+    GrantedWaiter s("soon", true);
+    ASSERT_TRUE(s.in_line);
+    ASSERT_TRUE(s.permit);
+    EXPECT_EQ(s.waiter_client.metrics().value("dlock_handoffs_total", {{"how", "direct"}}), 1);
+    s.permit.release();
+    EXPECT_EQ(scripts_run(s.server) - s.before, 2) << "a script besides the two releases";
+    EXPECT_EQ(s.server.cli({"HGET", semaphore_key("soon") + ":state", "used"}), "0");
+}
+
+// A fixed lease (renew = false) is never renewed: its direct grant is
+// confirmed at once to the full lease, which is then what it is trusted for.
+TEST(SemaphoreDirectGrant, AFixedLeaseGrantedDirectlyIsConfirmedAtOnceToItsFullLease) {
+    GrantedWaiter s("fixed", false);
+    ASSERT_TRUE(s.in_line);
+    ASSERT_TRUE(s.permit);
+    EXPECT_TRUE(eventually([&] { return s.permit.valid_until() > Clock::now() + 50s; }));
+    EXPECT_GT(server_left(s.server, "fixed", s.permit.id()), 50s);
+    EXPECT_EQ(scripts_run(s.server) - s.before, 2) << "the release and the confirmation";
+    EXPECT_EQ(s.waiter_client.metrics().value("dlock_grant_confirmations_total", {{"result", "confirmed"}}), 1);
+    s.permit.release();
 }
