@@ -13,6 +13,7 @@ Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::shared_ptr<const std:
       count_(grant.count),
       token_(grant.token),
       valid_until_(valid_until(grant.sent, grant.lease_or(lock->options.lease))),
+      validity_lease_(grant.lease_or(lock->options.lease)),
       slice_start_(grant.slice_start) {
     if (auto* recorder = lock->metrics.recorder(); recorder && recorder->enabled()) {
         granted_at_ = LockClock::now();
@@ -29,7 +30,7 @@ void Hold::ended_locked() {
 
 Hold::View Hold::view() const {
     std::lock_guard guard(mutex_);
-    return {state_, count_, token_, valid_until_, slice_start_};
+    return {state_, count_, token_, valid_until_, slice_start_, validity_lease_};
 }
 
 HoldState Hold::state() const {
@@ -48,7 +49,10 @@ bool Hold::final() const {
 }
 
 void Hold::extend_validity_locked(LockClock::time_point sent, std::chrono::milliseconds lease) {
-    valid_until_ = std::max(valid_until_, valid_until(sent, lease));
+    if (const auto until = valid_until(sent, lease); until > valid_until_) {
+        valid_until_ = until;
+        validity_lease_ = lease;
+    }
 }
 
 bool Hold::reentered(unsigned count, LockClock::time_point sent, std::chrono::milliseconds lease) {

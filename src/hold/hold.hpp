@@ -183,6 +183,10 @@ public:
         std::uint64_t token;
         LockClock::time_point valid_until;
         LockClock::time_point slice_start;
+        // The lease valid_until counts from: the lock's own, or a direct
+        // grant's waiter_lease until its first renewal (lease_keeper.cpp
+        // scales the loss notice's margin to it).
+        std::chrono::milliseconds validity_lease;
     };
     View view() const;
     HoldState state() const;
@@ -252,6 +256,7 @@ private:
     unsigned count_;
     std::uint64_t token_;
     LockClock::time_point valid_until_;
+    std::chrono::milliseconds validity_lease_;
     LockClock::time_point slice_start_;
     LockClock::time_point granted_at_{};  // for the metrics; zero when they are off
     std::optional<LostReason> loss_;

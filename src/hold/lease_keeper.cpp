@@ -8,11 +8,14 @@ namespace {
 
 constexpr std::chrono::milliseconds coalesce_window{20};
 
-LockClock::time_point watch_time(const Hold& hold, LockClock::time_point valid_until) {
-    return valid_until - loss_notice_margin(hold.lock->options.lease);
+// The margin scales with the lease the validity counts from: a direct
+// grant's first validity (a waiter_lease, maybe far shorter than the lease)
+// keeps most of itself for its first renewal.
+LockClock::time_point watch_time(const Hold::View& view) {
+    return view.valid_until - loss_notice_margin(view.validity_lease);
 }
 
-LockClock::time_point watch_time(const Hold& hold) { return watch_time(hold, hold.view().valid_until); }
+LockClock::time_point watch_time(const Hold& hold) { return watch_time(hold.view()); }
 
 }  // namespace
 
@@ -38,11 +41,20 @@ LockClock::time_point LeaseKeeper::renewal_deadline(const Hold& hold, LockClock:
 void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point sent,
                         std::chrono::milliseconds first_lease) {
     const auto& options = hold->lock->options;
-    const auto lease = first_lease.count() ? std::min(first_lease, options.lease) : options.lease;
+    if (!options.renew) return schedule(hold, watch_time(*hold));
+    const auto watch = watch_time(*hold);
+    if (first_lease.count()) {
+        // Its first renewal must leave before its validity is watched over
+        // (a short waiter_lease beside a longer lease: the loss margin
+        // counts from the lease): at once when a third of the way is not
+        // before that.
+        const auto renewal = sent + renew_interval(std::min(first_lease, options.lease));
+        return schedule(hold, renewal < watch ? renewal : LockClock::now());
+    }
     // A hold whose first validity is shorter than a renewal interval, and
     // that says nothing of it (a Lock's direct grant, whose confirmation is
     // on its way), is watched from its end on.
-    schedule(hold, options.renew ? std::min(sent + renew_interval(lease), watch_time(*hold)) : watch_time(*hold));
+    schedule(hold, std::min(sent + renew_interval(options.lease), watch));
 }
 
 void LeaseKeeper::unschedule_locked(Hold& hold) {
@@ -152,7 +164,7 @@ void LeaseKeeper::on_timer() {
             entry.scheduled = false;
             const auto view = hold->view();
             if (view.state != HoldState::held) continue;  // released or lost: no longer watched
-            if (now >= watch_time(*hold, view.valid_until)) {
+            if (now >= watch_time(view)) {
                 lost.push_back(std::move(hold));
                 continue;
             }
@@ -164,7 +176,7 @@ void LeaseKeeper::on_timer() {
             }
             // Until the renewal's answer (or for a fixed lease, for good):
             // watch the validity's end.
-            schedule_locked(hold, watch_time(*hold, view.valid_until), ignored);
+            schedule_locked(hold, watch_time(view), ignored);
         }
     }
     for (auto& hold : lost) mark_lost(hold, LostReason::expired, home_.io());

@@ -13,6 +13,7 @@
 #include "replica_ack.hpp"
 #include "runtime/free_memory.hpp"
 #include "script_replies.hpp"
+#include "semaphore_keys.hpp"
 
 namespace dlock::detail {
 
@@ -121,6 +122,12 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // of the live holds).
     if (is_permit_revocation(payload)) {
         const auto id = permit_revoked(payload);
+        // A waiter of this client may have taken that permit from its grant
+        // notice and not have made its hold yet (the notice and this came
+        // together): its watch keeps the revocation for it. Told before the
+        // holds are looked at, so that a hold made after that look finds it.
+        if (auto watch = watches_.existing(SemaphoreKeys::channel_of(permit_revocation_key(payload))))
+            watch->revoked(std::string(id));
         for (auto& hold : keeper().live_holds()) {
             if (hold->owner != id) continue;
             keeper().forget(hold);

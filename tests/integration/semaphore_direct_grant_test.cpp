@@ -532,3 +532,96 @@ TEST(SemaphoreDirectGrant, AFixedLeaseGrantedDirectlyIsConfirmedAtOnceToItsFullL
     EXPECT_EQ(s.waiter_client.metrics().value("dlock_grant_confirmations_total", {{"result", "confirmed"}}), 1);
     s.permit.release();
 }
+
+namespace {
+
+// One round of a force release of a permit that a release has just granted
+// directly, its notice still on its way to the waiter's client: the
+// revocation (on that client's inbox) arrives right behind the notice,
+// before the waiter has made its hold, and force_release has granted the
+// one permit to the next in line. Returns whether both trusted the permit
+// at once for 200 ms or more.
+bool both_held_after_a_force_release_behind_the_notice() {
+    dlock::support::RedisServer server;
+    dlock::support::TcpProxy proxy{server.port()};
+    dlock::Client holder_client{server.uri()}, admin{server.uri()}, second_client{server.uri()};
+    dlock::Client first_client{proxy.uri()};
+    std::atomic<int> lost{0};
+    dlock::Semaphore holder_sem(holder_client, "behind", {.limit = 1});
+    dlock::Semaphore first_sem(first_client, "behind",
+                               {.limit = 1, .lease = 30s, .waiter_lease = 6s,
+                                .on_lost = [&](std::string_view, std::error_code) { ++lost; }});
+    dlock::Semaphore second_sem(second_client, "behind", {.limit = 1, .lease = 30s, .waiter_lease = 6s});
+    auto held = holder_sem.acquire();
+    auto first = std::async(std::launch::async, [&] { return first_sem.try_acquire_for(20s); });
+    EXPECT_TRUE(eventually([&] { return first_in_line(server, "behind") != ""; }));
+    std::this_thread::sleep_for(300ms);  // subscribed, asked again, asleep
+    const auto first_id = first_in_line(server, "behind");
+    auto second = std::async(std::launch::async, [&] { return second_sem.try_acquire_for(20s); });
+    EXPECT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("behind") + ":queue"}) == "2"; }));
+    std::this_thread::sleep_for(300ms);
+    proxy.black_hole(true);  // the first's notice and revocation wait in the proxy
+    held.release();          // grants the first directly
+    const auto broken = dlock::force_release(admin, "behind", {.holder = first_id});
+    EXPECT_EQ(broken.broken.size(), 1u);
+    auto p2 = second.get();  // granted by the force release
+    EXPECT_TRUE(p2);
+    proxy.black_hole(false);  // notice and revocation arrive together
+    EXPECT_EQ(first.wait_for(5s), std::future_status::ready);
+    auto p1 = first.get();
+    if (!p1 || !p2) return false;
+    const auto taken = Clock::now();
+    while (p1.is_held() && p2.is_held() && Clock::now() - taken < 2s) std::this_thread::sleep_for(1ms);
+    const bool both = Clock::now() - taken >= 200ms;
+    EXPECT_TRUE(eventually([&] { return lost.load() == 1; }, 5s)) << "the loss was not told";
+    std::error_code ec;
+    p1.release(ec);
+    p2.release();
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("behind") + ":state", "used"}), "0") << "the count drifted";
+    return both;
+}
+
+}  // namespace
+
+// A permit granted directly and force-released while its notice is on its
+// way is lost for its waiter at once (force_release tells the holder within
+// about a round trip), not at its first renewal: the next in line holds the
+// semaphore's one permit. Several rounds, since the revocation may also
+// come after the hold is made (found then among the holds).
+TEST(SemaphoreDirectGrantAttack, AGrantForceReleasedWhileItsNoticeIsOnItsWayIsLostAtOnce) {
+    int overlapped = 0;
+    for (int round = 0; round < 6; ++round) overlapped += both_held_after_a_force_release_behind_the_notice();
+    EXPECT_EQ(overlapped, 0) << "two held the one permit of a semaphore of limit 1";
+}
+
+// A short waiter_lease beside a long lease: a direct grant's first validity
+// (waiter_lease from its place) ends before a third of the lease, and its
+// loss is watched 20 ms before that (the margin of the lease). Its first
+// renewal must leave before that watch: renewed, not lost.
+TEST(SemaphoreDirectGrantAttack, ADirectGrantWithTheShortestWaiterLeaseIsRenewedNotLost) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client{server.uri()}, waiter_client{server.uri()};
+    dlock::Semaphore holder_sem(holder_client, "short", {.limit = 1, .lease = 30s});
+    dlock::Semaphore waiter_sem(waiter_client, "short", {.limit = 1, .lease = 30s, .waiter_lease = 30ms});
+    int taken = 0, lost = 0;
+    for (int round = 0; round < 8; ++round) {
+        auto held = holder_sem.acquire();
+        auto waited = std::async(std::launch::async, [&] { return waiter_sem.try_acquire_for(5s); });
+        EXPECT_TRUE(eventually([&] { return first_in_line(server, "short") != ""; }, 2s));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100 + 17 * round));
+        held.release();
+        auto p = waited.get();
+        if (!p) continue;
+        ++taken;
+        std::this_thread::sleep_for(300ms);
+        lost += !p.is_held();
+        std::error_code ec;
+        p.release(ec);
+    }
+    EXPECT_GE(taken, 6);
+    EXPECT_EQ(lost, 0) << "direct grants lost before their first renewal";
+    // Direct grants (the path under test) among them, each renewed.
+    const auto direct = waiter_client.metrics().value("dlock_handoffs_total", {{"how", "direct"}});
+    EXPECT_GE(direct, 1);
+    EXPECT_GE(waiter_client.metrics().value("dlock_renewals_total", {{"result", "renewed"}}), direct);
+}
