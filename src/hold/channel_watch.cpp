@@ -26,8 +26,8 @@ void ChannelWatch::on_message(Subscription::Event event, std::string_view payloa
         if (auto it = sleepers_.find(waiter); it != sleepers_.end()) {
             it->second->granted = true;
             it->second->wake.notify_all();
-        } else if (auto known = known_.find(waiter); known != known_.end()) {
-            known->second.granted = true;  // between two requests: its next sleep takes it
+        } else if (auto known = granted_.find(waiter); known != granted_.end()) {
+            known->second = true;  // between two requests: its next sleep takes it
         }
         return;
     }
@@ -53,7 +53,7 @@ bool ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockCl
     std::unique_lock lock(mutex_);
     // Known from expect() or its first sleep until forget(): a notice that comes while
     // it asks again is kept for it (and for nobody the watch does not know).
-    if (std::exchange(known_[id].granted, false)) return true;
+    if (std::exchange(granted_[id], false)) return true;
     sleepers_[id] = &me;
     me.wake.wait_until(lock, stop, wake_at, [&] { return me.granted || me.called || generation_ != seen; });
     sleepers_.erase(id);
@@ -62,23 +62,12 @@ bool ChannelWatch::wait_change(const std::string& id, std::uint64_t seen, LockCl
 
 void ChannelWatch::expect(const std::string& id) {
     std::lock_guard lock(mutex_);
-    known_.try_emplace(id);
+    granted_.try_emplace(id, false);
 }
 
 void ChannelWatch::forget(const std::string& id) {
     std::lock_guard lock(mutex_);
-    known_.erase(id);
-}
-
-void ChannelWatch::revoked(const std::string& id) {
-    std::lock_guard lock(mutex_);
-    if (auto known = known_.find(id); known != known_.end()) known->second.revoked = true;
-}
-
-bool ChannelWatch::revoked_since_expected(const std::string& id) {
-    std::lock_guard lock(mutex_);
-    const auto known = known_.find(id);
-    return known != known_.end() && known->second.revoked;
+    granted_.erase(id);
 }
 
 bool ChannelWatch::ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,

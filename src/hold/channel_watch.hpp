@@ -45,14 +45,6 @@ public:
     // Waiter `id` waits no more (granted, gave up, or asks under another
     // id): a grant notice for it is dropped, and later ones ignored.
     void forget(const std::string& id);
-    // A force release took back the permits of waiter `id` (a revocation on
-    // the client's inbox), which the watch knows (expect() until forget()):
-    // a grant notice for it that it took, or takes, is not to be trusted.
-    // Ignored for an id the watch does not know.
-    void revoked(const std::string& id);
-    // Whether a revocation came for `id` since expect() (its grant, taken
-    // from a notice, was force-released before its hold could be found).
-    bool revoked_since_expected(const std::string& id);
     // Subscribes once for every waiter of the watch, and waits until the
     // server confirmed it (or deadline, or stop). False when not in time.
     bool ensure_subscribed(ClientCore& client, const std::string& channel, LockClock::time_point deadline,
@@ -74,14 +66,10 @@ private:
     std::mutex mutex_;
     std::uint64_t generation_ = 0;
     std::unordered_map<std::string, Sleeper*> sleepers_;  // by waiter id; each on its own stack
-    // Waiters expected or that slept once, until forget(): granted when a
-    // grant notice came for one while it was not asleep, revoked when a
-    // force release took its permits back. Bounded by the waiters that wait.
-    struct Known {
-        bool granted = false;
-        bool revoked = false;
-    };
-    std::unordered_map<std::string, Known> known_;
+    // Waiters expected or that slept once, until forget(): true when a grant
+    // notice came for one while it was not asleep. Bounded by the waiters
+    // that wait.
+    std::unordered_map<std::string, bool> granted_;
     Subscription subscription_;
 };
 

@@ -66,6 +66,9 @@ bool LockCore::record_grant(const std::shared_ptr<const std::string>& owner, Own
         return false;
     }
     contributions_.add(this, hold);
+    // Force-released before the hold could be found (the revocation was
+    // read before the grant's answer): lost now.
+    service->lose_if_revoked(hold, false);
     return true;
 }
 

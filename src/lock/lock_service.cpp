@@ -13,7 +13,6 @@
 #include "replica_ack.hpp"
 #include "runtime/free_memory.hpp"
 #include "script_replies.hpp"
-#include "semaphore_keys.hpp"
 
 namespace dlock::detail {
 
@@ -122,12 +121,9 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     // of the live holds).
     if (is_permit_revocation(payload)) {
         const auto id = permit_revoked(payload);
-        // A waiter of this client may have taken that permit from its grant
-        // notice and not have made its hold yet (the notice and this came
-        // together): its watch keeps the revocation for it. Told before the
-        // holds are looked at, so that a hold made after that look finds it.
-        if (auto watch = watches_.existing(SemaphoreKeys::channel_of(permit_revocation_key(payload))))
-            watch->revoked(std::string(id));
+        // Kept before the holds are looked at: a permit whose grant is read
+        // after this look finds it (lose_if_revoked).
+        revocations_.note(RecentRevocations::permit(id));
         for (auto& hold : keeper().live_holds()) {
             if (hold->owner != id) continue;
             keeper().forget(hold);
@@ -138,6 +134,11 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     const auto notice = read_revocation(payload);
     if (!notice) return;
     const std::string name(notice->name), owner(notice->owner);
+    // An exclusive hold's, kept before the holds are looked at: a hold whose
+    // grant is read after this look finds it (lose_if_revoked). Not a
+    // reader's: readers of one name may share a token, so it would not name
+    // one grant.
+    if (!notice->reader) revocations_.note(RecentRevocations::hold(name, owner, notice->token));
     if (notice->reader) {
         if (auto hold = shared_holds_.current(name, owner); hold && hold->view().token == notice->token) {
             keeper().forget(hold);
@@ -154,6 +155,12 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
         keeper().forget(hold);
         mark_lost(hold, LostReason::revoked, core_.io());
     }
+}
+
+void LockService::lose_if_revoked(const std::shared_ptr<Hold>& hold, bool permit) {
+    if (!revocations_.heard_of(*hold, permit)) return;
+    keeper().forget(hold);
+    mark_lost(hold, LostReason::revoked, core_.io());
 }
 
 void LockService::give_back_memory_after_burst() {

@@ -23,6 +23,7 @@
 #include "hold/channel_watch.hpp"
 #include "hold/hold_runtime.hpp"
 #include "hold/line_waiters.hpp"
+#include "hold/recent_revocations.hpp"
 
 namespace dlock::detail {
 
@@ -64,6 +65,11 @@ public:
     // the notice (sent at `sent`; confirm_grant.lua, a semaphore's renewal):
     // kept (extended as by a renewal), or lost.
     void confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec, bool kept);
+    // A hold just made, once findable (tracked by the keeper; a lock's also
+    // set in its owner's slot): lost now (revoked) when its force release was
+    // heard before it was made (hold/recent_revocations.hpp). `permit`: a
+    // semaphore's permit, named by its id; else a lock's, by its token.
+    void lose_if_revoked(const std::shared_ptr<Hold>& hold, bool permit);
 
 private:
     // Renewals due together leave in one write on the command connection.
@@ -85,6 +91,7 @@ private:
     ChannelWatches watches_;
     HoldRegistry shared_holds_;
     LineWaiters line_waiters_;
+    RecentRevocations revocations_;  // noted by on_inbox, before it looks at the holds
     Subscription inbox_;
     asio::steady_timer settle_timer_;  // I/O thread
     // A wait_for_inbox ran its command timeout out and no subscription

@@ -36,6 +36,9 @@ bool RwLockCore::record_grant(RwSide side, const std::string& owner, OwnerSlot& 
         return false;
     }
     contributions_.add(this, hold);
+    // The write side's, force-released before the hold could be found: lost
+    // now (readers' revocations do not name one grant: recent_revocations.hpp).
+    if (side == RwSide::write) service->lose_if_revoked(hold, false);
     return true;
 }
 

@@ -93,16 +93,6 @@ inline std::string_view permit_revoked(std::string_view payload) {
     payload.remove_prefix(std::min<std::size_t>(payload.size(), 15));
     return payload.substr(0, payload.find(' '));
 }
-// The permits key such a notice names ("" when it names none).
-inline std::string_view permit_revocation_key(std::string_view payload) {
-    payload.remove_prefix(std::min<std::size_t>(payload.size(), 15));
-    for (int field = 0; field < 2; ++field) {  // the permit id, then the 0
-        const auto space = payload.find(' ');
-        if (space == std::string_view::npos) return {};
-        payload.remove_prefix(space + 1);
-    }
-    return payload;
-}
 std::optional<Revocation> read_revocation(std::string_view payload);
 // The notice of a direct grant to a waiter in the lock's line (prelude.lua,
 // grant_first_in_line): "granted <owner> <token> <arrival> dlock:{<name>}",

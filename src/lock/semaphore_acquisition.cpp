@@ -47,6 +47,9 @@ std::shared_ptr<Hold> SemaphoreCore::track(const std::string& permit, const Gran
     }
     auto hold = std::make_shared<Hold>(identity, permit, grant);
     service->keeper().track(hold, grant.sent, grant.lease);
+    // Force-released before its hold could be found (the revocation came
+    // before the grant's answer or notice was read): lost now.
+    service->lose_if_revoked(hold, true);
     return hold;
 }
 
@@ -184,16 +187,7 @@ public:
         }
         if (!watch_->wait_change(permit_, seen, wake_at, call.stop) || call.past_deadline()) return false;
         armed_ = false;
-        if ((hold_ = core_.take_direct(permit_, k_, place_kept_))) {
-            // Force-released after its notice was taken and before its hold
-            // could be found (the revocation came right behind the notice):
-            // lost now, not at its first renewal.
-            if (watch_->revoked_since_expected(permit_)) {
-                core_.service->keeper().forget(hold_);
-                mark_lost(hold_, LostReason::revoked, core_.service->io());
-            }
-            return true;
-        }
+        if ((hold_ = core_.take_direct(permit_, k_, place_kept_))) return true;
         renew_id();  // given back (its validity is over already): ask again under a new id
         return false;
     }

@@ -16,7 +16,7 @@ struct SemaphoreKeys {
     explicit SemaphoreKeys(std::string_view name)
         : permits("dlock:sem:{" + key_tag(name) + "}"),
           all{permits, permits + ":state", permits + ":queue", permits + ":waiters", permits + ":done",
-              channel_of(permits)},
+              permits + ":ch"},
           other_kinds{other_kinds_of(LockKeys(name))} {}
 
     std::string permits;  // zset permit id -> server-time end of its lease
@@ -24,9 +24,6 @@ struct SemaphoreKeys {
     // deadlines, done, channel.
     std::array<std::string, 6> all;
     const std::string& channel() const noexcept { return all[5]; }
-    // The channel of the semaphore whose permits key is `permits` (a
-    // revocation notice names that key).
-    static std::string channel_of(std::string_view permits) { return std::string(permits) + ":ch"; }
     // KEYS[7..9] of semaphore_acquire.lua: the lock hash, the readers and
     // the fair line's places of a Lock or RwLock of this name (LockKeys),
     // which it must not be at once.
