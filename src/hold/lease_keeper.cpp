@@ -45,9 +45,8 @@ void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point
     const auto watch = watch_time(*hold);
     if (first_lease.count()) {
         // Its first renewal must leave before its validity is watched over
-        // (a short waiter_lease beside a longer lease: the loss margin
-        // counts from the lease): at once when a third of the way is not
-        // before that.
+        // (a first validity of a few tens of ms keeps little beyond its
+        // margin): at once when a third of the way is not before that.
         const auto renewal = sent + renew_interval(std::min(first_lease, options.lease));
         return schedule(hold, renewal < watch ? renewal : LockClock::now());
     }

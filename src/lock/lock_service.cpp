@@ -134,11 +134,6 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     const auto notice = read_revocation(payload);
     if (!notice) return;
     const std::string name(notice->name), owner(notice->owner);
-    // An exclusive hold's, kept before the holds are looked at: a hold whose
-    // grant is read after this look finds it (lose_if_revoked). Not a
-    // reader's: readers of one name may share a token, so it would not name
-    // one grant.
-    if (!notice->reader) revocations_.note(RecentRevocations::hold(name, owner, notice->token));
     if (notice->reader) {
         if (auto hold = shared_holds_.current(name, owner); hold && hold->view().token == notice->token) {
             keeper().forget(hold);
@@ -146,6 +141,10 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
         }
         return;
     }
+    // Kept before the holds are looked at: a hold whose grant is read after
+    // this look finds it (lose_if_revoked). Not a reader's (above): readers
+    // of one name may share a token, so it would not name one grant.
+    revocations_.note(RecentRevocations::hold(name, owner, notice->token));
     // A waiter of this client may have been granted that lock and not have
     // made its hold yet.
     line_waiters_.revoked(name, owner, notice->token);
