@@ -244,6 +244,9 @@ public:
         bool renewal_in_flight = false;
         LockClock::time_point renewal_sent{};
         std::string renew_command;  // formatted once: it never changes
+        // The holder's label its renewals bring (a Lock's direct grant, which
+        // the server wrote without it); empty for every other hold.
+        std::string renewal_label;
     } keeper;
 
 private:

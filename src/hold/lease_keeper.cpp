@@ -50,9 +50,9 @@ void LeaseKeeper::track(const std::shared_ptr<Hold>& hold, LockClock::time_point
         const auto renewal = sent + renew_interval(std::min(first_lease, options.lease));
         return schedule(hold, renewal < watch ? renewal : LockClock::now());
     }
-    // A hold whose first validity is shorter than a renewal interval, and
-    // that says nothing of it (a Lock's direct grant, whose confirmation is
-    // on its way), is watched from its end on.
+    // Its validity counts the lock's own lease: renewed a third of the way
+    // in, or watched from its end on if that comes first (a lease too short
+    // to keep a margin beyond a third).
     schedule(hold, std::min(sent + renew_interval(options.lease), watch));
 }
 

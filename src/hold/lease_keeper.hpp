@@ -38,8 +38,8 @@ public:
 
     // Starts watching a fresh hold, granted by a request sent at `sent`. Any thread.
     // `first_lease` is the lease its first validity counts from `sent` when
-    // that is not the lock's own (a semaphore's direct grant taken from its
-    // notice: the waiter's waiter_lease): its first renewal is due a third of
+    // that is not the lock's own (a direct grant taken from its notice: the
+    // waiter's waiter_lease): its first renewal is due a third of
     // the way into the shorter of the two, so that a grant trusted for less
     // than a lease is renewed in time like any other hold.
     void track(const std::shared_ptr<Hold>& hold, LockClock::time_point sent,

@@ -35,7 +35,8 @@ ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>
 }
 
 std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
-                                  std::shared_ptr<const std::string> owner, OwnerSlot& slot, const Grant& grant) {
+                                  std::shared_ptr<const std::string> owner, OwnerSlot& slot, const Grant& grant,
+                                  std::string_view renewal_label) {
     // Granted, but the request waited so long (a paused server, a slow
     // network) that its lease may be over already: not a hold anyone may trust.
     if (LockClock::now() >= valid_until(grant.sent, grant.lease_or(identity->options.lease))) return nullptr;
@@ -47,7 +48,9 @@ std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const Lo
         mark_lost(previous, LostReason::taken_over, service.io());
     }
     slot.set(hold);
-    service.keeper().track(hold, grant.sent);
+    // Before the keeper knows the hold: from then on its I/O thread reads it.
+    hold->keeper.renewal_label = renewal_label;
+    service.keeper().track(hold, grant.sent, grant.lease);
     return hold;
 }
 

@@ -53,8 +53,11 @@ ScriptAnswer run_retried(LockService& service, const std::shared_ptr<ClientCore>
 // lease keeper (whatever the owner had before is marked lost). Null when its
 // validity was over before the answer came (a paused server): the caller
 // gives the grant back.
+// `renewal_label`: the holder's label the hold's renewals bring (a Lock's
+// direct grant, written by the server without it).
 std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
-                                  std::shared_ptr<const std::string> owner, OwnerSlot& slot, const Grant& grant);
+                                  std::shared_ptr<const std::string> owner, OwnerSlot& slot, const Grant& grant,
+                                  std::string_view renewal_label = {});
 inline std::shared_ptr<Hold> adopt_grant(LockService& service, std::shared_ptr<const LockIdentity> identity,
                                          const std::string& owner, OwnerSlot& slot, const Grant& grant) {
     return adopt_grant(service, std::move(identity), std::make_shared<const std::string>(owner), slot, grant);

@@ -186,7 +186,10 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
     const auto direct = place.direct_grant();
     if (!direct || direct->place_kept == LockClock::time_point{}) return false;
     const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease};
-    auto hold = adopt_grant(*service, identity, owner, slot, grant);
+    const bool renewed = identity->options.renew;
+    // Its renewals bring the holder's label, which the server could not write.
+    auto hold = adopt_grant(*service, identity, owner, slot, grant,
+                            renewed ? OwnerIds::holder_label() : std::string_view());
     if (!hold) return false;
     client->recorder().hand_off(HandOff::direct);
     contributions_.add(this, hold);
@@ -198,13 +201,19 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
         mark_lost(hold, LostReason::revoked, service->io());
         return true;
     }
-    // The confirmation (confirm_grant.lua): the full lease from its send
-    // time, and an operation id newer than any of this owner's, which late
-    // copies of its older requests cannot pass. It carries the owner's gate,
-    // so nothing of this owner on this lock reaches the server before it
-    // (release.lua refuses to release a grant that is not confirmed), and
-    // goes as EVAL unless the server is known to have the script: no
-    // NOSCRIPT detour puts it behind the owner's next call.
+    // A renewed lease needs no confirmation of its own: the lease keeper
+    // renews it a third of the way into the validity it has from its place
+    // (LeaseKeeper::track), and the owner's tombstone, raised by the wait's
+    // busy answers, tells its release, hand-off or re-entry from a late copy
+    // of one sent before the wait (release.lua). A lock given back before
+    // its first renewal costs the server its release and nothing more.
+    if (renewed) return true;
+    // A fixed lease is never renewed: its confirmation (confirm_grant.lua)
+    // gives it the full lease from its send time, and an operation id newer
+    // than any of this owner's. It carries the owner's gate, so nothing of
+    // this owner on this lock reaches the server before it, and goes as EVAL
+    // unless the server is known to have the script: no NOSCRIPT detour puts
+    // it behind the owner's next call.
     auto carried = std::make_shared<GateTicket>(std::move(ticket));
     const auto& keys = identity->keys;
     const auto operation = service->next_operation_id();
@@ -221,8 +230,6 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
         RetriedCall::Send::eval_unless_cached);
     return true;
 }
-
-
 
 // One acquisition of a Lock (FairLock: fair_), as the engine drives it.
 class LockAcquisition final : public AcquisitionProtocol {

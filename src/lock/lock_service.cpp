@@ -191,6 +191,12 @@ void LockService::check_eviction_policy() {
 }
 
 
+HoldCall LockService::renewal_of(const Hold& hold) {
+    auto call = hold.lock->renewal(hold.owner);
+    if (!hold.keeper.renewal_label.empty()) call.argv.push_back(hold.keeper.renewal_label);  // renew.lua's ARGV[5]
+    return call;
+}
+
 void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent) {
     std::vector<std::string_view> commands;
     std::vector<Completion> dones;
@@ -205,7 +211,7 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         // command never changes: format it once per hold.
         auto& command = hold->keeper.renew_command;
         if (command.empty()) {
-            const auto call = hold->lock->renewal(hold->owner);
+            const auto call = renewal_of(*hold);
             const HoldCallViews views(call);
             append_eval(command, "EVALSHA", call.script->sha1(), views.keys, views.argv);
         }
@@ -275,10 +281,10 @@ void LockService::confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_p
     using Answer = LeaseKeeper::Answer;
     if (!ec && kept) return keeper().renewed(hold, sent, Answer::grant_confirmation);
     // Refused, or not confirmed within the whole retry window: lost now.
-    // Renewals could keep it, but unconfirmed it could never be released
-    // (release.lua takes an unconfirmed grant's release for a late copy);
-    // left alone, its short lease ends it. Unconfirmed, it is told as a
-    // lease whose renewal was not confirmed; refused, as taken over.
+    // Only a fixed lease is confirmed (a renewed one needs no confirmation),
+    // and nothing else would extend it: left alone, its short lease ends it.
+    // Unconfirmed, it is told as a lease whose renewal was not confirmed;
+    // refused, as taken over.
     keeper().refused(hold, ec ? LostReason::expired : LostReason::taken_over, Answer::grant_confirmation);
 }
 
@@ -287,7 +293,7 @@ void LockService::on_renewed(const std::shared_ptr<Hold>& hold, LockClock::time_
     if (ec == errc::no_script) {
         // The server forgot the script (SCRIPT FLUSH, restart): the same
         // renewal again through the path that falls back to EVAL.
-        const auto call = hold->lock->renewal(hold->owner);
+        const auto call = renewal_of(*hold);
         const HoldCallViews views(call);
         core_.eval_async(*call.script, views.keys, views.argv,
                          [this, hold, sent](std::error_code e, Reply&& r) { on_renewed(hold, sent, e, r); },

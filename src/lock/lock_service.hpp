@@ -62,7 +62,8 @@ public:
     // client's one inbox serves every name.
     Subscription name_inbox(const std::string& lock_key);
     // The answer to the confirmation of a direct grant its waiter took from
-    // the notice (sent at `sent`; confirm_grant.lua, a semaphore's renewal):
+    // the notice, of a fixed lease (sent at `sent`; confirm_grant.lua, a
+    // semaphore's renewal):
     // kept (extended as by a renewal), or lost.
     void confirmed(const std::shared_ptr<Hold>& hold, LockClock::time_point sent, std::error_code ec, bool kept);
     // A hold just made, once findable (tracked by the keeper; a lock's also
@@ -74,6 +75,8 @@ public:
 private:
     // Renewals due together leave in one write on the command connection.
     void send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClock::time_point sent);
+    // A hold's renewal, with the holder's label where it brings one.
+    static HoldCall renewal_of(const Hold& hold);
     // With LockOptions::replica_ack: renew, then WAIT, on a dedicated connection.
     void send_acknowledged_renewal(const std::shared_ptr<Hold>& hold, LockClock::time_point sent);
     void send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::Waiter>>& due);

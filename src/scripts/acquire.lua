@@ -12,7 +12,8 @@
 --   ARGV[10] 'new' for the first attempt of a wait: its place gets a new arrival number
 --   A free lock goes to the first in line: the caller when it is first (or nobody waits), else
 --   that waiter (direct grant), and the caller is answered busy. A 'fresh' acquisition of a lock
---   directly granted to the caller confirms the grant: full lease, new operation id, same token.
+--   directly granted to the caller confirms the grant (a waiter that missed its notice): full
+--   lease, new operation id, same token.
 -- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does
 -- ({0, pttl, arrival} when the caller stands in line: its arrival number, which names its wait),
 -- {-1} for 'reenter' when the caller does not hold it any more, {-2} for a late copy of an older operation;
@@ -50,7 +51,7 @@ if not h[8] or (tonumber(h[8]) or layout + 1) <= layout then  -- else refused be
     if others == 0 then
       return write_grant(KEYS[1], KEYS[2], ARGV[1], ARGV[3], ARGV[2], ARGV[5], ARGV[6] == '1', ARGV[7], false)
     end
-  elseif owner == ARGV[1] and ARGV[4] == 'reenter' and op > op_number(h[3]) and op > op_number(h[7]) then
+  elseif owner == ARGV[1] and ARGV[4] == 'reenter' and not h[5] and op > op_number(h[3]) and op > op_number(h[7]) then
     return reenter_exclusive(KEYS[1], KEYS[2], tonumber(h[2]) or 0, tonumber(h[4]), ARGV[3], ARGV[2], ARGV[5])
   end
 end
@@ -67,6 +68,13 @@ if not others then
   if replayed then return replayed end
   if state.owner == ARGV[1] then
     if ARGV[4] == 'reenter' then
+      if state.granted then
+        -- Granted from the line (no operation id of the owner's set): a re-entry not newer
+        -- than the owner's tombstone is a late copy of one sent before the wait (release.lua).
+        -- A new one gives the hold its operation id, as a release would.
+        if op <= op_number(redis.call('GET', KEYS[3])) then return {-2} end
+        redis.call('HDEL', KEYS[1], 'granted')
+      end
       return reenter_exclusive(KEYS[1], KEYS[2], state.count, state.token, ARGV[3], ARGV[2], ARGV[5])
     end
     if state.granted then

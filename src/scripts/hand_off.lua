@@ -14,19 +14,22 @@ end
 if owner ~= ARGV[1] or redis.call('HGET', KEYS[1], 'count') ~= '1' then
   return {0}
 end
--- Granted to the caller from the line and not confirmed yet: its client does
--- not know it holds it, so this is a late copy of an older hand-off.
-if redis.call('HGET', KEYS[1], 'granted') then
-  return {0}
-end
 -- A late copy of an older hand-off (the giver has acquired afresh since)
 -- must not take the new hold away from it.
 if op_number(ARGV[4]) <= op_number(redis.call('HGET', KEYS[1], 'seq')) then
   return {0}
 end
+-- Granted to the caller from the line (its grant set no operation id of the owner's): a
+-- hand-off not newer than the owner's tombstone is a late copy of one sent before the wait
+-- (release.lua).
+local granted = redis.call('HGET', KEYS[1], 'granted')
+if granted and op_number(ARGV[4]) <= op_number(redis.call('GET', KEYS[3])) then
+  return {0}
+end
 local token = next_token(KEYS[2], true)
 if KEYS[5] then leave_line(KEYS[4], KEYS[5], ARGV[2]) end
 -- The giver's undone operations ('u') are not the next owner's.
+if granted then redis.call('HDEL', KEYS[1], 'granted') end
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'count', 1, 'seq', ARGV[4], 'token', string.format('%.0f', token),
            'u', '0', 'v', layout)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])

@@ -310,10 +310,13 @@ end
 -- of the waiter's place if that is longer, so never less than the place the
 -- waiter's client last kept: that client may take the lock as held from
 -- the notice alone, valid until its last confirmed place-keeping request's
--- send time + its waiter_lease, and confirms it with a renewal (which sets
--- the full lease and clears the mark) or with its next acquisition. A
--- waiter that died meanwhile blocks the lock that long at most. Returns the
--- new owner, or nil when nobody is in line.
+-- send time + its waiter_lease. Its renewals give it the full lease; its
+-- releases, hand-offs and re-entries are told from late copies of older
+-- ones by the owner's tombstone (release.lua), and the first of them that
+-- writes to the hash clears the mark. A fixed lease is confirmed at once
+-- (confirm_grant.lua), and a waiter that missed its notice confirms the
+-- grant with its next acquisition. A waiter that died meanwhile blocks the
+-- lock that long at most. Returns the new owner, or nil when nobody is in line.
 -- now (server ms) is read here when not given: a lock nobody waits for (no
 -- line key) costs one EXISTS, nothing more.
 local function grant_first_in_line(lock, fence, line, places, grant_ms, retention, now)

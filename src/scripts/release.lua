@@ -14,20 +14,26 @@
 -- answered busy while it was held ('w', prelude.lua). An operation undone while the owner
 -- holds the lock is noted in the hash ('u') too, so that a re-entry need not read the
 -- tombstone. Server calls (docs/design/server-work.md): a final release nobody waits for 4,
--- a release of a re-entry 4.
+-- a release of a re-entry 4; one more (the tombstone read) for a hold granted from the line.
 local undoing = ARGV[6] and ARGV[6] ~= ''
 -- The common paths come first, with the few helpers they use (acquire.lua): a release of
 -- the caller's own hold that nobody was answered busy for while it was held.
 local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
 local op = op_number(ARGV[3])
--- The caller's own confirmed hold, a new operation, and when undoing, the one undone was
--- its last; every other case answers below.
-local releases = h[1] == ARGV[1] and not h[5] and op > op_number(h[3]) and
-                 (not undoing or op_number(h[3]) == op_number(ARGV[6]))
+-- The caller's own hold, a new operation, and when undoing, the one undone was its last;
+-- every other case answers below. A hold granted from the line ('granted': its grant set no
+-- operation id of the owner's) is the caller's when the operation is newer than the owner's
+-- tombstone: every wait is answered busy at least once, which raised the tombstone to that
+-- attempt's id, so a late copy of a release sent before the wait is not newer (the tombstone
+-- keeps ids for retention, the bound on a late copy everywhere here).
+local releases = h[1] == ARGV[1] and op > op_number(h[3]) and (not undoing or op_number(h[3]) == op_number(ARGV[6])) and
+                 (not h[5] or op > op_number(redis.call('GET', KEYS[4])))
 if releases then
   local count = 0
   if ARGV[4] ~= 'all' then count = (tonumber(h[2]) or 0) - tonumber(ARGV[4]) end
   if count > 0 then
+    -- Its operation id from now on: a grant from the line is one like any other.
+    if h[5] then redis.call('HDEL', KEYS[1], 'granted') end
     redis.call('HSET', KEYS[1], 'count', count, 'seq', ARGV[3])
     redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
     keep_fence(KEYS[2], ARGV[2] + ARGV[5])
@@ -53,9 +59,8 @@ if not releases then
     if undoing then raise_tombstone(KEYS[4], ARGV[6], ARGV[5]) end
     return -1
   end
-  -- Granted to the caller from the line and not confirmed yet: its client does
-  -- not know it holds it, so this is a late copy of an older release (a grant
-  -- its client gives up on leaves by line_leave.lua).
+  -- Granted to the caller from the line, and the operation is not newer than its wait: a
+  -- late copy of an older release (a grant its client gives up on leaves by line_leave.lua).
   if state.granted then
     if undoing then return undo_held() end
     return -2

@@ -13,6 +13,7 @@
 #include "eventually.hpp"
 #include "lock/lock_scripts.hpp"
 #include "redis_server.hpp"
+#include "scripts_run.hpp"
 #include "tcp_proxy.hpp"
 #include "server_keys.hpp"
 
@@ -21,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
 using dlock::test::lock_key;
+using dlock::test::scripts_run;
 using dlock::test::seconds;
 
 // A FairLock waiter sleeps on a local queue of one; it used to sleep on an
@@ -216,33 +218,93 @@ TEST(LockLine, AWaitersPlaceIsRefreshedWithoutAskingForTheLockAgain) {
     EXPECT_TRUE(got.get());
 }
 
-// A lock granted from the line and not yet confirmed is not known to its new
-// owner's client: a late copy of that owner's older release or hand-off (one
-// that sat in a paused server's buffer) must leave it alone. With seq '0' on
-// such a grant, either used to pass the operation-id check: the release freed
-// the lock under the waiter, the hand-off moved it to a thread that had left.
-TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAnUnconfirmedGrantAlone) {
+namespace {
+// A private server where owner c1:t1 was granted `name` from the line (seq
+// '0', 'granted' = its wait's arrival) after its wait's busy answer, whose
+// operation id 9 is in the owner's tombstone; and the owner's calls on it.
+struct GrantFromTheLine {
+    explicit GrantFromTheLine(const std::string& name)
+        : key(lock_key(name)), fence(key + ":fence"), channel(key + ":ch"), tombstone(key + ":done:" + owner),
+          line(key + ":line"), places(key + ":places") {
+        server.cli({"SET", tombstone, "9", "PX", "600000"});
+    }
+    void grant(const std::string& token, const std::string& arrival) {
+        server.cli({"HSET", key, "owner", owner, "count", "1", "seq", "0", "token", token, "granted", arrival});
+        server.cli({"PEXPIRE", key, "10000"});
+    }
+    dlock::Reply release(std::string_view op, std::string_view how_many) {
+        std::string_view keys[] = {key, fence, channel, tombstone, line, places};
+        std::string_view argv[] = {owner, "30000", op, how_many, "600000", "", "1500"};
+        return client.eval(dlock::detail::release_script(), keys, argv);
+    }
+    dlock::Reply hand_off(std::string_view op) {
+        std::string_view keys[] = {key, fence, tombstone, line, places};
+        std::string_view argv[] = {owner, "c1:t2", "30000", op, "600000"};
+        return client.eval(dlock::detail::hand_off_script(), keys, argv);
+    }
+    dlock::Reply reenter(std::string_view op) {
+        // The other kinds' keys: looked at only for a free name.
+        std::string_view keys[] = {key, fence, tombstone, "r", "p", "w", line, places};
+        std::string_view argv[] = {owner, "30000", op, "reenter", "600000", "1", "", "", "1500", ""};
+        return client.eval(dlock::detail::acquire_script(), keys, argv);
+    }
+    std::string field(const std::string& name) { return server.cli({"HGET", key, name}); }
+
     dlock::support::RedisServer server;
-    dlock::Client client(server.uri());
-    const auto key = lock_key("granted-late");
+    dlock::Client client{server.uri()};
     const std::string owner = "c1:t1";
-    server.cli({"HSET", key, "owner", owner, "count", "1", "seq", "0", "token", "5", "granted", "1"});
-    server.cli({"PEXPIRE", key, "10000"});
-    // The names live here: the views below must not outlive them.
-    const std::string fence = key + ":fence", channel = key + ":ch", tombstone = key + ":done:" + owner,
-                      line = key + ":line", places = key + ":places";
-    std::string_view release_keys[] = {key, fence, channel, tombstone, line, places};
-    std::string_view release_argv[] = {owner, "30000", "7", "1", "600000", "", "1500"};
-    auto released = client.eval(dlock::detail::release_script(), release_keys, release_argv);
-    EXPECT_EQ(released.integer, -2) << "answered as a late copy";
-    std::string_view hand_off_keys[] = {key, fence, tombstone, line, places};
-    std::string_view hand_off_argv[] = {owner, "c1:t2", "30000", "8", "600000"};
-    auto handed = client.eval(dlock::detail::hand_off_script(), hand_off_keys, hand_off_argv);
+    const std::string key, fence, channel, tombstone, line, places;
+};
+}  // namespace
+
+// A lock granted from the line carries no operation id of its new owner's
+// (seq '0'): a late copy of that owner's older release, hand-off or re-entry
+// (one that sat in a paused server's buffer) must leave it alone. The owner's
+// tombstone tells them apart: the wait's busy answer raised it to that
+// attempt's id, and anything sent before the wait is older.
+TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAGrantFromTheLineAlone) {
+    GrantFromTheLine s("granted-late");
+    s.grant("5", "1");
+    EXPECT_EQ(s.release("7", "1").integer, -2) << "answered as a late copy";
+    auto handed = s.hand_off("8");
     ASSERT_TRUE(handed.is_array());
     EXPECT_EQ(handed.elements.at(0).integer, 0) << "not handed on";
-    EXPECT_EQ(server.cli({"HGET", key, "owner"}), owner);
-    EXPECT_EQ(server.cli({"HGET", key, "granted"}), "1");
-    EXPECT_EQ(server.cli({"HGET", key, "token"}), "5");
+    auto reentered = s.reenter("6");
+    ASSERT_TRUE(reentered.is_array());
+    EXPECT_EQ(reentered.elements.at(0).integer, -2) << "a late re-entry applied";
+    EXPECT_EQ(s.field("owner"), s.owner);
+    EXPECT_EQ(s.field("count"), "1");
+    EXPECT_EQ(s.field("granted"), "1");
+    EXPECT_EQ(s.field("token"), "5");
+}
+
+// What the owner sends once it holds a grant from the line (newer than its
+// tombstone) applies without any confirmation: a re-entry and a release of it
+// give the hold their operation ids, a final release frees the lock, and a
+// resent copy of that release answers as the first did.
+TEST(LockLine, TheOwnersNewOperationsApplyToAGrantFromTheLine) {
+    GrantFromTheLine s("granted-new");
+    s.grant("5", "1");
+    auto reentered = s.reenter("10");
+    ASSERT_TRUE(reentered.is_array());
+    EXPECT_EQ(reentered.elements.at(0).integer, 1);
+    EXPECT_EQ(reentered.elements.at(2).integer, 2) << "not re-entered";
+    EXPECT_EQ(s.field("granted"), "");
+    EXPECT_EQ(s.field("seq"), "10");
+    EXPECT_EQ(s.release("11", "all").integer, 0);
+    EXPECT_EQ(s.server.cli({"EXISTS", s.key}), "0");
+    EXPECT_EQ(s.release("11", "all").integer, 0) << "a resent copy";
+
+    // A final release straight on the grant, and a hand-off on another.
+    s.grant("6", "2");
+    EXPECT_EQ(s.release("12", "1").integer, 0);
+    EXPECT_EQ(s.server.cli({"EXISTS", s.key}), "0") << "the grant's own release was refused";
+    s.grant("7", "3");
+    auto handed = s.hand_off("13");
+    ASSERT_TRUE(handed.is_array());
+    EXPECT_EQ(handed.elements.at(0).integer, 1) << "not handed on";
+    EXPECT_EQ(s.field("owner"), "c1:t2");
+    EXPECT_EQ(s.field("granted"), "") << "the next owner's hold kept the grant's mark";
 }
 
 // Places that ended together (a crowd of waiters cut off at once) are pruned
@@ -287,8 +349,9 @@ std::pair<std::string, std::string> first_waiter(dlock::support::RedisServer& se
 // The waiter the release grants the lock to wakes holding it: no acquire
 // round trip. Its client's replies (grant notice included) come 500 ms
 // late, so waking holding returns about 500 ms after the release; asking
-// again would take another 500 ms. The grant is then confirmed (full
-// lease, a new operation id) behind the caller's back.
+// again would take another 500 ms. No confirmation follows: its first
+// renewal, a third of the way into its waiter_lease, gives it the full
+// lease and its label, and its unlock frees it.
 TEST(LockLine, TheWaiterGrantedDirectlyWakesHoldingTheLock) {
     dlock::support::RedisServer server;
     dlock::support::TcpProxy proxy(server.port());
@@ -314,14 +377,72 @@ TEST(LockLine, TheWaiterGrantedDirectlyWakesHoldingTheLock) {
     EXPECT_LT(took, 0.9) << "the waiter asked again after its grant notice";
     EXPECT_TRUE(waiter.is_held());
     EXPECT_EQ(std::to_string(waiter.fencing_token()), server.cli({"HGET", lock_key("woken"), "token"}));
-    // Confirmed: the grant's mark is gone, a new operation id is recorded,
-    // and the validity counts the full lease.
-    EXPECT_TRUE(eventually([&] { return server.cli({"HEXISTS", lock_key("woken"), "granted"}) == "0"; }, 5s));
-    EXPECT_NE(server.cli({"HGET", lock_key("woken"), "seq"}), "0");
+    // Renewed: the validity counts the full lease, and the holder is named.
     EXPECT_TRUE(eventually([&] { return waiter.valid_until() > Clock::now() + 20s; }, 5s));
+    EXPECT_NE(server.cli({"HGET", lock_key("woken"), "holder"}), "");
     proxy.delay_replies(0ms);
     waiter.unlock();
-    EXPECT_EQ(server.cli({"EXISTS", lock_key("woken")}), "0");
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("woken")}), "0") << "its release was taken for a late copy";
+}
+
+namespace {
+// How many scripts the server runs from a holder's unlock that grants the
+// lock to a waiter asleep in line to that waiter's unlock, with `renew` for
+// the waiter's lease; the waiter's client's metrics after it.
+struct DirectGrantCost {
+    long scripts = 0;
+    double direct = 0, confirmations = 0;
+    bool held = false;
+};
+DirectGrantCost direct_grant_cost(bool renew) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri());
+    dlock::FairLock holder(holder_client, "cost");
+    dlock::FairLock waiter(waiter_client, "cost",
+                           {.renew = renew, .ownership = dlock::Ownership::handle, .waiter_lease = 6s});
+    // Every script this path runs is known to the server (no NOSCRIPT detour counted).
+    waiter.lock();
+    waiter.unlock();
+    holder.lock();
+    std::atomic<bool> got{false};
+    std::thread waiting([&] { got = waiter.try_lock_for(10s); });
+    EXPECT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key("cost") + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(300ms);  // answered busy, listening, asleep (its place is refreshed every 2 s)
+    const auto before = scripts_run(server);
+    holder.unlock();
+    waiting.join();
+    DirectGrantCost cost;
+    cost.held = got.load() && waiter.is_held();
+    if (!renew) (void)eventually([&] { return waiter.valid_until() > Clock::now() + 20s; });
+    if (waiter.is_held()) waiter.unlock();
+    cost.scripts = scripts_run(server) - before;
+    cost.direct = waiter_client.metrics().value("dlock_handoffs_total", {{"how", "direct"}});
+    cost.confirmations = waiter_client.metrics().value("dlock_grant_confirmations_total", {{"result", "confirmed"}});
+    EXPECT_EQ(server.cli({"EXISTS", lock_key("cost")}), "0") << "the waiter's unlock did not free the lock";
+    return cost;
+}
+}  // namespace
+
+// A lock granted directly and given back before its first renewal is due
+// costs the server the release that granted it and its own release: no
+// confirmation of its own (its renewals give it the full lease; the owner's
+// tombstone tells its release from a late copy of an older one).
+TEST(LockLine, ALockGrantedDirectlyAndReleasedSoonCostsTheServerOnlyTheTwoReleases) {
+    const auto cost = direct_grant_cost(true);
+    ASSERT_TRUE(cost.held);
+    EXPECT_EQ(cost.direct, 1);
+    EXPECT_EQ(cost.scripts, 2) << "a script besides the two releases";
+    EXPECT_EQ(cost.confirmations, 0);
+}
+
+// A fixed lease (renew = false) is never renewed: its direct grant is
+// confirmed at once to the full lease.
+TEST(LockLine, AFixedLeaseGrantedDirectlyIsConfirmedAtOnce) {
+    const auto cost = direct_grant_cost(false);
+    ASSERT_TRUE(cost.held);
+    EXPECT_EQ(cost.direct, 1);
+    EXPECT_EQ(cost.scripts, 3) << "the two releases and the confirmation";
+    EXPECT_EQ(cost.confirmations, 1);
 }
 
 // A grant notice for another wait of the same owner (an earlier one, given
@@ -376,9 +497,9 @@ TEST(LockLine, ALateLeaveOfAnEarlierWaitLeavesTheNextWaitsGrantAlone) {
     EXPECT_EQ(server.cli({"EXISTS", key}), "0");
 }
 
-// Once confirmed, a grant taken from its notice has an operation id newer
-// than any of its owner's: a late copy of an older release of that owner
-// (sent before it waited) is refused, and the lock stays held.
+// A grant taken from its notice: a late copy of an older release of its
+// owner (sent before it waited, so older than the wait's busy answer that
+// raised the owner's tombstone) is refused, and the lock stays held.
 TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
     dlock::support::RedisServer server;
     dlock::Client holder_client(server.uri()), waiter_client(server.uri());
@@ -392,7 +513,7 @@ TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
     holder.unlock();
     waiting.join();
     ASSERT_TRUE(got.load());
-    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", lock_key("old-release"), "granted"}) == "0"; }, 5s));
+    ASSERT_EQ(server.cli({"HEXISTS", lock_key("old-release"), "granted"}), "1") << "not a grant from the line";
     const auto key = lock_key("old-release");
     const std::string fence = key + ":fence", channel = key + ":ch", tombstone = key + ":done:" + owner,
                       line = key + ":line", places = key + ":places";
@@ -405,10 +526,10 @@ TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
 }
 
 // A waiter_lease longer than the lease: the woken holder's validity counts
-// the waiter_lease from its place, and its confirmation must not cut the
-// key's expiry below that (it set the bare lease, and the fault suite's
-// holder-pause class found two holders in the gap).
-TEST(LockLine, TheConfirmationNeverShortensTheLockBelowTheWokenHoldersValidity) {
+// the waiter_lease from its place, and its first renewal must not cut the
+// key's expiry below that (a confirmation that set the bare lease let the
+// fault suite's holder-pause class find two holders in the gap).
+TEST(LockLine, TheFirstRenewalNeverShortensTheLockBelowTheWokenHoldersValidity) {
     dlock::support::RedisServer server;
     dlock::Client holder_client(server.uri()), waiter_client(server.uri());
     dlock::FairLock holder(holder_client, "long-place");
@@ -422,7 +543,8 @@ TEST(LockLine, TheConfirmationNeverShortensTheLockBelowTheWokenHoldersValidity) 
     holder.unlock();
     waiting.join();
     ASSERT_TRUE(got.load());
-    ASSERT_TRUE(eventually([&] { return server.cli({"HEXISTS", lock_key("long-place"), "granted"}) == "0"; }, 5s));
+    // Its first renewal names the holder (a third of the way into the 1 s lease).
+    ASSERT_TRUE(eventually([&] { return server.cli({"HGET", lock_key("long-place"), "holder"}) != ""; }, 5s));
     // The server's first, then the client's: what the client believes can
     // only shrink meanwhile (read the other way round, the time redis-cli
     // takes to start on a busy machine counted against the server).
