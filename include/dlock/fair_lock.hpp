@@ -19,7 +19,7 @@
 // leaves the line at once, and gives back a grant that reached it too late.
 // A waiter whose process died leaves the line within
 // LockOptions::waiter_lease; a waiter granted the lock just before it died
-// holds it for about a waiter_lease at most (the unconfirmed grant's lease:
+// holds it for about a waiter_lease at most (the grant's own lease until its first renewal:
 // the longer of the releaser's waiter_lease and the rest of its place). A holder
 // whose lease ran out without a release passes the lock to the first in
 // line within about a third of waiter_lease.

@@ -41,12 +41,15 @@
 // line (direct grant: a new fencing token, and a notice on that waiter's
 // client's inbox, the one subscriber connection per client); only that
 // waiter wakes, and it returns holding the lock without another round trip.
-// Its validity until the grant is confirmed counts waiter_lease from the
-// send time of the last request the server confirmed kept its place (the
-// grant is leased at least until that place would have ended), so it is
-// short; the confirmation (the full lease, from its own send time) leaves
-// at once, and the owner's next call on the lock goes after it. With
-// replica_ack the waiter confirms first, and WAITs for replicas. A place
+// Its validity until its first renewal counts waiter_lease from the send
+// time of the last request the server confirmed kept its place (the grant
+// is leased at least until that place would have ended), so it is short;
+// the lease keeper renews it a third of the way into that validity, and a
+// lock unlocked before then costs the server nothing more than its release.
+// With a fixed lease (renew false) a confirmation (the full lease, from its
+// own send time) leaves at once, and the owner's next call on the lock goes
+// after it. With replica_ack the waiter confirms first, and WAITs for
+// replicas. A place
 // is kept alive by the client's lease keeper (LockOptions::waiter_lease); a
 // waiter also wakes when the holder's lease must have ended. A thread of the
 // same process releasing the lock may instead hand it straight to its

@@ -23,9 +23,10 @@
 //                      before a renewal was confirmed), refused (the server
 //                      said it is not ours), revoked (force-released)
 //   dlock_renewals_total{result}        renewed, refused, failed (no answer)
-//   dlock_grant_confirmations_total{result}  a grant taken from the server's
-//                      line, confirmed, refused or failed (no answer); not
-//                      counted as a renewal
+//   dlock_grant_confirmations_total{result}  a grant of a fixed lease (renew
+//                      false) taken from the server's line: confirmed,
+//                      refused or failed (no answer); not counted as a
+//                      renewal (a renewed lease sends no confirmation)
 //   dlock_handoffs_total{how}           local (from a thread of this process),
 //                                       direct (granted in the server's line)
 //   dlock_waiting_callers{kind}         gauge: calls queued now

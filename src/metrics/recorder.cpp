@@ -307,7 +307,7 @@ void MetricsRecorder::collect(const std::function<void(const Metrics::Family&)>&
     };
     counters("dlock_renewals_total", "Lease renewals by result.", "result", renewals_, renewal_names);
     counters("dlock_grant_confirmations_total",
-             "Confirmations of grants taken from the server's line (direct hand-offs), by result.", "result",
+             "Confirmations of grants of fixed leases taken from the server's line (direct hand-offs), by result.", "result",
              grant_confirmations_, confirmation_names);
     counters("dlock_handoffs_total", "Grants passed on without a free lock: local (a thread of this process) or "
                                      "direct (the server's line).",

@@ -239,20 +239,22 @@ TEST(SemaphorePaths, TheLastReleasePublishesFreeOnlyWhenSomeoneWaitsForIt) {
 // A client of the previous scripts (tests/data/semaphore2/) beside this
 // version's: each one's grants, releases, expiries and renewals keep the
 // count the sum of the live permits, and neither grants past the limit.
+// The brief permits' 400 ms leases outlast the few calls that count on them
+// on a loaded machine (100 ms did not, once, beside the whole suite).
 TEST(SemaphorePaths, ThePreviousScriptsAndTheseKeepOneCount) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri()), old_side(server.uri());
     OldSemaphoreClient old(old_side, "mixed2", "semaphore2");
-    OldSemaphoreClient old_brief(old_side, "mixed2", "semaphore2", "100");
+    OldSemaphoreClient old_brief(old_side, "mixed2", "semaphore2", "400");
     auto sem = current(client, "mixed2");
-    auto brief = current(client, "mixed2", "100");
+    auto brief = current(client, "mixed2", "400");
     const auto used = [&] { return server.cli({"HGET", semaphore_key("mixed2") + ":state", "used"}); };
     ASSERT_EQ(answer(old.acquire("o:a!#1", "try", "3")), 1);
     ASSERT_EQ(answer(sem.acquire("n:a!#1", "try", "3")), 1);
     ASSERT_EQ(answer(brief.acquire("n:brief!#1", "try", "3")), 1);
     EXPECT_EQ(used(), "3");
     EXPECT_EQ(answer(old.acquire("o:b!#1", "try", "3")), 0);
-    std::this_thread::sleep_for(250ms);  // n:brief's lease ends, unpruned
+    std::this_thread::sleep_for(550ms);  // n:brief's lease ends, unpruned
     // The previous scripts prune it on their next call, and count it back.
     ASSERT_EQ(answer(old.acquire("o:b!#1", "try", "3")), 1);
     EXPECT_EQ(used(), "3");
@@ -262,7 +264,7 @@ TEST(SemaphorePaths, ThePreviousScriptsAndTheseKeepOneCount) {
     EXPECT_EQ(sem.release("o:a!#1"), 1);  // a permit of the old client, released by these scripts
     EXPECT_EQ(used(), "2");
     ASSERT_EQ(answer(old_brief.acquire("o:brief!#1", "try", "3")), 1);
-    std::this_thread::sleep_for(250ms);
+    std::this_thread::sleep_for(550ms);
     // These scripts' grant does not fit beside the expired old permit by the count: they prune it.
     ASSERT_EQ(answer(sem.acquire("n:b!#1", "try", "3")), 1);
     EXPECT_EQ(used(), "3");
