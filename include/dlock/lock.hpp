@@ -259,10 +259,10 @@ public:
     // (lease_lost) or that fails goes to LockOptions::on_unlock_error, run
     // on the client's I/O thread. No hand-off to this process's waiters on
     // this path. A re-entered hold (count > 1) is released as unlock()
-    // does, waiting for the answer. Right after a lock granted directly
-    // from the line (see "Waiting"), it first waits for that grant's
-    // confirmation to be answered (about a round trip), which must reach
-    // the server before any release. Never throws.
+    // does, waiting for the answer. Right after a lock of a fixed lease
+    // (renew false) granted directly from the line (see "Waiting"), it first
+    // waits for that grant's confirmation to be answered (about a round
+    // trip), which must reach the server before any release. Never throws.
     void unlock_nowait() noexcept;
 
     // All of these are about the caller's own hold (thread or handle).

@@ -98,14 +98,17 @@ struct LockIdentity {
     // hold is not owner's any more.
     virtual HoldCall renewal(const std::string& owner) const;
     // A release of all of owner's hold as the client stops (operation: a
-    // fresh operation id). Its answer is not read.
-    virtual HoldCall final_release(const std::string& owner, const std::string& operation) const;
+    // fresh operation id; grant_arrival: Hold::grant_arrival). Its answer is
+    // not read.
+    virtual HoldCall final_release(const std::string& owner, const std::string& operation,
+                                   const std::string& grant_arrival) const;
 
     // release.lua's keys and arguments: release `how_many` holds (or "all")
-    // of owner as operation; undoing: only if that operation was the last.
-    // A final release grants the lock to the first waiter in line.
+    // of owner as operation; undoing: only if that operation was the last;
+    // grant_arrival: Hold::grant_arrival of the hold released. A final
+    // release grants the lock to the first waiter in line.
     HoldCall release(const std::string& owner, const std::string& operation, std::string how_many,
-                     const std::string& undoing = {}) const;
+                     const std::string& undoing = {}, const std::string& grant_arrival = {}) const;
 
     MetricsTag metrics;  // where its holds record their end
     std::string name;
@@ -123,7 +126,8 @@ struct ReleaseViews {
     // owner_tombstone: the owner's tombstone key when the caller keeps it
     // (empty: made here).
     ReleaseViews(const LockIdentity& id, std::string_view owner, std::string_view operation,
-                 std::string_view how_many, std::string_view undoing = {}, std::string_view owner_tombstone = {})
+                 std::string_view how_many, std::string_view undoing = {}, std::string_view owner_tombstone = {},
+                 std::string_view grant_arrival = {})
         : tombstone(owner_tombstone.empty() ? id.keys.tombstone(owner) : std::string()),
           keys{id.keys.lock,
                id.keys.fence(),
@@ -131,13 +135,13 @@ struct ReleaseViews {
                owner_tombstone.empty() ? std::string_view(tombstone) : owner_tombstone,
                id.keys.line(),
                id.keys.places()},
-          argv{owner, id.lease_ms, operation, how_many, id.retention_ms, undoing, id.waiter_lease_ms} {}
+          argv{owner, id.lease_ms, operation, how_many, id.retention_ms, undoing, id.waiter_lease_ms, grant_arrival} {}
     ReleaseViews(const ReleaseViews&) = delete;
     ReleaseViews& operator=(const ReleaseViews&) = delete;
 
     const std::string tombstone;
     const std::array<std::string_view, 6> keys;
-    const std::array<std::string_view, 7> argv;
+    const std::array<std::string_view, 8> argv;
 };
 
 // A Redlock's identity: every hold in a Masters' lease keeper has one.
@@ -161,6 +165,10 @@ struct Grant {
     // direct grant taken from its notice counts the waiter's waiter_lease
     // from the last request that kept its place.
     std::chrono::milliseconds lease{0};
+    // A Lock's direct grant: the arrival number of the wait it was for, which
+    // the hold's releases, hand-off and re-entries name (release.lua); 0 for
+    // every other grant.
+    std::uint64_t arrival = 0;
     std::chrono::milliseconds lease_or(std::chrono::milliseconds own) const { return lease.count() ? lease : own; }
 };
 
@@ -175,6 +183,9 @@ public:
     // object's CallOwner, Contributions): not copied per hold.
     const std::shared_ptr<const std::string> owner_name;
     const std::string& owner;
+    // Grant::arrival: what the hold's calls name while the server has its
+    // grant from the line unwritten by any of them (the text; empty for 0).
+    const std::string grant_arrival;
 
     // A consistent picture, for the queries of the lock objects.
     struct View {

@@ -74,7 +74,7 @@ bool LockCore::record_grant(const std::shared_ptr<const std::string>& owner, Own
 
 LockCore::Answer LockCore::send_acquire(const CallOwner& call_owner, std::string_view mode, GateTicket& ticket,
                                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
-                                        bool take_place, bool new_wait) {
+                                        bool take_place, bool new_wait, std::string_view grant_arrival) {
     const auto& keys = identity->keys;
     const auto& owner = call_owner.name;
     const auto& tombstone = call_owner.tombstone;
@@ -90,7 +90,7 @@ LockCore::Answer LockCore::send_acquire(const CallOwner& call_owner, std::string
     const auto holder = OwnerIds::holder_label();
     const std::string_view place = take_place ? std::string_view(identity->waiter_lease_ms) : std::string_view();
     std::string_view a[] = {owner, identity->lease_ms,        operation,  mode, identity->retention_ms, "1", holder,
-                            place, identity->waiter_lease_ms, new_wait ? "new" : ""};
+                            place, identity->waiter_lease_ms, new_wait ? "new" : "", grant_arrival};
     // Granted after the caller gave up, or its outcome never learnt: nobody
     // will use it. The undo also keeps a late copy from applying later. The
     // handler may run after the Lock is gone, so it keeps this core alive.
@@ -141,7 +141,7 @@ LockCore::Answer LockCore::send_acquire(const CallOwner& call_owner, std::string
 AcquisitionProtocol::Reentry LockCore::reenter(const std::shared_ptr<Hold>& hold, const CallOwner& owner,
                                                GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
                                                std::stop_token stop, std::error_code& ec) {
-    const auto answer = send_acquire(owner, "reenter", ticket, wait_until, stop);
+    const auto answer = send_acquire(owner, "reenter", ticket, wait_until, stop, false, false, hold->grant_arrival);
     bool give_back = false;
     const auto verdict = apply_reentry(*service, hold, answer, stop, identity->options.lease, give_back, ec);
     if (verdict == AcquisitionProtocol::Reentry::reentered) contributions_.add(this, hold);
@@ -185,7 +185,8 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
                                  GateTicket& ticket) {
     const auto direct = place.direct_grant();
     if (!direct || direct->place_kept == LockClock::time_point{}) return false;
-    const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease};
+    const Grant grant{direct->token, 1, direct->place_kept, LockClock::now(), identity->options.waiter_lease,
+                      direct->arrival};
     const bool renewed = identity->options.renew;
     // Its renewals bring the holder's label, which the server could not write.
     auto hold = adopt_grant(*service, identity, owner, slot, grant,
@@ -203,10 +204,10 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
     }
     // A renewed lease needs no confirmation of its own: the lease keeper
     // renews it a third of the way into the validity it has from its place
-    // (LeaseKeeper::track), and the owner's tombstone, raised by the wait's
-    // busy answers, tells its release, hand-off or re-entry from a late copy
-    // of one sent before the wait (release.lua). A lock given back before
-    // its first renewal costs the server its release and nothing more.
+    // (LeaseKeeper::track), and its release, hand-off or re-entry names the
+    // grant by its arrival (Hold::grant_arrival), which no late copy of one
+    // sent before the wait can (release.lua). A lock given back before its
+    // first renewal costs the server its release and nothing more.
     if (renewed) return true;
     // A fixed lease is never renewed: its confirmation (confirm_grant.lua)
     // gives it the full lease from its send time, and an operation id newer

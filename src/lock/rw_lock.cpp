@@ -47,7 +47,7 @@ HoldCall ReadIdentity::renewal(const std::string& owner) const {
     return {&rw_read_renew_script(), {std::string(keys.readers()), keys.reader_state(), std::string(keys.fence())}, {owner, lease_ms, retention_ms}};
 }
 
-HoldCall ReadIdentity::final_release(const std::string& owner, const std::string& operation) const {
+HoldCall ReadIdentity::final_release(const std::string& owner, const std::string& operation, const std::string&) const {
     return {&rw_read_release_script(),
             {std::string(keys.readers()), keys.reader_state(), std::string(keys.fence()), std::string(keys.channel()),
              keys.read_tombstone(owner), keys.lock, keys.waiting_writers()},
@@ -98,7 +98,7 @@ HoldCall RwLockCore::release_call(RwSide side, const std::string& owner, const s
                                     std::string how_many, const std::string& undoing) const {
     const auto& id = identity(side);
     if (side == RwSide::write) return id.release(owner, operation, std::move(how_many), undoing);
-    auto call = id.final_release(owner, operation);  // the read side's script, keys and arguments
+    auto call = id.final_release(owner, operation, {});  // the read side's script, keys and arguments
     call.argv[3] = std::move(how_many);
     if (!undoing.empty()) call.argv.push_back(undoing);
     return call;

@@ -28,7 +28,9 @@ enum class RwSide { write, read };
 struct ReadIdentity : LockIdentity {
     using LockIdentity::LockIdentity;
     HoldCall renewal(const std::string& owner) const override;
-    HoldCall final_release(const std::string& owner, const std::string& operation) const override;
+    // (A reader's hold never comes from a line: no grant_arrival.)
+    HoldCall final_release(const std::string& owner, const std::string& operation,
+                           const std::string& grant_arrival) const override;
 };
 
 class RwLockCore : public std::enable_shared_from_this<RwLockCore> {

@@ -10,6 +10,8 @@
 --   ARGV[8] place ms: when busy, take (or keep) a place in line for that long; '' for none (try_lock)
 --   ARGV[9] grant ms: the lease of a direct grant this call makes to the first waiter
 --   ARGV[10] 'new' for the first attempt of a wait: its place gets a new arrival number
+-- ARGV[11] (optional, 'reenter') the arrival number of the wait whose direct grant the caller
+--   holds ('granted', prelude.lua; release.lua): a re-entry of that grant names it
 --   A free lock goes to the first in line: the caller when it is first (or nobody waits), else
 --   that waiter (direct grant), and the caller is answered busy. A 'fresh' acquisition of a lock
 --   directly granted to the caller confirms the grant (a waiter that missed its notice): full
@@ -69,10 +71,10 @@ if not others then
   if state.owner == ARGV[1] then
     if ARGV[4] == 'reenter' then
       if state.granted then
-        -- Granted from the line (no operation id of the owner's set): a re-entry not newer
-        -- than the owner's tombstone is a late copy of one sent before the wait (release.lua).
-        -- A new one gives the hold its operation id, as a release would.
-        if op <= op_number(redis.call('GET', KEYS[3])) then return {-2} end
+        -- Granted from the line (no operation id of the owner's set): a re-entry that does
+        -- not name the grant is a late copy of one sent before the wait. One that does gives
+        -- the hold its operation id, as a release would.
+        if state.granted ~= ARGV[11] then return {-2} end
         redis.call('HDEL', KEYS[1], 'granted')
       end
       return reenter_exclusive(KEYS[1], KEYS[2], state.count, state.token, ARGV[3], ARGV[2], ARGV[5])

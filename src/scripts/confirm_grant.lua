@@ -1,8 +1,8 @@
 -- A waiter took a direct grant of a fixed lease (never renewed) as held from its notice and
 -- confirms it: the full lease from now (or the grant's own, if that ends later), an operation
 -- id newer than any earlier request of this owner, and its label. A renewed lease needs no
--- confirmation: its renewals give it the full lease, and the owner's tombstone tells its
--- releases from late copies of older ones (release.lua).
+-- confirmation: its renewals give it the full lease, and its releases name the grant by its
+-- arrival, which no late copy of an older release can (release.lua).
 -- KEYS[1] lock hash   KEYS[2] fence hash
 -- ARGV[1] owner   ARGV[2] lease ms   ARGV[3] operation id   ARGV[4] retention ms
 -- ARGV[5] the arrival number of the wait the grant was for   ARGV[6] who the holder is, for operators

@@ -3,6 +3,8 @@
 -- KEYS[1] lock hash   KEYS[2] fence hash   KEYS[3] the current owner's release tombstone
 -- ARGV[1] current owner   ARGV[2] next owner   ARGV[3] next owner's lease ms   ARGV[4] operation id
 -- ARGV[5] retention ms
+-- ARGV[6] (optional) the arrival number of the wait whose direct grant the current owner holds
+--   ('granted', prelude.lua; release.lua): a hand-off of that grant names it
 -- KEYS[4] line   KEYS[5] places (prelude.lua, "The line"): the next owner leaves the line
 -- Returns {1, token} with the next owner's new fencing token, or {0} when the
 -- caller does not hold the lock exactly once (lost, or still re-entered).
@@ -20,10 +22,9 @@ if op_number(ARGV[4]) <= op_number(redis.call('HGET', KEYS[1], 'seq')) then
   return {0}
 end
 -- Granted to the caller from the line (its grant set no operation id of the owner's): a
--- hand-off not newer than the owner's tombstone is a late copy of one sent before the wait
--- (release.lua).
+-- hand-off that does not name the grant is a late copy of one sent before the wait.
 local granted = redis.call('HGET', KEYS[1], 'granted')
-if granted and op_number(ARGV[4]) <= op_number(redis.call('GET', KEYS[3])) then
+if granted and granted ~= ARGV[6] then
   return {0}
 end
 local token = next_token(KEYS[2], true)

@@ -4,9 +4,9 @@
 -- ARGV[3] retention ms
 -- Keeps the waiter's place, and moves the line on when the lock is free without a release
 -- (its holder's lease ran out, or a waiter it was granted to died): the first in line is granted.
--- Returns 2 when the lock was granted to this waiter and awaits its confirmation (a grant
--- notice it may have missed), 1 when it is still in line, 0 when it is not (its place ran
--- out): its client asks again.
+-- Returns 2 when the lock was granted to this waiter from the line and none of its calls has
+-- named the grant yet (a grant notice it may have missed), 1 when it is still in line, 0 when
+-- it is not (its place ran out): its client asks again.
 local now = server_ms()
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner == ARGV[1] and redis.call('HGET', KEYS[1], 'granted') then return 2 end

@@ -311,9 +311,9 @@ end
 -- waiter's client last kept: that client may take the lock as held from
 -- the notice alone, valid until its last confirmed place-keeping request's
 -- send time + its waiter_lease. Its renewals give it the full lease; its
--- releases, hand-offs and re-entries are told from late copies of older
--- ones by the owner's tombstone (release.lua), and the first of them that
--- writes to the hash clears the mark. A fixed lease is confirmed at once
+-- releases, hand-offs and re-entries name the grant by its arrival, which
+-- no late copy of an older one can (release.lua), and the first of them
+-- that writes to the hash clears the mark. A fixed lease is confirmed at once
 -- (confirm_grant.lua), and a waiter that missed its notice confirms the
 -- grant with its next acquisition. A waiter that died meanwhile blocks the
 -- lock that long at most. Returns the new owner, or nil when nobody is in line.

@@ -6,6 +6,9 @@
 --   if it has not applied, the owner's tombstone is raised past it, so it never will
 -- With a line (prelude.lua, "The line"): KEYS[5] line   KEYS[6] places   ARGV[7] grant ms:
 --   a final release hands the lock straight to the first waiter in line (direct grant)
+-- ARGV[8] (optional) the arrival number of the wait whose direct grant the caller holds
+--   ('granted', prelude.lua): the grant wrote no operation id of its owner's, so a release
+--   applies to it only when it names the grant
 -- Returns the holds left (0: released; waiters told, or the first in line granted), -1 when the caller does not hold
 -- the lock, -2 for a late copy of an older operation, -3 when ARGV[6] was not the last.
 -- A retry with the same operation id answers as the first copy did: the final release
@@ -14,20 +17,17 @@
 -- answered busy while it was held ('w', prelude.lua). An operation undone while the owner
 -- holds the lock is noted in the hash ('u') too, so that a re-entry need not read the
 -- tombstone. Server calls (docs/design/server-work.md): a final release nobody waits for 4,
--- a release of a re-entry 4; one more (the tombstone read) for a hold granted from the line.
+-- a release of a re-entry 4.
 local undoing = ARGV[6] and ARGV[6] ~= ''
 -- The common paths come first, with the few helpers they use (acquire.lua): a release of
 -- the caller's own hold that nobody was answered busy for while it was held.
 local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'token', 'granted', 'w', 'u', 'v')
 local op = op_number(ARGV[3])
--- The caller's own hold, a new operation, and when undoing, the one undone was its last;
--- every other case answers below. A hold granted from the line ('granted': its grant set no
--- operation id of the owner's) is the caller's when the operation is newer than the owner's
--- tombstone: every wait is answered busy at least once, which raised the tombstone to that
--- attempt's id, so a late copy of a release sent before the wait is not newer (the tombstone
--- keeps ids for retention, the bound on a late copy everywhere here).
-local releases = h[1] == ARGV[1] and op > op_number(h[3]) and (not undoing or op_number(h[3]) == op_number(ARGV[6])) and
-                 (not h[5] or op > op_number(redis.call('GET', KEYS[4])))
+-- The caller's own hold (a grant from the line only when the call names it: a late copy of
+-- a release sent before the wait cannot), a new operation, and when undoing, the one undone
+-- was its last; every other case answers below.
+local releases = h[1] == ARGV[1] and (not h[5] or h[5] == ARGV[8]) and op > op_number(h[3]) and
+                 (not undoing or op_number(h[3]) == op_number(ARGV[6]))
 if releases then
   local count = 0
   if ARGV[4] ~= 'all' then count = (tonumber(h[2]) or 0) - tonumber(ARGV[4]) end
@@ -59,8 +59,8 @@ if not releases then
     if undoing then raise_tombstone(KEYS[4], ARGV[6], ARGV[5]) end
     return -1
   end
-  -- Granted to the caller from the line, and the operation is not newer than its wait: a
-  -- late copy of an older release (a grant its client gives up on leaves by line_leave.lua).
+  -- Granted to the caller from the line, and the call does not name the grant: a late copy
+  -- of an older release (a grant its client gives up on leaves by line_leave.lua).
   if state.granted then
     if undoing then return undo_held() end
     return -2

@@ -220,32 +220,31 @@ TEST(LockLine, AWaitersPlaceIsRefreshedWithoutAskingForTheLockAgain) {
 
 namespace {
 // A private server where owner c1:t1 was granted `name` from the line (seq
-// '0', 'granted' = its wait's arrival) after its wait's busy answer, whose
-// operation id 9 is in the owner's tombstone; and the owner's calls on it.
+// '0', 'granted' = its wait's arrival), and the owner's calls on it, each
+// naming a grant by `arrival` ('' for none, as every call before the wait).
+// No tombstone of the owner's is left: a copy can come later than retention.
 struct GrantFromTheLine {
     explicit GrantFromTheLine(const std::string& name)
         : key(lock_key(name)), fence(key + ":fence"), channel(key + ":ch"), tombstone(key + ":done:" + owner),
-          line(key + ":line"), places(key + ":places") {
-        server.cli({"SET", tombstone, "9", "PX", "600000"});
-    }
+          line(key + ":line"), places(key + ":places") {}
     void grant(const std::string& token, const std::string& arrival) {
         server.cli({"HSET", key, "owner", owner, "count", "1", "seq", "0", "token", token, "granted", arrival});
         server.cli({"PEXPIRE", key, "10000"});
     }
-    dlock::Reply release(std::string_view op, std::string_view how_many) {
+    dlock::Reply release(std::string_view op, std::string_view how_many, std::string_view arrival) {
         std::string_view keys[] = {key, fence, channel, tombstone, line, places};
-        std::string_view argv[] = {owner, "30000", op, how_many, "600000", "", "1500"};
+        std::string_view argv[] = {owner, "30000", op, how_many, "600000", "", "1500", arrival};
         return client.eval(dlock::detail::release_script(), keys, argv);
     }
-    dlock::Reply hand_off(std::string_view op) {
+    dlock::Reply hand_off(std::string_view op, std::string_view arrival) {
         std::string_view keys[] = {key, fence, tombstone, line, places};
-        std::string_view argv[] = {owner, "c1:t2", "30000", op, "600000"};
+        std::string_view argv[] = {owner, "c1:t2", "30000", op, "600000", arrival};
         return client.eval(dlock::detail::hand_off_script(), keys, argv);
     }
-    dlock::Reply reenter(std::string_view op) {
+    dlock::Reply reenter(std::string_view op, std::string_view arrival) {
         // The other kinds' keys: looked at only for a free name.
         std::string_view keys[] = {key, fence, tombstone, "r", "p", "w", line, places};
-        std::string_view argv[] = {owner, "30000", op, "reenter", "600000", "1", "", "", "1500", ""};
+        std::string_view argv[] = {owner, "30000", op, "reenter", "600000", "1", "", "", "1500", "", arrival};
         return client.eval(dlock::detail::acquire_script(), keys, argv);
     }
     std::string field(const std::string& name) { return server.cli({"HGET", key, name}); }
@@ -259,48 +258,55 @@ struct GrantFromTheLine {
 
 // A lock granted from the line carries no operation id of its new owner's
 // (seq '0'): a late copy of that owner's older release, hand-off or re-entry
-// (one that sat in a paused server's buffer) must leave it alone. The owner's
-// tombstone tells them apart: the wait's busy answer raised it to that
-// attempt's id, and anything sent before the wait is older.
+// (one that sat in a paused server's buffer, however long: its tombstone may
+// have expired) must leave it alone. The owner's calls on the grant name it by
+// its wait's arrival; a call sent before the wait, or for another wait, cannot.
 TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAGrantFromTheLineAlone) {
     GrantFromTheLine s("granted-late");
-    s.grant("5", "1");
-    EXPECT_EQ(s.release("7", "1").integer, -2) << "answered as a late copy";
-    auto handed = s.hand_off("8");
-    ASSERT_TRUE(handed.is_array());
-    EXPECT_EQ(handed.elements.at(0).integer, 0) << "not handed on";
-    auto reentered = s.reenter("6");
-    ASSERT_TRUE(reentered.is_array());
-    EXPECT_EQ(reentered.elements.at(0).integer, -2) << "a late re-entry applied";
+    s.grant("5", "1795000000000002");
+    for (const std::string other : {"", "1795000000000001"}) {
+        EXPECT_EQ(s.release("7", "1", other).integer, -2) << "arrival '" << other << "': answered as a late copy";
+        auto handed = s.hand_off("8", other);
+        ASSERT_TRUE(handed.is_array());
+        EXPECT_EQ(handed.elements.at(0).integer, 0) << "arrival '" << other << "': handed on";
+        auto reentered = s.reenter("9", other);
+        ASSERT_TRUE(reentered.is_array());
+        EXPECT_EQ(reentered.elements.at(0).integer, -2) << "arrival '" << other << "': a late re-entry applied";
+    }
     EXPECT_EQ(s.field("owner"), s.owner);
     EXPECT_EQ(s.field("count"), "1");
-    EXPECT_EQ(s.field("granted"), "1");
+    EXPECT_EQ(s.field("granted"), "1795000000000002");
     EXPECT_EQ(s.field("token"), "5");
 }
 
-// What the owner sends once it holds a grant from the line (newer than its
-// tombstone) applies without any confirmation: a re-entry and a release of it
-// give the hold their operation ids, a final release frees the lock, and a
-// resent copy of that release answers as the first did.
+// What the owner sends once it holds a grant from the line (naming it)
+// applies without any confirmation: a re-entry and a release of it give the
+// hold their operation ids, a final release frees the lock, and a resent copy
+// of that release answers as the first did.
 TEST(LockLine, TheOwnersNewOperationsApplyToAGrantFromTheLine) {
     GrantFromTheLine s("granted-new");
     s.grant("5", "1");
-    auto reentered = s.reenter("10");
+    auto reentered = s.reenter("10", "1");
     ASSERT_TRUE(reentered.is_array());
     EXPECT_EQ(reentered.elements.at(0).integer, 1);
     EXPECT_EQ(reentered.elements.at(2).integer, 2) << "not re-entered";
     EXPECT_EQ(s.field("granted"), "");
     EXPECT_EQ(s.field("seq"), "10");
-    EXPECT_EQ(s.release("11", "all").integer, 0);
+    EXPECT_EQ(s.release("11", "all", "1").integer, 0);
     EXPECT_EQ(s.server.cli({"EXISTS", s.key}), "0");
-    EXPECT_EQ(s.release("11", "all").integer, 0) << "a resent copy";
+    EXPECT_EQ(s.release("11", "all", "1").integer, 0) << "a resent copy";
 
-    // A final release straight on the grant, and a hand-off on another.
+    // A release of one of two holds, a final release straight on the grant,
+    // and a hand-off of another.
     s.grant("6", "2");
-    EXPECT_EQ(s.release("12", "1").integer, 0);
+    s.server.cli({"HSET", s.key, "count", "2"});
+    EXPECT_EQ(s.release("12", "1", "2").integer, 1);
+    EXPECT_EQ(s.field("granted"), "");
+    EXPECT_EQ(s.release("12", "1", "2").integer, 1) << "a resent copy";
+    EXPECT_EQ(s.release("13", "1", "2").integer, 0);
     EXPECT_EQ(s.server.cli({"EXISTS", s.key}), "0") << "the grant's own release was refused";
     s.grant("7", "3");
-    auto handed = s.hand_off("13");
+    auto handed = s.hand_off("14", "3");
     ASSERT_TRUE(handed.is_array());
     EXPECT_EQ(handed.elements.at(0).integer, 1) << "not handed on";
     EXPECT_EQ(s.field("owner"), "c1:t2");
@@ -498,8 +504,8 @@ TEST(LockLine, ALateLeaveOfAnEarlierWaitLeavesTheNextWaitsGrantAlone) {
 }
 
 // A grant taken from its notice: a late copy of an older release of its
-// owner (sent before it waited, so older than the wait's busy answer that
-// raised the owner's tombstone) is refused, and the lock stays held.
+// owner (sent before it waited, so naming no grant) is refused, and the lock
+// stays held.
 TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
     dlock::support::RedisServer server;
     dlock::Client holder_client(server.uri()), waiter_client(server.uri());
@@ -523,6 +529,44 @@ TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
     EXPECT_EQ(server.cli({"HGET", key, "owner"}), owner);
     EXPECT_TRUE(waiter.is_held());
     waiter.unlock();
+}
+
+// The same once the wait outlived retention (1 s here, a wait of 1.5 s): the
+// owner's tombstone, which its busy answer raised, is gone when the grant
+// comes, and a late copy of the release it sent before the wait must still
+// leave the grant alone (another client would take the lock beside it).
+TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantWhoseWaitOutlivedRetention) {
+    dlock::support::RedisServer server;
+    dlock::Client holder_client(server.uri()), waiter_client(server.uri()), other_client(server.uri());
+    const std::string name = "long-wait";
+    dlock::FairLock holder(holder_client, name);
+    dlock::FairLock waiter(waiter_client, name, {.ownership = dlock::Ownership::handle, .retention = 1s});
+    dlock::FairLock other(other_client, name);
+    waiter.lock();    // the client's operation 1
+    waiter.unlock();  // operation 2: the release a late copy of which comes below
+    holder.lock();
+    std::atomic<bool> got{false};
+    std::thread waiting([&] { got = waiter.try_lock_for(10s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", lock_key(name) + ":line"}) == "1"; }));
+    const auto owner = first_waiter(server, name).first;
+    const auto key = lock_key(name);
+    const std::string fence = key + ":fence", channel = key + ":ch", tombstone = key + ":done:" + owner,
+                      line = key + ":line", places = key + ":places";
+    std::this_thread::sleep_for(1500ms);
+    ASSERT_EQ(server.cli({"EXISTS", tombstone}), "0") << "the tombstone outlived retention: the case is not made";
+    holder.unlock();
+    waiting.join();
+    ASSERT_TRUE(got.load());
+    std::string_view keys[] = {key, fence, channel, tombstone, line, places};
+    std::string_view argv[] = {owner, "30000", "2", "1", "600000", "", "1500"};
+    EXPECT_EQ(holder_client.eval(dlock::detail::release_script(), keys, argv).integer, -2) << "applied as if new";
+    const bool other_got = other.try_lock();
+    EXPECT_FALSE(other_got) << "another client took the lock its waiter holds";
+    if (other_got) other.unlock();
+    std::error_code ec;
+    waiter.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_EQ(server.cli({"EXISTS", key}), "0");
 }
 
 // A waiter_lease longer than the lease: the woken holder's validity counts
