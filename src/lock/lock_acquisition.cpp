@@ -154,9 +154,11 @@ AttemptResult LockCore::attempt(const CallOwner& call_owner, OwnerSlot& slot, Ga
                                std::error_code& ec, LinePlace* place) {
     const auto& owner = call_owner.name;
     if (place) place->taken();
-    // Until the server has named this wait, its attempt starts a new one.
-    auto answer = send_acquire(call_owner, "fresh", ticket, wait_until, stop, place != nullptr,
-                               place && place->arrival() == 0);
+    // Until the server has named this wait, its attempt starts a new one;
+    // once it has, the attempt names it (a grant to it is confirmed).
+    const auto arrival = place ? place->arrival() : 0;
+    auto answer = send_acquire(call_owner, "fresh", ticket, wait_until, stop, place != nullptr, place && arrival == 0,
+                               arrival ? std::to_string(arrival) : std::string());
     if (!answer.known) return AttemptResult::walked_away();
     if (answer.ec == errc::wrong_type) {
         const auto& keys = identity->keys;

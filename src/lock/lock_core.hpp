@@ -113,7 +113,8 @@ private:
     // nobody will use (the caller walked away, too few replicas confirmed
     // it: replicas_not_acknowledged) is undone.
     // With take_place, a busy answer keeps (or takes) the owner's place in
-    // the server's line. A re-entry names the hold's grant_arrival.
+    // the server's line. grant_arrival: a re-entry names its hold's
+    // (Hold::grant_arrival), an attempt in line its wait's (acquire.lua).
     Answer send_acquire(const CallOwner& owner, std::string_view mode, GateTicket& ticket,
                         std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                         bool take_place = false, bool new_wait = false, std::string_view grant_arrival = {});

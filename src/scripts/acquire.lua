@@ -10,12 +10,15 @@
 --   ARGV[8] place ms: when busy, take (or keep) a place in line for that long; '' for none (try_lock)
 --   ARGV[9] grant ms: the lease of a direct grant this call makes to the first waiter
 --   ARGV[10] 'new' for the first attempt of a wait: its place gets a new arrival number
--- ARGV[11] (optional, 'reenter') the arrival number of the wait whose direct grant the caller
---   holds ('granted', prelude.lua; release.lua): a re-entry of that grant names it
+-- ARGV[11] (optional) the arrival number of a wait: for 'reenter', the wait whose direct grant
+--   the caller holds ('granted', prelude.lua; release.lua); for 'fresh', the caller's wait in
+--   line, when its client knows it: a grant to that wait is confirmed
 --   A free lock goes to the first in line: the caller when it is first (or nobody waits), else
 --   that waiter (direct grant), and the caller is answered busy. A 'fresh' acquisition of a lock
---   directly granted to the caller confirms the grant (a waiter that missed its notice): full
---   lease, new operation id, same token.
+--   directly granted to the caller confirms the grant when it names the grant's wait (a waiter
+--   that missed its notice): full lease, new operation id, same token. One that does not (a
+--   late copy of a call sent before the wait, or a waiter that never learnt its arrival) is
+--   answered busy, without a place: the grant's client may hold it from the notice.
 -- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does
 -- ({0, pttl, arrival} when the caller stands in line: its arrival number, which names its wait),
 -- {-1} for 'reenter' when the caller does not hold it any more, {-2} for a late copy of an older operation;
@@ -80,7 +83,15 @@ if not others then
       return reenter_exclusive(KEYS[1], KEYS[2], state.count, state.token, ARGV[3], ARGV[2], ARGV[5])
     end
     if state.granted then
-      return confirm_grant(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5], ARGV[7])
+      if state.granted == ARGV[11] then
+        return confirm_grant(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5], ARGV[7])
+      end
+      -- Not named: busy until the grant is named or its short lease ends. No place is taken:
+      -- a late copy would leave one in line that nobody refreshes, and may be granted to.
+      raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
+      local pttl = redis.call('PTTL', KEYS[1])
+      if pttl < 0 then pttl = tonumber(ARGV[2]) end
+      return {0, pttl}
     end
     -- 'fresh' although the server still has a hold of this owner that its
     -- client no longer tracks (a release that failed in transit, a grant

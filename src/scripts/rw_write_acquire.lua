@@ -51,7 +51,10 @@ local function must_wait(ms)
   end
   return {0, ms}
 end
-if owner == ARGV[1] then
+-- A Lock's direct grant to the same owner id that no call of its has named yet ('granted',
+-- prelude.lua) is not the write side's own: it never takes it over or re-enters it (a call of
+-- the owner's from before that wait could), and waits as for another owner's hold.
+if owner == ARGV[1] and not state.granted then
   if ARGV[4] == 'reenter' then
     return reenter_exclusive(KEYS[1], KEYS[2], state.count, state.token, ARGV[3], ARGV[2], ARGV[5])
   end

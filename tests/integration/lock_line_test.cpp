@@ -241,11 +241,19 @@ struct GrantFromTheLine {
         std::string_view argv[] = {owner, "c1:t2", "30000", op, "600000", arrival};
         return client.eval(dlock::detail::hand_off_script(), keys, argv);
     }
-    dlock::Reply reenter(std::string_view op, std::string_view arrival) {
+    // acquire.lua in `mode` ('reenter' or 'fresh', the latter as an attempt in line).
+    dlock::Reply acquire(std::string_view op, std::string_view mode, std::string_view arrival) {
         // The other kinds' keys: looked at only for a free name.
         std::string_view keys[] = {key, fence, tombstone, "r", "p", "w", line, places};
-        std::string_view argv[] = {owner, "30000", op, "reenter", "600000", "1", "", "", "1500", "", arrival};
+        std::string_view argv[] = {owner, "30000", op, mode, "600000", "1", "", "1500", "1500", "", arrival};
         return client.eval(dlock::detail::acquire_script(), keys, argv);
+    }
+    dlock::Reply reenter(std::string_view op, std::string_view arrival) { return acquire(op, "reenter", arrival); }
+    // An RwLock's write side of the same owner id, in `mode` ('try' or 'reenter').
+    dlock::Reply write_side(std::string_view op, std::string_view mode) {
+        std::string_view keys[] = {key, fence, tombstone, "r", "rs", "ww", "p", "w"};
+        std::string_view argv[] = {owner, "30000", op, mode, "600000", ""};
+        return client.eval(dlock::detail::rw_write_acquire_script(), keys, argv);
     }
     std::string field(const std::string& name) { return server.cli({"HGET", key, name}); }
 
@@ -272,7 +280,20 @@ TEST(LockLine, LateCopiesOfAReleaseOrHandOffLeaveAGrantFromTheLineAlone) {
         auto reentered = s.reenter("9", other);
         ASSERT_TRUE(reentered.is_array());
         EXPECT_EQ(reentered.elements.at(0).integer, -2) << "arrival '" << other << "': a late re-entry applied";
+        // A fresh acquisition (a waiter that missed its notice confirms the
+        // grant with one) must name it too: a late copy of one would write its
+        // old operation id, past which older copies would apply.
+        auto fresh = s.acquire("6", "fresh", other);
+        ASSERT_TRUE(fresh.is_array());
+        EXPECT_NE(fresh.elements.at(0).integer, 1) << "arrival '" << other << "': a late acquisition confirmed the grant";
+        EXPECT_EQ(s.server.cli({"EXISTS", s.line}), "0") << "arrival '" << other << "': it took a place in line";
+        for (const std::string mode : {"try", "reenter"}) {
+            auto written = s.write_side("5", mode);
+            ASSERT_TRUE(written.is_array());
+            EXPECT_NE(written.elements.at(0).integer, 1) << "an RwLock write side's late '" << mode << "' took the grant";
+        }
     }
+    EXPECT_EQ(s.field("seq"), "0");
     EXPECT_EQ(s.field("owner"), s.owner);
     EXPECT_EQ(s.field("count"), "1");
     EXPECT_EQ(s.field("granted"), "1795000000000002");
@@ -311,6 +332,16 @@ TEST(LockLine, TheOwnersNewOperationsApplyToAGrantFromTheLine) {
     EXPECT_EQ(handed.elements.at(0).integer, 1) << "not handed on";
     EXPECT_EQ(s.field("owner"), "c1:t2");
     EXPECT_EQ(s.field("granted"), "") << "the next owner's hold kept the grant's mark";
+
+    // A waiter that missed its notice asks again, naming its wait: confirmed.
+    s.server.cli({"DEL", s.key});
+    s.grant("8", "4");
+    auto confirmed = s.acquire("15", "fresh", "4");
+    ASSERT_TRUE(confirmed.is_array());
+    EXPECT_EQ(confirmed.elements.at(0).integer, 1);
+    EXPECT_EQ(confirmed.elements.at(1).integer, 8) << "the grant's token";
+    EXPECT_EQ(s.field("granted"), "");
+    EXPECT_EQ(s.field("seq"), "15");
 }
 
 // Places that ended together (a crowd of waiters cut off at once) are pruned
@@ -533,8 +564,9 @@ TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantTakenFromItsNotice) {
 
 // The same once the wait outlived retention (1 s here, a wait of 1.5 s): the
 // owner's tombstone, which its busy answer raised, is gone when the grant
-// comes, and a late copy of the release it sent before the wait must still
-// leave the grant alone (another client would take the lock beside it).
+// comes, and late copies of the acquisition, release and undo it sent before
+// the wait must still leave the grant alone (another client would take the
+// lock beside it).
 TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantWhoseWaitOutlivedRetention) {
     dlock::support::RedisServer server;
     dlock::Client holder_client(server.uri()), waiter_client(server.uri()), other_client(server.uri());
@@ -557,9 +589,20 @@ TEST(LockLine, ALateCopyOfAnOlderReleaseCannotEndAGrantWhoseWaitOutlivedRetentio
     holder.unlock();
     waiting.join();
     ASSERT_TRUE(got.load());
+    // Late copies of operation 1 (as it was sent: a fresh acquisition, no
+    // wait) and of operation 2 (the release), and of an undo of operation 1
+    // (what the client sends for an acquisition whose answer it never got).
+    std::string_view acquire_keys[] = {key, fence, tombstone, "r", "p", "w", line, places};
+    std::string_view acquire_argv[] = {owner, "30000", "1", "fresh", "1000", "1", "", "", "1500", ""};
+    auto acquired = holder_client.eval(dlock::detail::acquire_script(), acquire_keys, acquire_argv);
+    ASSERT_TRUE(acquired.is_array());
+    EXPECT_NE(acquired.elements.at(0).integer, 1) << "a late acquisition confirmed the grant";
+    EXPECT_EQ(server.cli({"HGET", key, "seq"}), "0");
     std::string_view keys[] = {key, fence, channel, tombstone, line, places};
     std::string_view argv[] = {owner, "30000", "2", "1", "600000", "", "1500"};
     EXPECT_EQ(holder_client.eval(dlock::detail::release_script(), keys, argv).integer, -2) << "applied as if new";
+    std::string_view undo_argv[] = {owner, "30000", "3", "all", "600000", "1", "1500"};
+    EXPECT_LT(holder_client.eval(dlock::detail::release_script(), keys, undo_argv).integer, 0) << "the undo applied";
     const bool other_got = other.try_lock();
     EXPECT_FALSE(other_got) << "another client took the lock its waiter holds";
     if (other_got) other.unlock();
