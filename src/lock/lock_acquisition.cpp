@@ -176,7 +176,12 @@ AttemptResult LockCore::attempt(const CallOwner& call_owner, OwnerSlot& slot, Ga
     }
     FreshAcquire fresh;
     const auto result = read_attempt(answer, ec, fresh, [&](const Grant& grant) {
-        return record_grant(call_owner.name_storage, slot, grant, answer.operation);
+        // An attempt naming its wait may be answered with that wait's grant
+        // from the line, which stays named by it (acquire.lua): the hold's
+        // calls name it too (a grant written afresh ignores the name).
+        Grant named = grant;
+        named.arrival = arrival;
+        return record_grant(call_owner.name_storage, slot, named, answer.operation);
     });
     if (place && result.kind == AttemptResult::Kind::busy) place->placed(fresh.arrival, answer.sent);
     if (place && result.kind == AttemptResult::Kind::granted) place->kept();  // the grant took the owner out of the line

@@ -16,7 +16,8 @@
 --   A free lock goes to the first in line: the caller when it is first (or nobody waits), else
 --   that waiter (direct grant), and the caller is answered busy. A 'fresh' acquisition of a lock
 --   directly granted to the caller confirms the grant when it names the grant's wait (a waiter
---   that missed its notice): full lease, new operation id, same token. One that does not (a
+--   that missed its notice): full lease, same token, the grant still named (prelude.lua,
+--   confirm_grant). One that does not (a
 --   late copy of a call sent before the wait, or a waiter that never learnt its arrival) is
 --   answered busy, without a place: the grant's client may hold it from the notice.
 -- Returns {1, token, count} when the caller holds it now, {0, pttl} when another owner does
@@ -84,7 +85,7 @@ if not others then
     end
     if state.granted then
       if state.granted == ARGV[11] then
-        return confirm_grant(KEYS[1], KEYS[2], state, ARGV[3], ARGV[2], ARGV[5], ARGV[7])
+        return confirm_grant(KEYS[1], KEYS[2], state, ARGV[2], ARGV[5], ARGV[7])
       end
       -- Not named: busy until the grant is named or its short lease ends. No place is taken:
       -- a late copy would leave one in line that nobody refreshes, and may be granted to.

@@ -340,16 +340,15 @@ local function grant_first_in_line(lock, fence, line, places, grant_ms, retentio
   return waiter
 end
 
--- The waiter a lock was granted to confirms it: the full lease from now, its
--- operation id (a resent copy of this call answers the same), its label.
-local function confirm_grant(lock, fence, state, op_id, lease, retention, label)
-  redis.call('HDEL', lock, 'granted')
-  if label and label ~= '' then
-    redis.call('HSET', lock, 'seq', op_id, 'holder', label)
-  else
-    redis.call('HSET', lock, 'seq', op_id)
-  end
-  redis.call('PEXPIRE', lock, lease)
+-- The waiter a lock was granted to asks for it, naming its wait (it missed the notice): the
+-- full lease from now (never less than the grant's own) and its label. The grant stays named
+-- by its arrival and writes no operation id of this call's: the waiter's client names the
+-- arrival in its calls on the hold (release.lua), and a late copy of the undo of one of the
+-- wait's attempts (release.lua ARGV[6], which names no arrival) can then never free it.
+-- A resent copy of this call answers the same.
+local function confirm_grant(lock, fence, state, lease, retention, label)
+  if label and label ~= '' then redis.call('HSET', lock, 'holder', label) end
+  redis.call('PEXPIRE', lock, lease, 'GT')
   keep_fence(fence, lease + retention)
   return {1, state.token, 1}
 end
