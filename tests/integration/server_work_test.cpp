@@ -162,10 +162,14 @@ dlock::LockOptions fixed_lease() {
 
 class ServerWork : public ::testing::Test {
 protected:
+    // These count and time what the server does; a command that waits past
+    // the default 5 s on a loaded machine (the sanitizer runs beside other
+    // builds) says nothing of that, so they wait longer.
+    static dlock::ClientOptions patient() { return {.command_timeout = std::chrono::seconds(30)}; }
     dlock::support::RedisServer server;
-    dlock::Client client{server.uri()};
-    dlock::Client other{server.uri()};
-    dlock::Client stats{server.uri()};
+    dlock::Client client{server.uri(), patient()};
+    dlock::Client other{server.uri(), patient()};
+    dlock::Client stats{server.uri(), patient()};
 };
 
 // The floor: a bare lock (SET NX PX, then an EVALSHA of a compare-and-delete,
