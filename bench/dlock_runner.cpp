@@ -179,6 +179,7 @@ struct Shared {
     int failures;
     long max_inside;  // semaphore: the most holders the server counted at once
     Cost cost[256];   // each process's, over the measured phase
+    double handoffs_local[256], handoffs_direct[256];  // each process's client's
 };
 
 // P processes x T threads on one lock that make_lock(client, process) gives.
@@ -256,6 +257,8 @@ int contended_on(const Flags& f, MakeLock make_lock) {
             const auto before = Cost::now();
             for (auto& w : workers) w.join();
             shared->cost[p] = Cost::now() - before;
+            shared->handoffs_local[p] = client.metrics().value("dlock_handoffs_total", {{"how", "local"}});
+            shared->handoffs_direct[p] = client.metrics().value("dlock_handoffs_total", {{"how", "direct"}});
             _exit(0);
         }
         children.push_back(pid);
@@ -263,7 +266,12 @@ int contended_on(const Flags& f, MakeLock make_lock) {
     for (auto pid : children) waitpid(pid, nullptr, 0);
     const int workers = processes * tasks;
     Cost spent;
-    for (int p = 0; p < processes; ++p) spent += shared->cost[p];
+    double handoffs_local = 0, handoffs_direct = 0;
+    for (int p = 0; p < processes; ++p) {
+        spent += shared->cost[p];
+        handoffs_local += shared->handoffs_local[p];
+        handoffs_direct += shared->handoffs_direct[p];
+    }
     long total = 0;
     double sum = 0, sum_sq = 0;
     Samples waits;
@@ -288,10 +296,12 @@ int contended_on(const Flags& f, MakeLock make_lock) {
         std::printf("{");
     }
     std::printf("\"acquisitions\": %ld, \"acq_per_s\": %.1f, \"wait_p50_us\": %.1f, \"wait_p99_us\": %.1f, "
-                "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s, %s}\n",
+                "\"wait_max_us\": %.1f, \"jain\": %.4f, \"counter\": %ld, \"counter_exact\": %s, "
+                "\"handoffs_local_per_op\": %.3f, \"handoffs_direct_per_op\": %.3f, %s}\n",
                 total, static_cast<double>(total) / std::chrono::duration<double>(duration).count(),
                 waits.percentile(50), waits.percentile(99), waits.max(), jain, counted,
-                counted == total ? "true" : "false", cost.c_str());
+                counted == total ? "true" : "false", total ? handoffs_local / static_cast<double>(total) : 0.0,
+                total ? handoffs_direct / static_cast<double>(total) : 0.0, cost.c_str());
     munmap(shared, sizeof(Shared));
     return 0;
 }

@@ -43,7 +43,8 @@
 // due for its refresh. A release (or a grant that leaves permits free, a
 // waiter that gives up, a force release) grants the first waiter in line its
 // permits inside that same script, and the next ones while their permits are
-// free, and tells each ("granted <id>"): the waiter returns holding them
+// free, and tells each on its client's inbox, not on the semaphore's
+// channel (only that client's subscriber reads it): the waiter returns holding them
 // with no further round trip. Such a permit is leased on the server until the
 // waiter's place would have ended; its valid_until() is the send time of the
 // last request that kept the place + waiter_lease - drift (never past what

@@ -17,20 +17,26 @@ std::uint64_t ChannelWatch::generation() {
     return generation_;
 }
 
+void ChannelWatch::granted(std::string_view id) {
+    std::lock_guard lock(mutex_);
+    granted_locked(id);
+}
+
+void ChannelWatch::granted_locked(std::string_view id) {
+    if (id.substr(0, own_prefix_.size()) != own_prefix_) return;  // another client's waiter
+    const std::string waiter(id);
+    if (auto it = sleepers_.find(waiter); it != sleepers_.end()) {
+        it->second->granted = true;
+        it->second->wake.notify_all();
+    } else if (auto known = granted_.find(waiter); known != granted_.end()) {
+        known->second = true;  // between two requests: its next sleep takes it
+    }
+}
+
 void ChannelWatch::on_message(Subscription::Event event, std::string_view payload) {
     std::lock_guard lock(mutex_);
-    if (event == Subscription::Event::message && payload.substr(0, grant_prefix.size()) == grant_prefix) {
-        const auto id = payload.substr(grant_prefix.size());
-        if (id.substr(0, own_prefix_.size()) != own_prefix_) return;  // another client's waiter
-        const std::string waiter(id);
-        if (auto it = sleepers_.find(waiter); it != sleepers_.end()) {
-            it->second->granted = true;
-            it->second->wake.notify_all();
-        } else if (auto known = granted_.find(waiter); known != granted_.end()) {
-            known->second = true;  // between two requests: its next sleep takes it
-        }
-        return;
-    }
+    if (event == Subscription::Event::message && payload.substr(0, grant_prefix.size()) == grant_prefix)
+        return granted_locked(payload.substr(grant_prefix.size()));
     if (event == Subscription::Event::message && payload.substr(0, own_prefix_.size()) != own_prefix_ &&
         payload.find('#') != std::string_view::npos)
         return;  // another client's waiter is called

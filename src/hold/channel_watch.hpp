@@ -5,10 +5,11 @@
 // that is not asleep (it is asking right now) or any other message, and a
 // resubscription (messages may have been missed), wake them all to ask
 // again. Messages naming another client's waiters are ignored. A grant
-// notice ('granted <id>': the server granted that waiter its permits
-// directly) goes to the waiter it names only (one asking right now, since
-// its last sleep or since expect(), finds it when it next sleeps); everyone
-// else ignores it. One
+// notice (the server granted that waiter its permits directly: 'granted
+// <id>' on the channel from the previous version's scripts, on the client's
+// inbox from this version's, which LockService hands to granted()) goes to
+// the waiter it names only (one asking right now, since its last sleep or
+// since expect(), finds it when it next sleeps); everyone else ignores it. One
 // subscription per channel and client, shared by every waiting thread; it
 // lives while someone waits.
 #pragma once
@@ -39,6 +40,10 @@ public:
     // seen, until wake_at, or stop. True when a grant notice for `id` came
     // (now or since its last sleep): the waiter holds its permits.
     bool wait_change(const std::string& id, std::uint64_t seen, LockClock::time_point wake_at, std::stop_token stop);
+    // A grant notice for waiter `id` (on the channel, or on the client's
+    // inbox): wakes it holding its permits, or keeps the notice for its next
+    // sleep while it asks; ignored for a waiter the watch does not know.
+    void granted(std::string_view id);
     // Waiter `id` is about to ask: a grant notice for it that comes before
     // it sleeps is kept for its next sleep. Call before its request is sent.
     void expect(const std::string& id);
@@ -61,6 +66,7 @@ private:
         bool granted = false;
     };
     void on_message(Subscription::Event event, std::string_view payload);
+    void granted_locked(std::string_view id);
 
     const std::string own_prefix_;
     std::mutex mutex_;

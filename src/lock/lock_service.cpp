@@ -117,6 +117,13 @@ void LockService::on_inbox(Subscription::Event event, std::string_view payload) 
     }
     if (const auto grant = read_grant_notice(payload))
         return line_waiters_.granted(grant->name, grant->owner, {grant->token, grant->arrival});
+    // Permits granted to a waiter of this client: its semaphore's watch
+    // wakes it (a watch that is gone had nobody waiting: the permit ends with
+    // the waiter's place).
+    if (const auto grant = read_permit_grant_notice(payload)) {
+        if (auto watch = watches_.existing(std::string(grant->channel))) watch->granted(grant->permit);
+        return;
+    }
     // A permit taken back: the notice names the permit, which is the hold's
     // owner (permits are not registered by name, and this is rare: a scan
     // of the live holds).

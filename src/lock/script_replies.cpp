@@ -236,4 +236,13 @@ std::optional<GrantNotice> read_grant_notice(std::string_view payload) {
     return GrantNotice{notice->owner, notice->numbers[0], notice->numbers[1], std::move(notice->name)};
 }
 
+std::optional<PermitGrantNotice> read_permit_grant_notice(std::string_view payload) {
+    constexpr std::string_view verb = "granted-permit ";
+    if (payload.substr(0, verb.size()) != verb) return std::nullopt;
+    payload.remove_prefix(verb.size());
+    const auto space = payload.find(' ');
+    if (space == 0 || space == std::string_view::npos || space + 1 == payload.size()) return std::nullopt;
+    return PermitGrantNotice{payload.substr(0, space), payload.substr(space + 1)};
+}
+
 }  // namespace dlock::detail

@@ -104,5 +104,14 @@ struct GrantNotice {
     std::string name;  // decoded from the key's tag
 };
 std::optional<GrantNotice> read_grant_notice(std::string_view payload);
+// The notice of a direct grant of permits to a waiter of this client
+// (semaphore_prelude.lua, tell_granted): "granted-permit <permit id>
+// <the semaphore's channel>". The channel may hold any byte, spaces too: it
+// is everything after the id, which holds none.
+struct PermitGrantNotice {
+    std::string_view permit;
+    std::string_view channel;
+};
+std::optional<PermitGrantNotice> read_permit_grant_notice(std::string_view payload);
 
 }  // namespace dlock::detail

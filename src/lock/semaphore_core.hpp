@@ -137,11 +137,14 @@ private:
     std::shared_ptr<Hold> take_direct(const std::string& permit, unsigned k, LockClock::time_point place_kept);
     std::shared_ptr<Hold> track(const std::string& permit, const Grant& grant);
 
-    // '!' before the '#k': this client takes direct grants (takes_grants in
-    // semaphore_prelude.lua); the scripts of clients before them read it as
-    // part of an opaque id, and call such a waiter rather than grant it.
+    // "!!" before the '#k': this client takes direct grants and hears them
+    // on its inbox (takes_grants and tell_granted in semaphore_prelude.lua).
+    // The scripts of the previous version read the id as ending '!#k' and
+    // tell the grant on the semaphore's channel, which the watch reads too;
+    // those from before direct grant read it as part of an opaque id, and
+    // call such a waiter rather than grant it.
     std::string new_permit_id(unsigned k) const {
-        return service->id() + ":s" + service->next_operation_id() + "!#" + std::to_string(k);
+        return service->id() + ":s" + service->next_operation_id() + "!!#" + std::to_string(k);
     }
     LockClock::time_point retry_window_end() const {
         const auto& options = client->options();

@@ -11,11 +11,13 @@
 -- KEYS[5] done: zset id -> the server-time (ms) it may be forgotten. '<id>' was released
 --   (a resent release is answered "released"); '~<id>' expired or was given up. Neither grants again.
 -- KEYS[6] the semaphore's channel: 'granted <id>' when the first waiter was granted its
---   permits (serve_line); the id alone when its permits are free and it must ask (a client
---   from before direct grant); 'limit' when the limit changed (every waiter asks again);
---   'free' when the last permit came back and nobody waits
+--   permits (serve_line) and its client hears grants here (tell_granted); the id alone when
+--   its permits are free and it must ask (a client from before direct grant); 'limit' when
+--   the limit changed (every waiter asks again); 'free' when the last permit came back and
+--   nobody waits
 -- A waiter's id is the permit id it asks for. Permit ids end in '#k': k permits; '!#k' when
--- the waiter's client takes direct grants (takes_grants).
+-- the waiter's client takes direct grants (takes_grants); '!!#k' when it also hears them on
+-- its own inbox (tell_granted).
 -- No client clock decides anything here: every time is the server's TIME.
 
 local function now_ms()
@@ -92,12 +94,25 @@ local function takes_grants(id)
   return string.find(id, '!#%d+$') ~= nil
 end
 
+-- Tells a waiter granted directly. One whose id ends '!!#k' hears it on its client's inbox
+-- (inbox_of, publish.lua; 'granted-permit <id> <the semaphore's channel>'): only that
+-- client's subscriber reads it. One whose id ends '!#k' (a client from before) hears it on
+-- the semaphore's channel ('granted <id>'), which every client waiting on the semaphore
+-- reads and all but one ignore.
+local function tell_granted(id)
+  if string.find(id, '!!#%d+$') then
+    publish(inbox_of(id, KEYS[1]), 'granted-permit ' .. id .. ' ' .. KEYS[6])
+  else
+    publish(KEYS[6], 'granted ' .. id)
+  end
+end
+
 -- Serves the line while the permits of the first in line are free, strictly
 -- in arrival order (a head whose k do not fit stops it). A head that takes
 -- direct grants is granted here: out of the line, its permits leased until
 -- its place would have ended (its client counts its waiter_lease from the
 -- last request that kept the place, so never past that), and told alone on
--- the channel ('granted <id>'); its first renewal gives it the full lease. A head of an
+-- its inbox or the channel (tell_granted); its first renewal gives it the full lease. A head of an
 -- older client is called by its id (only it wakes, no herd) and asks; its
 -- grant serves the next. Nothing is published when nobody is in line.
 -- Returns the permits in use after.
@@ -118,7 +133,7 @@ local function serve_line(limit, used, now, retention)
     granted = true
     live_for(KEYS[1], place - now + retention)
     live_for(KEYS[2], place - now + retention)
-    publish(KEYS[6], 'granted ' .. head)
+    tell_granted(head)
   end
   if granted then set_used(used) end
   return used

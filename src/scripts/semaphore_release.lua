@@ -9,7 +9,7 @@
 -- Server calls (docs/design/server-work.md): a release of a held permit when nobody is in line
 -- and nobody waits for the semaphore to be free 10; one that grants the first in line its
 -- permit 19 (was 30).
--- The common paths come first, with no helper but publish (cmake/GenerateScriptsHeader.cmake,
+-- The common paths come first, with no helper but publish and tell_granted (cmake/GenerateScriptsHeader.cmake,
 -- --@helpers): the release of a permit whose lease has not ended, when nobody is in line and
 -- nobody waits for the semaphore to be free ('w', mark_waited.lua), and one that
 -- hands the permit to the first in line. It prunes only the retired
@@ -79,7 +79,7 @@ elseif seen then
         -- counted it).
         redis.call('PEXPIRE', KEYS[1], place - now + retention, 'GT')
         redis.call('PEXPIRE', KEYS[2], place - now + retention, 'GT')
-        publish(KEYS[6], 'granted ' .. head)
+        tell_granted(head)
         return 1
       end
     end

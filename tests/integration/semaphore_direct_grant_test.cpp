@@ -6,6 +6,7 @@
 // notice, or delay it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <string>
@@ -15,6 +16,7 @@
 #include "dlock/client.hpp"
 #include "dlock/metrics.hpp"
 #include "dlock/semaphore.hpp"
+#include "channel_log.hpp"
 #include "eventually.hpp"
 #include "lock/semaphore_keys.hpp"
 #include "lock/semaphore_scripts.hpp"
@@ -107,6 +109,38 @@ TEST(SemaphoreDirectGrant, AReleaseGrantsTheFirstWaiterInsideItAndTheWaiterRetur
     p.release();
     EXPECT_EQ(s.server.cli({"ZCARD", semaphore_key("direct")}), "0");
     EXPECT_EQ(s.server.cli({"HGET", semaphore_key("direct") + ":state", "used"}), "0");
+}
+
+// A grant is told on the waiter's client inbox alone: the semaphore's
+// channel, which every client waiting on the semaphore reads (and all but
+// one would wake for nothing), carries no grant notice, and the waiter
+// returns holding its permit without asking again.
+TEST(SemaphoreDirectGrant, AGrantIsToldOnTheWaitersInboxNotOnTheSemaphoresChannel) {
+    WaiterAndHolder s("inbox");
+    dlock::Client onlooker(s.server.uri());
+    dlock::support::ChannelLog log(onlooker, "inbox");
+    auto held = s.holder_sem.acquire();
+    std::string id;
+    auto waited = s.first_waiter("inbox", id);
+    EXPECT_NE(id.find("!!#1"), std::string::npos) << "not marked as hearing grants on its inbox: " << id;
+    s.proxy.hold_requests(true);  // it must not need a request to take its permit
+    held.release();
+    ASSERT_EQ(waited.wait_for(5s), std::future_status::ready) << "the waiter did not hear its grant";
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p.id(), id);
+    // Whatever the release published on the channel is read before this.
+    const std::string marker = "marker";
+    s.server.cli({"PUBLISH", dlock::detail::SemaphoreKeys("inbox").channel(), marker});
+    ASSERT_TRUE(eventually([&] {
+        const auto all = log.messages();
+        return std::find(all.begin(), all.end(), marker) != all.end();
+    }));
+    for (const auto& message : log.messages())
+        EXPECT_NE(message.rfind("granted", 0), 0u) << "a grant notice on the semaphore's channel: " << message;
+    s.proxy.hold_requests(false);
+    p.release();
+    EXPECT_EQ(s.server.cli({"HGET", semaphore_key("inbox") + ":state", "used"}), "0");
 }
 
 // Strict arrival order: the release grants the first in line while its k

@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "dlock/client.hpp"
+#include "dlock/metrics.hpp"
 #include "dlock/script.hpp"
 #include "dlock/semaphore.hpp"
 #include "dlock/subscription.hpp"
 #include "eventually.hpp"
 #include "lock/semaphore_keys.hpp"
+#include "channel_log.hpp"
 #include "old_semaphore_client.hpp"
 #include "redis_server.hpp"
 #include "server_keys.hpp"
@@ -31,33 +33,11 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using dlock::support::eventually;
 
+using dlock::support::ChannelLog;
 using dlock::support::OldSemaphoreClient;
 using dlock::test::semaphore_key;
 
 namespace {
-
-// Every message on the semaphore's channel.
-class ChannelLog {
-public:
-    ChannelLog(dlock::Client& client, const std::string& name)
-        : subscription_(client.subscribe(dlock::detail::SemaphoreKeys(name).channel(),
-                                         [this](dlock::Subscription::Event event, std::string_view payload) {
-                                             if (event != dlock::Subscription::Event::message) return;
-                                             std::lock_guard lock(mutex_);
-                                             messages_.emplace_back(payload);
-                                         })) {
-        EXPECT_TRUE(subscription_.wait_active(Clock::now() + 5s));
-    }
-    std::vector<std::string> messages() {
-        std::lock_guard lock(mutex_);
-        return messages_;
-    }
-
-private:
-    std::mutex mutex_;
-    std::vector<std::string> messages_;
-    dlock::Subscription subscription_;
-};
 
 bool contains(const std::vector<std::string>& all, const std::string& one) {
     return std::find(all.begin(), all.end(), one) != all.end();
@@ -168,4 +148,53 @@ TEST(SemaphoreUpgrade, AMixedLineWithWeightsKeepsItsCount) {
     EXPECT_EQ(old.release("oldclient:s2#1"), 1);
     EXPECT_EQ(used(), "0");
     EXPECT_EQ(server.cli({"ZCARD", semaphore_key("mixcount") + ":queue"}), "0");
+}
+
+// The previous version's scripts (tests/data/semaphore2/) tell a direct
+// grant on the semaphore's channel: a waiter of this version, whose id they
+// read as one that takes direct grants, hears it there and returns holding
+// its permit, long before its next refresh.
+TEST(SemaphoreUpgrade, APreviousReleaseTellsThisVersionsWaiterOnTheChannel) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client old_side(server.uri());
+    dlock::Semaphore sem(client, "prevrelease", {.limit = 1, .lease = 30s, .waiter_lease = 30s});
+    OldSemaphoreClient old(old_side, "prevrelease", "semaphore2");
+    ChannelLog log(old_side, "prevrelease");
+    ASSERT_EQ(old.acquire("o:a!#1", "try", "1").elements.at(0).integer, 1);
+    auto waited = std::async(std::launch::async, [&] { return sem.try_acquire_for(20s); });
+    ASSERT_TRUE(eventually([&] { return server.cli({"ZCARD", semaphore_key("prevrelease") + ":queue"}) == "1"; }));
+    std::this_thread::sleep_for(200ms);
+    const auto id = server.cli({"ZRANGE", semaphore_key("prevrelease") + ":queue", "0", "0"});
+    const auto released_at = Clock::now();
+    EXPECT_EQ(old.release("o:a!#1"), 1);
+    ASSERT_EQ(waited.wait_for(5s), std::future_status::ready) << "the waiter did not hear its grant on the channel";
+    auto p = waited.get();
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p.id(), id);
+    EXPECT_LT(Clock::now() - released_at, 3s) << "woken by its refresh (every 10 s), not by the notice";
+    EXPECT_TRUE(eventually([&] { return contains(log.messages(), "granted " + id); }));
+    EXPECT_EQ(client.metrics().value("dlock_handoffs_total", {{"how", "direct"}}), 1);
+    p.release();
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("prevrelease") + ":state", "used"}), "0");
+}
+
+// This version's release tells a waiter of the previous version (its id
+// ends '!#k': it reads grants on the semaphore's channel only) there, not
+// on an inbox it does not read.
+TEST(SemaphoreUpgrade, ThisReleaseTellsAPreviousVersionsWaiterOnTheChannel) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    dlock::Client old_side(server.uri());
+    dlock::Semaphore sem(client, "prevwaiter", {.limit = 1, .waiter_lease = 30s});
+    OldSemaphoreClient old(old_side, "prevwaiter", "semaphore2");
+    ChannelLog log(old_side, "prevwaiter");
+    auto held = sem.acquire();
+    ASSERT_EQ(old.acquire("o:w!#1", "wait", "1").elements.at(0).integer, 0);
+    held.release();
+    EXPECT_TRUE(eventually([&] { return contains(log.messages(), "granted o:w!#1"); }))
+        << "the previous version's waiter was not told on the channel";
+    EXPECT_NE(server.cli({"ZSCORE", semaphore_key("prevwaiter"), "o:w!#1"}), "") << "not granted directly";
+    EXPECT_EQ(old.release("o:w!#1"), 1);
+    EXPECT_EQ(server.cli({"HGET", semaphore_key("prevwaiter") + ":state", "used"}), "0");
 }

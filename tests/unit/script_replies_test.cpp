@@ -320,3 +320,16 @@ TEST(ClusterSlots, KeySlotAndRoutingKey) {
                                      "*4\r\n$4\r\nEVAL\r\n$1\r\nx\r\n$1\r\n1\r\n", "*2\r\n$-1\r\n"})
         EXPECT_FALSE(dlock::detail::routing_key(hostile)) << hostile;
 }
+
+// A permit's direct grant is told on its waiter's client inbox, naming the
+// semaphore's channel (whose watch wakes the waiter); the channel is
+// everything after the permit id, spaces too.
+TEST(ScriptReplies, PermitGrantNoticeNamesThePermitAndTheChannel) {
+    const auto notice = dlock::detail::read_permit_grant_notice("granted-permit abc:s7!!#2 dlock:sem:{a b}:channel");
+    ASSERT_TRUE(notice);
+    EXPECT_EQ(notice->permit, "abc:s7!!#2");
+    EXPECT_EQ(notice->channel, "dlock:sem:{a b}:channel");
+    for (const char* bad : {"granted-permit abc:s7!!#2", "granted-permit abc:s7!!#2 ", "granted-permit  ch",
+                            "granted-permit ", "granted abc:s7!!#2 ch", "revoked-permit abc:s7!!#2 0 ch"})
+        EXPECT_FALSE(dlock::detail::read_permit_grant_notice(bad)) << bad;
+}
