@@ -10,7 +10,7 @@ Hold::Hold(std::shared_ptr<const LockIdentity> lock_, std::shared_ptr<const std:
     : lock(std::move(lock_)),
       owner_name(std::move(owner_)),
       owner(*owner_name),
-      grant_arrival(grant.arrival ? std::to_string(grant.arrival) : std::string()),
+      grant_arrival(grant.arrival, true),
       count_(grant.count),
       token_(grant.token),
       valid_until_(valid_until(grant.sent, grant.lease_or(lock->options.lease))),

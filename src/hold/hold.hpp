@@ -52,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/decimal_text.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
 #include "dlock/script.hpp"
@@ -101,14 +102,14 @@ struct LockIdentity {
     // fresh operation id; grant_arrival: Hold::grant_arrival). Its answer is
     // not read.
     virtual HoldCall final_release(const std::string& owner, const std::string& operation,
-                                   const std::string& grant_arrival) const;
+                                   std::string_view grant_arrival) const;
 
     // release.lua's keys and arguments: release `how_many` holds (or "all")
     // of owner as operation; undoing: only if that operation was the last;
     // grant_arrival: Hold::grant_arrival of the hold released. A final
     // release grants the lock to the first waiter in line.
     HoldCall release(const std::string& owner, const std::string& operation, std::string how_many,
-                     const std::string& undoing = {}, const std::string& grant_arrival = {}) const;
+                     const std::string& undoing = {}, std::string_view grant_arrival = {}) const;
 
     MetricsTag metrics;  // where its holds record their end
     std::string name;
@@ -185,7 +186,7 @@ public:
     const std::string& owner;
     // Grant::arrival: what the hold's calls name while the server has its
     // grant from the line unwritten by any of them (the text; empty for 0).
-    const std::string grant_arrival;
+    const DecimalText grant_arrival;
 
     // A consistent picture, for the queries of the lock objects.
     struct View {

@@ -114,7 +114,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     // waits for an answer in any case); the head waits at most until its
     // own deadline.
     auto answer = run(hand_off_script(), {keys.lock, fence, tombstone, keys.line(), keys.places()},
-                      {hold->owner, next, next_lease, operation, identity->retention_ms, hold->grant_arrival}, std::nullopt,
+                      {hold->owner, next, next_lease, operation, identity->retention_ms, hold->grant_arrival.view()}, std::nullopt,
                       {}, no_gate, {});
     ec = answer.ec;
     const auto handed_token = ec ? std::nullopt : read_hand_off(answer.reply);
@@ -139,7 +139,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     // it), then our own hold, before the waiter tries again.
     undo(next, operation);
     GateTicket held_by_caller;
-    (void)run(identity->release(hold->owner, service->next_operation_id(), "all", {}, hold->grant_arrival), std::nullopt, {},
+    (void)run(identity->release(hold->owner, service->next_operation_id(), "all", {}, hold->grant_arrival.view()), std::nullopt, {},
               held_by_caller,
               {});
     queue->finish_handoff(head, std::nullopt);
@@ -165,7 +165,7 @@ void LockCore::release_holds(const std::string& owner, OwnerSlot& slot, GateTick
     // a deadline only until then.
     const auto operation = service->next_operation_id();
     const auto how_many = std::to_string(holds);
-    const ReleaseViews release(*identity, owner, operation, how_many, {}, tombstone, hold->grant_arrival);
+    const ReleaseViews release(*identity, owner, operation, how_many, {}, tombstone, hold->grant_arrival.view());
     auto answer = run(release_script(), release.keys, release.argv, wait_until, {}, ticket, {});
     apply_release(*service, slot, hold, holds, final_release, identity->options.lease, answer, ec);
 }
@@ -210,7 +210,7 @@ void LockCore::release_nowait(std::error_code& ec) {
     slot.clear(hold);
     service->keeper().forget(hold);
     const auto release_op = service->next_operation_id();
-    const ReleaseViews release(*identity, owner, release_op, "1", {}, call_owner->tombstone, hold->grant_arrival);
+    const ReleaseViews release(*identity, owner, release_op, "1", {}, call_owner->tombstone, hold->grant_arrival.view());
     service->unattended().send(client, release_script(), release.keys, release.argv, retry_window_end(),
                                [identity = identity](std::error_code outcome, Reply&& reply) {
                                    if (!outcome) {

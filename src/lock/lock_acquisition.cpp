@@ -141,7 +141,7 @@ LockCore::Answer LockCore::send_acquire(const CallOwner& call_owner, std::string
 AcquisitionProtocol::Reentry LockCore::reenter(const std::shared_ptr<Hold>& hold, const CallOwner& owner,
                                                GateTicket& ticket, std::optional<LockClock::time_point> wait_until,
                                                std::stop_token stop, std::error_code& ec) {
-    const auto answer = send_acquire(owner, "reenter", ticket, wait_until, stop, false, false, hold->grant_arrival);
+    const auto answer = send_acquire(owner, "reenter", ticket, wait_until, stop, false, false, hold->grant_arrival.view());
     bool give_back = false;
     const auto verdict = apply_reentry(*service, hold, answer, stop, identity->options.lease, give_back, ec);
     if (verdict == AcquisitionProtocol::Reentry::reentered) contributions_.add(this, hold);
@@ -157,8 +157,9 @@ AttemptResult LockCore::attempt(const CallOwner& call_owner, OwnerSlot& slot, Ga
     // Until the server has named this wait, its attempt starts a new one;
     // once it has, the attempt names it (a grant to it is confirmed).
     const auto arrival = place ? place->arrival() : 0;
+    const DecimalText arrival_text(arrival, true);
     auto answer = send_acquire(call_owner, "fresh", ticket, wait_until, stop, place != nullptr, place && arrival == 0,
-                               arrival ? std::to_string(arrival) : std::string());
+                               arrival_text.view());
     if (!answer.known) return AttemptResult::walked_away();
     if (answer.ec == errc::wrong_type) {
         const auto& keys = identity->keys;
@@ -225,10 +226,10 @@ bool LockCore::take_direct_grant(LinePlace& place, const std::shared_ptr<const s
     auto carried = std::make_shared<GateTicket>(std::move(ticket));
     const auto& keys = identity->keys;
     const auto operation = service->next_operation_id();
-    const auto arrival = std::to_string(direct->arrival);
+    const DecimalText arrival(direct->arrival);
     const auto holder = OwnerIds::holder_label();
     std::string_view k[] = {keys.lock, keys.fence()};
-    std::string_view a[] = {*owner, identity->lease_ms, operation, identity->retention_ms, arrival, holder};
+    std::string_view a[] = {*owner, identity->lease_ms, operation, identity->retention_ms, arrival.view(), holder};
     const auto sent = LockClock::now();
     service->unattended().send(
         client, confirm_grant_script(), k, a, retry_window_end(),

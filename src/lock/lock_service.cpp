@@ -21,13 +21,13 @@ HoldCall LockIdentity::renewal(const std::string& owner) const {
 }
 
 HoldCall LockIdentity::release(const std::string& owner, const std::string& operation, std::string how_many,
-                               const std::string& undoing, const std::string& grant_arrival) const {
+                               const std::string& undoing, std::string_view grant_arrival) const {
     const ReleaseViews views(*this, owner, operation, how_many, undoing, {}, grant_arrival);
     return {&release_script(), {views.keys.begin(), views.keys.end()}, {views.argv.begin(), views.argv.end()}};
 }
 
 HoldCall LockIdentity::final_release(const std::string& owner, const std::string& operation,
-                                     const std::string& grant_arrival) const {
+                                     std::string_view grant_arrival) const {
     return release(owner, operation, "all", {}, grant_arrival);
 }
 
@@ -330,7 +330,7 @@ void LockService::release_all_on_stop() {
     for (auto& hold : holds) {
         auto promise = std::make_shared<std::promise<void>>();
         done.push_back(promise->get_future());
-        auto call = hold->lock->final_release(hold->owner, next_operation_id(), hold->grant_arrival);
+        auto call = hold->lock->final_release(hold->owner, next_operation_id(), hold->grant_arrival.view());
         calls[call.script].push_back({std::move(call.keys), std::move(call.argv),
                                       [promise](std::error_code, Reply&&) { promise->set_value(); }});
     }

@@ -47,7 +47,7 @@ HoldCall ReadIdentity::renewal(const std::string& owner) const {
     return {&rw_read_renew_script(), {std::string(keys.readers()), keys.reader_state(), std::string(keys.fence())}, {owner, lease_ms, retention_ms}};
 }
 
-HoldCall ReadIdentity::final_release(const std::string& owner, const std::string& operation, const std::string&) const {
+HoldCall ReadIdentity::final_release(const std::string& owner, const std::string& operation, std::string_view) const {
     return {&rw_read_release_script(),
             {std::string(keys.readers()), keys.reader_state(), std::string(keys.fence()), std::string(keys.channel()),
              keys.read_tombstone(owner), keys.lock, keys.waiting_writers()},

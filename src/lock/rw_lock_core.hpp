@@ -30,7 +30,7 @@ struct ReadIdentity : LockIdentity {
     HoldCall renewal(const std::string& owner) const override;
     // (A reader's hold never comes from a line: no grant_arrival.)
     HoldCall final_release(const std::string& owner, const std::string& operation,
-                           const std::string& grant_arrival) const override;
+                           std::string_view grant_arrival) const override;
 };
 
 class RwLockCore : public std::enable_shared_from_this<RwLockCore> {

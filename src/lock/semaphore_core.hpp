@@ -51,7 +51,7 @@ struct SemaphoreIdentity : LockIdentity {
     HoldCall renewal(const std::string& permit) const override {
         return {&semaphore_renew_script(), keys_vector(), {permit, lease_ms, retention_ms}};
     }
-    HoldCall final_release(const std::string& permit, const std::string&, const std::string&) const override {
+    HoldCall final_release(const std::string& permit, const std::string&, std::string_view) const override {
         return {&semaphore_release_script(), keys_vector(), {permit, retention_ms, "release"}};
     }
     std::vector<std::string> keys_vector() const {
