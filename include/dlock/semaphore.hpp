@@ -38,13 +38,15 @@
 // within one waiter lease.
 //
 // Waiting never polls for permits: waiters sleep until a message on the
-// semaphore's channel (one subscriber connection per client, shared), until
+// semaphore's channel or the client's inbox (one subscriber connection per
+// client, shared), until
 // the next lease or place on the server runs out, or until their place is
 // due for its refresh. A release (or a grant that leaves permits free, a
 // waiter that gives up, a force release) grants the first waiter in line its
 // permits inside that same script, and the next ones while their permits are
-// free, and tells each on its client's inbox, not on the semaphore's
-// channel (only that client's subscriber reads it): the waiter returns holding them
+// free, and tells each on its client's inbox (only that client's subscriber
+// reads it; on the semaphore's channel while the inbox does not listen: a
+// client's first wait, or an ACL that refuses the inbox): the waiter returns holding them
 // with no further round trip. Such a permit is leased on the server until the
 // waiter's place would have ended; its valid_until() is the send time of the
 // last request that kept the place + waiter_lease - drift (never past what
@@ -57,9 +59,10 @@
 // extended to a full lease from that request; a waiter that gives up
 // (deadline, stop) while its grant is on its way gives it back; one that
 // died holds it at most until its place would have ended. A new limit wakes
-// every waiter to ask again. Permit ids carry '!' before '#k' (this client
-// takes direct grants); waiters of older clients, whose ids do not, are
-// called by their ids instead and ask, as they expect.
+// every waiter to ask again. Permit ids carry '!!' before '#k' (this client
+// takes direct grants and hears them on its inbox) or '!' (it takes them on
+// the semaphore's channel); waiters of older clients, whose ids carry
+// neither, are called by their ids instead and ask, as they expect.
 //
 // Retries: a request that fails in transit is resent with the same permit
 // id, which the scripts answer as they answered the first copy: a resent

@@ -138,13 +138,16 @@ private:
     std::shared_ptr<Hold> track(const std::string& permit, const Grant& grant);
 
     // "!!" before the '#k': this client takes direct grants and hears them
-    // on its inbox (takes_grants and tell_granted in semaphore_prelude.lua).
-    // The scripts of the previous version read the id as ending '!#k' and
-    // tell the grant on the semaphore's channel, which the watch reads too;
-    // those from before direct grant read it as part of an opaque id, and
-    // call such a waiter rather than grant it.
+    // on its inbox (takes_grants and tell_granted in semaphore_prelude.lua),
+    // when its inbox listens already (a client whose inbox the server's ACL
+    // refuses, or whose first wait it is, is told on the semaphore's
+    // channel: '!' alone). The scripts of the previous version read either
+    // as ending '!#k' and tell the grant on the channel, which the watch
+    // reads too; those from before direct grant read it as part of an
+    // opaque id, and call such a waiter rather than grant it.
     std::string new_permit_id(unsigned k) const {
-        return service->id() + ":s" + service->next_operation_id() + "!!#" + std::to_string(k);
+        const bool inbox = service->wait_for_inbox(name_inbox, LockClock::time_point::min(), {});
+        return service->id() + ":s" + service->next_operation_id() + (inbox ? "!!#" : "!#") + std::to_string(k);
     }
     LockClock::time_point retry_window_end() const {
         const auto& options = client->options();

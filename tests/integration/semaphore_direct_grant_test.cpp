@@ -143,6 +143,32 @@ TEST(SemaphoreDirectGrant, AGrantIsToldOnTheWaitersInboxNotOnTheSemaphoresChanne
     EXPECT_EQ(s.server.cli({"HGET", semaphore_key("inbox") + ":state", "used"}), "0");
 }
 
+// A client whose inbox the server's ACL refuses (it may use the semaphore's
+// channel) asks to be told its grants on the channel: they reach it at
+// once, not at its place's refresh (10 s here).
+TEST(SemaphoreDirectGrant, AClientWhoseInboxIsRefusedIsToldItsGrantOnTheChannel) {
+    dlock::support::RedisServer server(
+        {.acl_users = {{"sem", "on", ">pw", "~*", "resetchannels", "&dlock:sem:*", "+@all"}}});
+    const auto uri = "redis://sem:pw@127.0.0.1:" + std::to_string(server.port());
+    dlock::Client holder_client(uri), waiter_client(uri);
+    dlock::Semaphore holder(holder_client, "refused-inbox", {.limit = 1});
+    dlock::Semaphore waiter(waiter_client, "refused-inbox", {.limit = 1, .waiter_lease = 30s});
+    for (int round = 0; round < 2; ++round) {  // the client's first wait, and a later one
+        auto held = holder.acquire();
+        auto waited = std::async(std::launch::async, [&] { return waiter.try_acquire_for(25s); });
+        ASSERT_TRUE(eventually([&] { return first_in_line(server, "refused-inbox") != ""; }));
+        std::this_thread::sleep_for(200ms);
+        const auto released_at = Clock::now();
+        held.release();
+        ASSERT_EQ(waited.wait_for(5s), std::future_status::ready) << "round " << round << ": the grant was not heard";
+        auto p = waited.get();
+        ASSERT_TRUE(p);
+        EXPECT_LT(Clock::now() - released_at, 3s) << "round " << round << ": woken by its refresh, not by its grant";
+        EXPECT_EQ(p.id().find("!!#"), std::string::npos) << "asked for notices on an inbox it cannot read: " << p.id();
+        p.release();
+    }
+}
+
 // Strict arrival order: the release grants the first in line while its k
 // permits fit, and stops at the first whose k do not (the one behind it,
 // which would fit, waits too).
