@@ -259,7 +259,9 @@ TEST(CliConventions, HoldReleasesOnSigtermAndReportsALostLease) {
     EXPECT_EQ(dlock_cli({"--url", server.uri(), "release", "--force", "k"}).code, 0);
     f = finish(holding);
     EXPECT_EQ(f.code, 79) << f.err;
-    EXPECT_NE(f.err.find("the lock on k was lost: "), std::string::npos) << f.err;
+    // Heard from the revocation ("was lost: ") or, when stdin closed first
+    // on a loaded machine, from the release ("was lost before the end: ").
+    EXPECT_NE(f.err.find("the lock on k was lost"), std::string::npos) << f.err;
 }
 
 TEST(CliConventions, WaitFreeWaitsWithoutTakingTheLock) {
