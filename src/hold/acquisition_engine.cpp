@@ -71,7 +71,8 @@ private:
         }
         call_.meter.waiting();
         queue_ = queues.queue(kind_.queue_name());
-        ticket_ = queue_->enqueue();
+        const void* tag = kind_.seat_tag();
+        ticket_ = queue_->enqueue(tag ? call_.owner() : std::string(), tag);
         return queue_->wait_turn(ticket_, call_.deadline, call_.stop);
     }
 

@@ -151,6 +151,10 @@ public:
     // the server itself.
     virtual QueueRegistry* queues() { return nullptr; }
     virtual const std::string& queue_name() const { return name(); }
+    // Which lock (and options) a waiter in the local queue waits with, when
+    // a hand-off of that lock may place it in the server's line before its
+    // turn (NameQueue's seats); null: never placed by another.
+    virtual const void* seat_tag() const { return nullptr; }
     // Try once even while others of this process wait (they wait for us).
     virtual bool jump_queue(const AcquisitionCall&) const { return false; }
 

@@ -6,9 +6,12 @@
 
 namespace dlock::detail {
 
-std::uint64_t NameQueue::enqueue() {
+std::uint64_t NameQueue::enqueue(std::string owner, const void* tag) {
     std::lock_guard lock(mutex_);
-    waiters_.emplace_back().ticket = next_ticket_;
+    auto& waiter = waiters_.emplace_back();
+    waiter.ticket = next_ticket_;
+    waiter.owner = std::move(owner);
+    waiter.tag = tag;
     return next_ticket_++;
 }
 
@@ -31,8 +34,10 @@ bool NameQueue::wait_turn(std::uint64_t ticket, std::optional<LockClock::time_po
 }
 
 void NameQueue::leave(std::uint64_t ticket) {
+    std::shared_ptr<void> untaken_seat;  // given back once the lock is let go (its destructor calls out)
     std::lock_guard lock(mutex_);
     const bool was_head = !waiters_.empty() && waiters_.front().ticket == ticket;
+    if (auto* me = find_locked(ticket)) untaken_seat = std::move(me->seat);
     waiters_.remove_if([&](const Waiter& waiter) { return waiter.ticket == ticket; });
     // Only a new head has anything to do: the others keep sleeping.
     if (was_head) wake_head_locked();
@@ -78,15 +83,45 @@ std::optional<NameQueue::Handed> NameQueue::sleep_as_head(std::uint64_t seen, Lo
     return handed;
 }
 
-bool NameQueue::claim_head(std::string& owner, std::string& lease_ms, std::uint64_t& ticket) {
+bool NameQueue::claim_head(Claimed& claimed, const void* tag) {
     std::lock_guard lock(mutex_);
     if (waiters_.empty() || waiters_.front().hand_off != Waiter::HandOff::sleeping) return false;
     auto& head = waiters_.front();
     head.hand_off = Waiter::HandOff::receiving;
-    owner = head.owner;
-    lease_ms = head.lease_ms;
-    ticket = head.ticket;
+    claimed.owner = head.owner;
+    claimed.lease_ms = head.lease_ms;
+    claimed.ticket = head.ticket;
+    claimed.successor.clear();
+    if (auto next = std::next(waiters_.begin()); next != waiters_.end() && next->seat_state == Waiter::Seat::none &&
+                                                 tag && next->tag == tag && !next->owner.empty() &&
+                                                 next->owner != head.owner) {
+        next->seat_state = Waiter::Seat::claimed;
+        claimed.successor = next->owner;
+        claimed.successor_ticket = next->ticket;
+    }
     return true;
+}
+
+bool NameQueue::seat_successor(std::uint64_t ticket, std::shared_ptr<void> seat) {
+    std::lock_guard lock(mutex_);
+    auto* waiter = find_locked(ticket);
+    if (!waiter || waiter->seat_state != Waiter::Seat::claimed) return false;
+    waiter->seat_state = seat ? Waiter::Seat::ready : Waiter::Seat::none;
+    waiter->seat = std::move(seat);
+    waiter->wake.notify_all();  // it may be waiting for it (take_seat)
+    return true;
+}
+
+std::shared_ptr<void> NameQueue::take_seat(std::optional<LockClock::time_point> deadline, std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    auto& me = waiters_.front();  // the caller is the head
+    auto placed = [&] { return me.seat_state != Waiter::Seat::claimed; };
+    if (deadline) me.wake.wait_until(lock, stop, *deadline, placed);
+    else me.wake.wait(lock, stop, placed);
+    // Given up while claimed: seat_successor finds it settled, and the
+    // releasing thread gives back what the hand-off took.
+    me.seat_state = Waiter::Seat::settled;
+    return std::move(me.seat);
 }
 
 bool NameQueue::finish_handoff(std::uint64_t ticket, std::optional<Handed> handed) {

@@ -15,6 +15,14 @@
 // other processes, hand-offs continue only for a slice of time
 // (LockOptions::handoff_slice) after this process took the lock from the
 // server; then the lock is released and every process's head races for it.
+//
+// Seats (single-server locks): the hand-off may also place the waiter behind
+// the head in the server's line (hand_off.lua), so that it need not ask for
+// its place when its turn comes: the releasing thread claims it with the
+// head (claim_head), and gives it the place it took (seat_successor), which
+// it takes over as it becomes head (take_seat). A seat it never takes (it
+// left the queue first) is given back by its own end: the queue keeps it as
+// an opaque shared object whose destructor does that.
 #pragma once
 
 #include <condition_variable>
@@ -47,7 +55,9 @@ public:
         std::string operation;
     };
 
-    std::uint64_t enqueue();
+    // owner: the waiter's; tag: which lock (and options) it waits with:
+    // only a waiter of the releasing thread's is placed by its hand-off.
+    std::uint64_t enqueue(std::string owner = {}, const void* tag = nullptr);
     // Waits until ticket is at the head. False at the deadline or on stop.
     bool wait_turn(std::uint64_t ticket, std::optional<LockClock::time_point> deadline, std::stop_token stop);
     void leave(std::uint64_t ticket);
@@ -67,8 +77,24 @@ public:
                                        std::optional<LockClock::time_point> deadline, std::stop_token stop,
                                        const std::string& owner, const std::string& lease_ms);
     // A releasing thread: claims the sleeping head for a hand-off, when
-    // there is one. Fills owner, lease_ms and the head's ticket.
-    bool claim_head(std::string& owner, std::string& lease_ms, std::uint64_t& ticket);
+    // there is one, and the waiter behind it of the same tag, when it has
+    // not been placed or claimed yet (successor empty: none).
+    struct Claimed {
+        std::string owner, lease_ms;  // the head's
+        std::uint64_t ticket = 0;
+        std::string successor;  // the waiter behind it, to be placed in line
+        std::uint64_t successor_ticket = 0;
+    };
+    bool claim_head(Claimed& claimed, const void* tag);
+    // Ends the claim of a successor: `seat` is the place the hand-off took
+    // for it (null: none; it may be claimed again). False when it left the
+    // queue meanwhile, or gave up waiting for its seat: the caller's seat is
+    // then its own to give back (dropping it does).
+    bool seat_successor(std::uint64_t ticket, std::shared_ptr<void> seat);
+    // The head, as it begins to wait in line: the seat a hand-off placed it
+    // with, or null. Waits while a hand-off is placing it, though not past
+    // deadline or stop (the seat, when it comes, is then given back).
+    std::shared_ptr<void> take_seat(std::optional<LockClock::time_point> deadline, std::stop_token stop);
     // Ends the hand-off claimed for ticket: the head wakes holding the lock,
     // or (nullopt) goes back to waiting as before. False when that head gave
     // up on it meanwhile: what the hand-off gave is then the caller's to undo.
@@ -95,6 +121,12 @@ private:
         enum class HandOff { awake, sleeping, receiving } hand_off = HandOff::awake;
         std::string owner, lease_ms;
         std::optional<Handed> handed;
+        const void* tag = nullptr;
+        // Its seat: none (may be claimed), claimed (a hand-off is placing
+        // it), ready (`seat` waits to be taken), settled (taken, or given up:
+        // never claimed again).
+        enum class Seat { none, claimed, ready, settled } seat_state = Seat::none;
+        std::shared_ptr<void> seat;
     };
     Waiter* find_locked(std::uint64_t ticket);
     void wake_head_locked();

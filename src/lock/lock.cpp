@@ -8,6 +8,7 @@
 #include "dlock/fair_lock.hpp"
 #include "hold/async_hold_state.hpp"
 #include "hold/hold_queries.hpp"
+#include "line_seat.hpp"
 #include "lock_core.hpp"
 #include "public_surface.hpp"
 #include "lock_scripts.hpp"
@@ -102,9 +103,17 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     // The cheap test first: past the slice, no queue lookup (a shared mutex).
     if (LockClock::now() - slice_start >= identity->options.handoff_slice) return false;
     auto queue = service->existing_queue(identity->name);
-    std::string next, next_lease;
-    std::uint64_t head = 0;
-    if (!queue || !queue->claim_head(next, next_lease, head)) return false;
+    NameQueue::Claimed claimed;
+    if (!queue || !queue->claim_head(claimed, identity.get())) return false;
+    const auto& next = claimed.owner;
+    const auto head = claimed.ticket;
+    // The waiter behind the head takes its place in the server's line in
+    // this same call (a seat), rather than with an attempt of its own once
+    // the head has left: registered first, so that no grant notice for it
+    // is missed.
+    std::shared_ptr<LineSeat> seat;
+    if (!claimed.successor.empty() && claimed.successor != hold->owner)
+        seat = std::make_shared<LineSeat>(shared_from_this(), claimed.successor, queue);
     const auto& keys = identity->keys;
     const auto& fence = keys.fence();
     const auto tombstone = keys.tombstone(hold->owner);
@@ -114,11 +123,23 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     // waits for an answer in any case); the head waits at most until its
     // own deadline.
     auto answer = run(hand_off_script(), {keys.lock, fence, tombstone, keys.line(), keys.places()},
-                      {hold->owner, next, next_lease, operation, identity->retention_ms, hold->grant_arrival.view()}, std::nullopt,
-                      {}, no_gate, {});
+                      {hold->owner, next, claimed.lease_ms, operation, identity->retention_ms,
+                       hold->grant_arrival.view(), seat ? std::string_view(claimed.successor) : std::string_view(),
+                       seat ? std::string_view(identity->waiter_lease_ms) : std::string_view()},
+                      std::nullopt, {}, no_gate, {});
     ec = answer.ec;
-    const auto handed_token = ec ? std::nullopt : read_hand_off(answer.reply);
-    const bool handed = handed_token.has_value();
+    const auto handed_answer = ec ? std::nullopt : read_hand_off(answer.reply);
+    const std::uint64_t placed_arrival = handed_answer ? handed_answer->placed_arrival : 0;
+    const bool handed = handed_answer.has_value();
+    if (!claimed.successor.empty()) {
+        // Settled before the head wakes: the successor becomes head when it
+        // leaves, and waits for its seat. Not placed, or not known to be (no
+        // answer): it asks for its place itself, whose new wait replaces any
+        // the hand-off took. Gone meanwhile: the seat's end gives it back.
+        if (seat && placed_arrival) seat->placed(placed_arrival, answer.sent);
+        else seat.reset();
+        (void)queue->seat_successor(claimed.successor_ticket, std::move(seat));
+    }
     if (!handed && !ec) {
         // Not ours to give (lost meanwhile): the ordinary release says so.
         queue->finish_handoff(head, std::nullopt);
@@ -128,7 +149,7 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     slot.clear(hold);
     service->keeper().forget(hold);
     if (handed) {
-        const Grant grant{*handed_token, 1, answer.sent, slice_start};
+        const Grant grant{handed_answer->token, 1, answer.sent, slice_start};
         // The head gave up waiting (its deadline, a stop): nobody will use
         // the lock it was given, so give exactly that back.
         if (!queue->finish_handoff(head, NameQueue::Handed{grant, operation})) undo(next, operation);

@@ -7,6 +7,7 @@
 #include "dlock/error.hpp"
 #include "hold/acquisition_engine.hpp"
 #include "hold/outage.hpp"
+#include "line_seat.hpp"
 #include "lock_core.hpp"
 #include "lock_scripts.hpp"
 #include "redis/server_error_text.hpp"
@@ -24,21 +25,13 @@ class LinePlace {
 public:
     LinePlace(LockCore& core, const std::string& owner, std::function<void()> wake)
         : core_(core), owner_(owner), waiter_(core.service->line_waiters().join(core.identity, owner, std::move(wake))) {}
+    // The place a hand-off took for this waiter before its turn (a seat).
+    LinePlace(LockCore& core, const std::string& owner, LineSeat& seat)
+        : core_(core), owner_(owner), waiter_(seat.take()), taken_(true) {}
     ~LinePlace() {
         core_.service->line_waiters().leave(waiter_);
-        if (!taken_ || kept_) return;
-        try {
-            const auto& id = *core_.identity;
-            // Named by its arrival, the wait it ends and nothing after it.
-            const auto arrival = waiter_->arrival();
-            core_.send_unattended({&line_leave_script(),
-                                   {id.keys.lock, std::string(id.keys.fence()), std::string(id.keys.line()), std::string(id.keys.places()),
-                                    std::string(id.keys.channel())},
-                                   {owner_, id.waiter_lease_ms, id.retention_ms,
-                                    arrival ? std::to_string(arrival) : std::string()}});
-        } catch (...) {
-            // Best effort: the place ends waiter_lease after its last refresh.
-        }
+        // Named by its arrival, the wait it ends and nothing after it.
+        if (taken_ && !kept_) core_.give_back_place(owner_, waiter_->arrival());
     }
     LinePlace(const LinePlace&) = delete;
     LinePlace& operator=(const LinePlace&) = delete;
@@ -57,6 +50,18 @@ private:
     std::shared_ptr<LineWaiters::Waiter> waiter_;
     bool taken_ = false, kept_ = false;
 };
+
+void LockCore::give_back_place(const std::string& owner, std::uint64_t arrival) noexcept {
+    try {
+        const auto& id = *identity;
+        send_unattended({&line_leave_script(),
+                         {id.keys.lock, std::string(id.keys.fence()), std::string(id.keys.line()),
+                          std::string(id.keys.places()), std::string(id.keys.channel())},
+                         {owner, id.waiter_lease_ms, id.retention_ms, arrival ? std::to_string(arrival) : std::string()}});
+    } catch (...) {
+        // Best effort: the place ends waiter_lease after its last refresh.
+    }
+}
 
 bool LockCore::record_grant(const std::shared_ptr<const std::string>& owner, OwnerSlot& slot, const Grant& grant,
                             const std::string& operation) {
@@ -270,9 +275,23 @@ public:
     // server's line itself (strict arrival order across threads and
     // processes), and no local hand-off skips it.
     QueueRegistry* queues() override { return core_.fair_ ? nullptr : core_.service.get(); }
+    // Hand-offs (and the seats they give) go only to waiters of this lock's
+    // identity that may take them: not with replica_ack (a hand-off would
+    // skip the WAIT).
+    const void* seat_tag() const override {
+        return core_.fair_ || core_.identity->options.replica_ack.replicas > 0 ? nullptr : core_.identity.get();
+    }
 
     AttemptResult attempt(AcquisitionCall& call, bool in_line, std::optional<LockClock::time_point> wait_until,
                           std::error_code& ec) override {
+        if (std::exchange(seated_, false)) {
+            // Placed in line by the hand-off that gave the lock to the head
+            // before us: that answer was our first attempt's. The lock was
+            // handed on with a full lease, which is the longest we sleep
+            // before asking (a grant notice, a hand-off or the place's
+            // refresh wake us sooner).
+            return AttemptResult::busy(core_.identity->options.lease);
+        }
         return core_.attempt(*owner_, *call.slot, *call.ticket, wait_until, call.stop, ec,
                              in_line && place_ ? &*place_ : nullptr);
     }
@@ -285,7 +304,14 @@ public:
             queue = std::make_shared<NameQueue>();
             (void)queue->enqueue();
         }
+        std::shared_ptr<LineSeat> seat;
+        if (seat_tag()) seat = std::static_pointer_cast<LineSeat>(queue->take_seat(call.deadline, call.stop));
         signal_ = std::move(queue);
+        if (seat) {
+            place_.emplace(core_, call.owner(), *seat);
+            seated_ = true;
+            return;
+        }
         place_.emplace(core_, call.owner(), [weak = std::weak_ptr<NameQueue>(signal_)] {
             if (auto queue = weak.lock()) queue->bump();
         });
@@ -311,6 +337,10 @@ public:
     // ended, or until a thread of this process hands the lock over.
     bool sleep(AcquisitionCall& call, const AttemptResult&, std::uint64_t seen, LockClock::time_point wake_at) override {
         const bool acknowledged = core_.identity->options.replica_ack.replicas > 0;
+        // A notice for this wait that came before `seen` was read (a seat's
+        // place may be granted before its waiter begins to wait): held.
+        if (!acknowledged && core_.take_direct_grant(*place_, owner_->name_storage, *call.slot, *call.ticket))
+            return true;
         if (core_.fair_ || acknowledged) {
             signal_->wait_change(seen, wake_at, call.stop);  // a hand-off would skip the WAIT
         } else if (auto handed = signal_->sleep_as_head(seen, wake_at, call.deadline, call.stop, call.owner(),
@@ -331,6 +361,7 @@ private:
     LockCore& core_;
     std::shared_ptr<const LockCore::CallOwner> owner_;  // owner(), for the call
     std::optional<LinePlace> place_;
+    bool seated_ = false;  // placed by a hand-off: the first attempt is not sent
 };
 
 bool LockCore::acquire(std::optional<LockClock::time_point> deadline, std::stop_token stop, std::error_code& ec) {

@@ -21,6 +21,7 @@
 namespace dlock::detail {
 
 class LinePlace;
+class LineSeat;
 
 class LockCore : public std::enable_shared_from_this<LockCore> {
 public:
@@ -90,6 +91,7 @@ public:
 
 private:
     friend class LinePlace;
+    friend class LineSeat;
     friend class LockAcquisition;
     using Answer = ScriptAnswer;
 
@@ -154,6 +156,11 @@ private:
     void undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket = {});
     // Sends call without waiting for it (retried within the retry window).
     void send_unattended(const HoldCall& call, std::shared_ptr<GateTicket> ticket = {});
+    // Gives owner's place in the line back, and a grant to it that nobody
+    // took (line_leave.lua), named by the wait's arrival (0: whichever wait
+    // of owner stands there). Best effort, unattended: a place not given
+    // back ends waiter_lease after its last refresh.
+    void give_back_place(const std::string& owner, std::uint64_t arrival) noexcept;
     Answer run(const HoldCall& call, std::optional<LockClock::time_point> wait_until, std::stop_token stop,
                GateTicket& ticket, MakeLate make_undo) {
         const HoldCallViews views(call);

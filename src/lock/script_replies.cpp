@@ -83,9 +83,15 @@ Release read_release(const Reply& reply) {
 
 bool read_renewed(const Reply& reply) { return reply.is_integer() && reply.integer == 1; }
 
-std::optional<std::uint64_t> read_hand_off(const Reply& reply) {
-    if (!reply.is_array() || reply.elements.size() != 2 || reply.elements[0].integer != 1) return std::nullopt;
-    return static_cast<std::uint64_t>(reply.elements[1].integer);
+std::optional<HandOffAnswer> read_hand_off(const Reply& reply) {
+    const auto size = reply.is_array() ? reply.elements.size() : 0;
+    if ((size != 2 && size != 3) || reply.elements[0].integer != 1) return std::nullopt;
+    HandOffAnswer answer{static_cast<std::uint64_t>(reply.elements[1].integer)};
+    if (size == 3) {
+        if (!reply.elements[2].is_integer() || reply.elements[2].integer <= 0) return std::nullopt;
+        answer.placed_arrival = static_cast<std::uint64_t>(reply.elements[2].integer);
+    }
+    return answer;
 }
 
 namespace {

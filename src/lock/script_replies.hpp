@@ -63,9 +63,14 @@ Release read_release(const Reply& reply);
 // renew.lua: 1 when the lease was extended.
 bool read_renewed(const Reply& reply);
 
-// hand_off.lua: {1, token} when the lock went to the next owner; anything
-// else means it was not ours to give.
-std::optional<std::uint64_t> read_hand_off(const Reply& reply);
+// hand_off.lua: {1, token} when the lock went to the next owner ({1, token,
+// arrival} when the waiter behind it took a place in line: its arrival);
+// anything else means it was not ours to give.
+struct HandOffAnswer {
+    std::uint64_t token = 0;
+    std::uint64_t placed_arrival = 0;  // 0: nobody placed
+};
+std::optional<HandOffAnswer> read_hand_off(const Reply& reply);
 
 // inspect.lua: every kind's holds of one name (the script's header says
 // what, in order). Throws dlock::Error(protocol_error) for anything else.

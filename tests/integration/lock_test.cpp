@@ -537,3 +537,124 @@ TEST(LockHandOff, AZeroSliceAlwaysReleases) {
     EXPECT_EQ(server.command_calls("publish"), 2);
     EXPECT_THROW(client.lock("x", {.handoff_slice = -1us}), dlock::Error);
 }
+
+namespace {
+
+// Scripts the server ran so far (EVALSHA and EVAL).
+long long scripts_so_far(const dlock::support::RedisServer& server) {
+    return server.command_calls("evalsha") + server.command_calls("eval");
+}
+
+// Three threads of one process on one lock with a long hand-off slice: the
+// caller holds it; `head` waits first (it takes its place in the server's
+// line and sleeps as the local queue's head), `behind` after it (asleep in
+// the local queue, nothing sent). Each holds until told to let go.
+struct ThreeThreads {
+    explicit ThreeThreads(const std::string& name, std::chrono::milliseconds slice = 10'000ms,
+                          std::chrono::milliseconds behind_waits = 10'000ms)
+        : client(server.uri()),
+          // Places refreshed every 10 s: no refresh within the test's counts.
+          lock(client.lock(name, {.ownership = dlock::Ownership::thread, .handoff_slice = slice, .waiter_lease = 30s})),
+          line_key(lock_key(name) + ":line") {
+        // Known to the server before anything is counted: no NOSCRIPT detour.
+        for (const auto* script : {&dlock::detail::hand_off_script(), &dlock::detail::release_script(),
+                                   &dlock::detail::acquire_script(), &dlock::detail::line_leave_script()})
+            client.command({"SCRIPT", "LOAD", std::string(script->text())});
+        lock.lock();
+        head = std::thread([this] { hold(head_holds, head_lets_go); });
+        EXPECT_TRUE(eventually([&] { return server.cli({"ZCARD", line_key}) == "1"; }));
+        std::this_thread::sleep_for(100ms);  // answered busy, listening, asleep as head
+        behind = std::thread([this, behind_waits] {
+            if (lock.try_lock_for(behind_waits)) {
+                behind_held = true;
+                lock.unlock();
+            }
+        });
+        std::this_thread::sleep_for(200ms);  // queued behind the head
+    }
+    ~ThreeThreads() {
+        let_go();
+        if (head.joinable()) head.join();
+        if (behind.joinable()) behind.join();
+    }
+    void let_go() {
+        if (!let_go_told.exchange(true)) head_lets_go.set_value();
+    }
+    void hold(std::promise<void>& holds, std::promise<void>& lets_go) {
+        auto go = lets_go.get_future();
+        if (!lock.try_lock_for(10s)) return;
+        holds.set_value();
+        go.wait();
+        lock.unlock();
+    }
+
+    dlock::support::RedisServer server;
+    dlock::Client client;
+    dlock::Lock lock;
+    const std::string line_key;
+    std::promise<void> head_holds, head_lets_go;
+    std::atomic<bool> let_go_told{false};
+    std::atomic<bool> behind_held{false};
+    std::thread head, behind;
+};
+
+}  // namespace
+
+// The hand-off that gives the lock to the queue's head also places the
+// waiter behind it in the server's line (one script for both): when its turn
+// in the process comes it sleeps at once, and is handed the lock in turn.
+// Three holders, three scripts: two hand-offs and the last one's release
+// (four before: the waiter behind asked for its place itself).
+TEST(LockHandOff, TheHandOffPlacesTheWaiterBehindTheHeadInLine) {
+    ThreeThreads t("seated");
+    const auto before = scripts_so_far(t.server);
+    t.lock.unlock();
+    ASSERT_EQ(t.head_holds.get_future().wait_for(10s), std::future_status::ready);
+    std::this_thread::sleep_for(300ms);  // the waiter behind is the head now, asleep with its seat
+    EXPECT_EQ(t.server.cli({"ZCARD", t.line_key}), "1") << "the waiter behind the head is not in line";
+    EXPECT_EQ(scripts_so_far(t.server) - before, 1) << "the waiter behind the head asked for its place itself";
+    t.let_go();
+    t.head.join();
+    t.behind.join();
+    EXPECT_TRUE(t.behind_held.load());
+    EXPECT_EQ(scripts_so_far(t.server) - before, 3) << "two hand-offs and a release";
+    EXPECT_EQ(t.client.metrics().value("dlock_handoffs_total", {{"how", "local"}}), 2);
+    EXPECT_EQ(t.server.cli({"EXISTS", lock_key("seated"), t.line_key, lock_key("seated") + ":places"}), "0");
+}
+
+// A waiter placed by a hand-off that gives up before its turn in the
+// process comes gives its place in the server's line back: nobody waits
+// behind a place that nobody will use.
+TEST(LockHandOff, AWaiterPlacedByAHandOffThatGivesUpLeavesTheLine) {
+    ThreeThreads t("seated-gives-up", 10'000ms, 800ms);
+    t.lock.unlock();
+    ASSERT_EQ(t.head_holds.get_future().wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(t.server.cli({"ZCARD", t.line_key}), "1") << "the waiter behind the head is not in line";
+    t.behind.join();  // its 800 ms run out while the head holds
+    EXPECT_FALSE(t.behind_held.load());
+    EXPECT_TRUE(eventually([&] { return t.server.cli({"ZCARD", t.line_key}) == "0"; }, 3s))
+        << "the place the hand-off took was not given back";
+    t.let_go();
+    t.head.join();
+    EXPECT_TRUE(eventually([&] { return t.server.cli({"EXISTS", lock_key("seated-gives-up")}) == "0"; }));
+}
+
+// A waiter placed by a hand-off is granted the lock by the server's line
+// once the slice has ended (the head's release, not a hand-off): it hears
+// the grant notice on its place and wakes holding the lock, long before its
+// first own attempt would be due (a lease).
+TEST(LockHandOff, AWaiterPlacedByAHandOffHearsItsGrantFromTheLine) {
+    ThreeThreads t("seated-granted", 1'000ms);
+    t.lock.unlock();  // within the slice: handed to the head, the one behind placed
+    ASSERT_EQ(t.head_holds.get_future().wait_for(10s), std::future_status::ready);
+    std::this_thread::sleep_for(1'200ms);  // the slice is over
+    const auto released_at = Clock::now();
+    t.let_go();
+    t.head.join();
+    t.behind.join();
+    EXPECT_TRUE(t.behind_held.load());
+    EXPECT_LT(Clock::now() - released_at, 3s) << "woken by a timer, not by its grant";
+    EXPECT_EQ(t.client.metrics().value("dlock_handoffs_total", {{"how", "local"}}), 1);
+    EXPECT_EQ(t.client.metrics().value("dlock_handoffs_total", {{"how", "direct"}}), 1);
+    EXPECT_EQ(t.server.cli({"EXISTS", lock_key("seated-granted"), t.line_key}), "0");
+}

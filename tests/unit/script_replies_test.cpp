@@ -88,9 +88,14 @@ TEST(ScriptReplies, RenewAndHandOff) {
     EXPECT_TRUE(read_renewed(integer(1)));
     EXPECT_FALSE(read_renewed(integer(0)));
     EXPECT_FALSE(read_renewed(Reply::make_string("1")));
-    EXPECT_EQ(read_hand_off(array({integer(1), integer(77)})), 77u);
+    EXPECT_EQ(read_hand_off(array({integer(1), integer(77)}))->token, 77u);
+    EXPECT_EQ(read_hand_off(array({integer(1), integer(77)}))->placed_arrival, 0u);
+    EXPECT_EQ(read_hand_off(array({integer(1), integer(77), integer(1795331927000001)}))->placed_arrival,
+              1795331927000001u);
     EXPECT_FALSE(read_hand_off(array({integer(0)})));
     EXPECT_FALSE(read_hand_off(array({integer(1)})));
+    EXPECT_FALSE(read_hand_off(array({integer(1), integer(77), integer(-3)})));
+    EXPECT_FALSE(read_hand_off(array({integer(1), integer(77), integer(5), integer(6)})));
 }
 
 TEST(ScriptReplies, InspectAndForceRelease) {
