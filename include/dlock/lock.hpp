@@ -153,9 +153,12 @@ struct LockOptions {
     // unlock() passes it straight to the next of them (one round trip, a new
     // fencing token, no release message) instead of releasing it, for up to
     // this long after the process took it from Redis; then it is released
-    // for every process's waiters to race for. Longer: more throughput under
-    // contention, longer waits for other processes. Zero: never hand off.
-    // Default 1 ms; at most 1 min.
+    // for every process's waiters to race for. The same call places the
+    // thread behind that one in Redis's line, so that it waits without a
+    // round trip of its own when its turn comes. Longer: more throughput
+    // under contention, longer waits for other processes (with a slice of
+    // seconds, a process whose threads keep handing the lock on holds it for
+    // most of each slice). Zero: never hand off. Default 1 ms; at most 1 min.
     std::chrono::microseconds handoff_slice{1000};
     // How long anything of this lock stays in Redis after it is free: the
     // fence hash (the last fencing token) and each owner's release

@@ -87,8 +87,11 @@ LockCore::Answer LockCore::run(const Script& script, ClientCore::Args keys, Clie
                        migration);
 }
 
-void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket) {
-    send_unattended(identity->release(owner, service->next_operation_id(), "1", operation), std::move(ticket));
+void LockCore::undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket,
+                    std::string_view placed_waiter) {
+    auto call = identity->release(owner, service->next_operation_id(), "1", operation);
+    if (!placed_waiter.empty()) call.argv.emplace_back(placed_waiter);  // ARGV[9], after the grant's arrival
+    send_unattended(call, std::move(ticket));
 }
 
 void LockCore::send_unattended(const HoldCall& call, std::shared_ptr<GateTicket> ticket) {
@@ -117,12 +120,14 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     const auto& keys = identity->keys;
     const auto& fence = keys.fence();
     const auto tombstone = keys.tombstone(hold->owner);
+    // The next owner's: an undo of this call that overtakes a late copy of it refuses that copy.
+    const auto next_tombstone = keys.tombstone(next);
     const auto operation = service->next_operation_id();
     GateTicket no_gate;  // the releasing caller holds its own; the head waits for this call
     // The releasing caller waits for the hand-off to its end (its unlock
     // waits for an answer in any case); the head waits at most until its
     // own deadline.
-    auto answer = run(hand_off_script(), {keys.lock, fence, tombstone, keys.line(), keys.places()},
+    auto answer = run(hand_off_script(), {keys.lock, fence, tombstone, keys.line(), keys.places(), next_tombstone},
                       {hold->owner, next, claimed.lease_ms, operation, identity->retention_ms,
                        hold->grant_arrival.view(), seat ? std::string_view(claimed.successor) : std::string_view(),
                        seat ? std::string_view(identity->waiter_lease_ms) : std::string_view()},
@@ -131,6 +136,13 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
     const auto handed_answer = ec ? std::nullopt : read_hand_off(answer.reply);
     const std::uint64_t placed_arrival = handed_answer ? handed_answer->placed_arrival : 0;
     const bool handed = handed_answer.has_value();
+    const bool seat_sent = seat != nullptr;
+    // Unknown outcome: the head may own the lock now without knowing. Give
+    // back exactly what the hand-off may have given (only if nothing came
+    // after it), and the successor's place it may have taken, which nobody
+    // listens for (release.lua ARGV[9]): sent before the successor is
+    // settled, so before any place it asks for itself.
+    if (ec) undo(next, operation, {}, seat_sent ? std::string_view(claimed.successor) : std::string_view());
     if (!claimed.successor.empty()) {
         // Settled before the head wakes: the successor becomes head when it
         // leaves, and waits for its seat. Not placed, or not known to be (no
@@ -155,10 +167,8 @@ bool LockCore::hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std:
         if (!queue->finish_handoff(head, NameQueue::Handed{grant, operation})) undo(next, operation);
         return true;
     }
-    // Unknown outcome: the waiter may own it now without knowing. Give back
-    // exactly what the hand-off may have given (only if nothing came after
-    // it), then our own hold, before the waiter tries again.
-    undo(next, operation);
+    // Unknown outcome (the hand-off undone above): our own hold goes too,
+    // before the head tries again.
     GateTicket held_by_caller;
     (void)run(identity->release(hold->owner, service->next_operation_id(), "all", {}, hold->grant_arrival.view()), std::nullopt, {},
               held_by_caller,

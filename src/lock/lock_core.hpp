@@ -153,7 +153,10 @@ private:
     bool hand_off(const std::shared_ptr<Hold>& hold, OwnerSlot& slot, std::error_code& ec);
     // Sends a release of operation `operation`'s effect (only if nothing
     // came after it) without waiting: the cleanup of a grant nobody uses.
-    void undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket = {});
+    // placed_waiter: a waiter an undone hand-off may have placed in line
+    // (its seat), whose place goes with it.
+    void undo(const std::string& owner, const std::string& operation, std::shared_ptr<GateTicket> ticket = {},
+              std::string_view placed_waiter = {});
     // Sends call without waiting for it (retried within the retry window).
     void send_unattended(const HoldCall& call, std::shared_ptr<GateTicket> ticket = {});
     // Gives owner's place in the line back, and a grant to it that nobody

@@ -6,6 +6,9 @@
 -- ARGV[6] (optional) the arrival number of the wait whose direct grant the current owner holds
 --   ('granted', prelude.lua; release.lua): a hand-off of that grant names it
 -- KEYS[4] line   KEYS[5] places (prelude.lua, "The line"): the next owner leaves the line
+-- KEYS[6] (optional) the next owner's tombstone: an undo of this hand-off that came first
+--   (release.lua ARGV[6], sent when its answer was lost) raised it past ARGV[4], and a late
+--   copy of the hand-off must then not give the next owner a lock nobody waits for
 -- ARGV[7] (optional) the waiter of the same process behind the next owner, ARGV[8] its place
 --   ms: it takes a place at the end of the line for a new wait (take_place), as its own first
 --   attempt would when its turn in the process comes, so that it then sleeps at once
@@ -23,6 +26,9 @@ if owner == ARGV[2] and redis.call('HGET', KEYS[1], 'seq') == ARGV[4] then
   return {1, token}
 end
 if owner ~= ARGV[1] or redis.call('HGET', KEYS[1], 'count') ~= '1' then
+  return {0}
+end
+if KEYS[6] and op_number(ARGV[4]) <= op_number(redis.call('GET', KEYS[6])) then
   return {0}
 end
 -- A late copy of an older hand-off (the giver has acquired afresh since)

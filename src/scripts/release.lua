@@ -9,6 +9,9 @@
 -- ARGV[8] (optional) the arrival number of the wait whose direct grant the caller holds
 --   ('granted', prelude.lua): the grant wrote no operation id of its owner's, so a release
 --   applies to it only when it names the grant
+-- ARGV[9] (optional, with ARGV[6]) the waiter the undone hand-off placed in line behind its
+--   next owner (hand_off.lua ARGV[7]), whose client never learnt it: its place goes too, so
+--   that the lock is not granted to a place nobody listens for
 -- Returns the holds left (0: released; waiters told, or the first in line granted), -1 when the caller does not hold
 -- the lock, -2 for a late copy of an older operation, -3 when ARGV[6] was not the last.
 -- A retry with the same operation id answers as the first copy did: the final release
@@ -71,6 +74,7 @@ if not releases then
 end
 -- A final release that someone was answered busy for: the first in line gets the lock, or
 -- the waiters are told.
+if undoing and KEYS[6] and ARGV[9] and ARGV[9] ~= '' then leave_line(KEYS[5], KEYS[6], ARGV[9]) end
 if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5])) then
   return 0
 end

@@ -185,3 +185,90 @@ TEST(LateCopies, AHugeLeaseLeftOnTheServerDoesNotMakeAWaiterSpin) {
     std::printf("try_lock_for(1s) returned %d after %lld ms, %ld EVALSHA calls\n", got, (long long)took.count(), calls);
     EXPECT_LT(calls, 20);
 }
+
+// A hand-off whose answer is lost is undone (LockCore::hand_off: release.lua
+// in the next owner's name, naming the hand-off's operation), and the undo
+// may overtake a late copy of the hand-off (a retry on a new connection).
+// That copy finds the giver still holding once: it must not give the lock to
+// a next owner who has gone back to asking for it, and who would hold it
+// without knowing. The copy replayed here is the client's own call.
+TEST(LateCopies, AHandOffUndoneBeforeItsLateCopyArrivesNeverApplies) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri()), admin(server.uri());
+    warm_up(client);
+    const std::string name = "ho-undone", key = lock_key(name);
+    dlock::Lock lock(client, name, {.lease = 30s, .handoff_slice = 30s});
+    lock.lock();
+    // The giver's hold as it was before the hand-off: restored below, as
+    // if the hand-off had never applied.
+    const auto held = admin.command({"HGETALL", key});
+    start_capture(admin);
+    std::thread next([&] {
+        lock.lock();  // handed the lock
+        lock.unlock();
+    });
+    ASSERT_TRUE(dlock::support::eventually([&] { return server.cli({"ZCARD", key + ":line"}) == "1"; }));
+    std::this_thread::sleep_for(100ms);  // asleep as the head of the queue
+    lock.unlock();
+    next.join();
+    const auto calls = captured(admin, std::string(dlock::detail::hand_off_script().sha1()));
+    ASSERT_EQ(calls.size(), 1u) << "no hand-off";
+    const auto& call = calls[0];  // EVALSHA sha numkeys keys... argv...
+    const auto argv_at = 3 + std::stoul(call[2]);
+    const auto& giver = call[argv_at], & next_owner = call[argv_at + 1], & operation = call[argv_at + 3];
+
+    std::vector<std::string> restore{"HSET", key};
+    for (const auto& field : held.elements) restore.push_back(field.text);
+    std::vector<std::string_view> restore_args(restore.begin(), restore.end());
+    admin.command(dlock::Client::Args(restore_args.data(), restore_args.size()));
+    admin.command({"PEXPIRE", key, "30000"});
+    ASSERT_EQ(server.cli({"HGET", key, "owner"}), giver);
+    // The undo first (LockCore::undo).
+    const std::string fence = key + ":fence", channel = key + ":ch", next_tombstone = key + ":done:" + next_owner,
+                      line = key + ":line", places = key + ":places", undo_op = operation + "1";
+    std::string_view keys[] = {key, fence, channel, next_tombstone, line, places};
+    std::string_view args[] = {next_owner, "30000", undo_op, "1", "600000", operation, "60000", ""};
+    EXPECT_EQ(admin.eval(dlock::detail::release_script(), keys, args).integer, -1);
+    // Then the late copy.
+    const auto late = replay(admin, call);
+    ASSERT_FALSE(late.elements.empty());
+    EXPECT_EQ(late.elements[0].integer, 0) << "the late copy handed the lock on after its undo";
+    EXPECT_EQ(server.cli({"HGET", key, "owner"}), giver);
+}
+
+// The undo of a hand-off whose answer was lost also takes out the place that
+// hand-off took for the waiter behind the next owner (a seat, hand_off.lua
+// ARGV[7]; release.lua ARGV[9]): its client never learnt that place, so
+// nobody would hear the lock granted to it, and every waiter would wait out
+// that grant's lease.
+TEST(LateCopies, TheUndoOfAHandOffTakesTheSeatItPlacedWithIt) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    const std::string name = "ho-undone-seat", key = lock_key(name);
+    auto holder = client.lock(name, {.waiter_lease = 20s});
+    holder.lock();
+    const auto giver = server.cli({"HGET", key, "owner"});
+    const std::string fence = key + ":fence", line = key + ":line", places = key + ":places",
+                      giver_tombstone = key + ":done:" + giver, next_tombstone = key + ":done:x:head",
+                      channel = key + ":ch";
+    {
+        std::string_view keys[] = {key, fence, giver_tombstone, line, places, next_tombstone};
+        std::string_view args[] = {giver, "x:head", "30000", "999999", "600000", "", "x:behind", "20000"};
+        const auto handed = client.eval(dlock::detail::hand_off_script(), keys, args);
+        ASSERT_EQ(handed.elements.size(), 3u) << "the waiter behind was not placed";
+    }
+    ASSERT_EQ(server.cli({"ZCARD", line}), "1");
+    std::string_view keys[] = {key, fence, channel, next_tombstone, line, places};
+    std::string_view args[] = {"x:head", "30000", "1000000", "1", "600000", "999999", "20000", "", "x:behind"};
+    EXPECT_EQ(client.eval(dlock::detail::release_script(), keys, args).integer, 0);
+    EXPECT_EQ(server.cli({"EXISTS", key}), "0") << "granted to " << server.cli({"HGET", key, "owner"});
+    EXPECT_EQ(server.cli({"ZCARD", line}), "0");
+    auto head = client.lock(name, {.waiter_lease = 20s});
+    std::thread t([&] {
+        const bool got = head.try_lock_for(1s);
+        EXPECT_TRUE(got) << "the lock waits for a place nobody listens for";
+        if (got) head.unlock();
+    });
+    t.join();
+    holder.unlock();
+}
