@@ -47,10 +47,11 @@ if KEYS[5] then leave_line(KEYS[4], KEYS[5], ARGV[2]) end
 local arrival = placing and take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[7], server_ms(), tonumber(ARGV[8]), true)
 -- The giver's undone operations ('u') are not the next owner's.
 if granted then redis.call('HDEL', KEYS[1], 'granted') end
--- Someone stands in line: the next owner's release looks at it (mark_waited).
+-- Someone stands in line: the next owner's release looks at it (mark_waited). The place's
+-- arrival ('sa') names it for an undo of this hand-off (release.lua ARGV[9]).
 if arrival then
   redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'count', 1, 'seq', ARGV[4], 'token', string.format('%.0f', token),
-             'u', '0', 'v', layout, 'w', '1')
+             'u', '0', 'v', layout, 'w', '1', 'sa', string.format('%.0f', arrival))
 else
   redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'count', 1, 'seq', ARGV[4], 'token', string.format('%.0f', token),
              'u', '0', 'v', layout)

@@ -10,8 +10,9 @@
 --   ('granted', prelude.lua): the grant wrote no operation id of its owner's, so a release
 --   applies to it only when it names the grant
 -- ARGV[9] (optional, with ARGV[6]) the waiter the undone hand-off placed in line behind its
---   next owner (hand_off.lua ARGV[7]), whose client never learnt it: its place goes too, so
---   that the lock is not granted to a place nobody listens for
+--   next owner (hand_off.lua ARGV[7]), whose client never learnt it: that place goes too (named
+--   by the arrival the hand-off noted, 'sa': not a later wait of the same waiter), so that the
+--   lock is not granted to a place nobody listens for
 -- Returns the holds left (0: released; waiters told, or the first in line granted), -1 when the caller does not hold
 -- the lock, -2 for a late copy of an older operation, -3 when ARGV[6] was not the last.
 -- A retry with the same operation id answers as the first copy did: the final release
@@ -41,6 +42,11 @@ if releases then
     redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
     keep_fence(KEYS[2], ARGV[2] + ARGV[5])
     return count
+  end
+  local seat = undoing and ARGV[9] and ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'sa')
+  if seat and KEYS[6] and redis.call('ZSCORE', KEYS[5], ARGV[9]) == seat then
+    redis.call('ZREM', KEYS[5], ARGV[9])
+    redis.call('ZREM', KEYS[6], ARGV[9])
   end
   redis.call('DEL', KEYS[1])
   tombstone_raised(KEYS[4], ARGV[3], ARGV[5])
@@ -74,7 +80,6 @@ if not releases then
 end
 -- A final release that someone was answered busy for: the first in line gets the lock, or
 -- the waiters are told.
-if undoing and KEYS[6] and ARGV[9] and ARGV[9] ~= '' then leave_line(KEYS[5], KEYS[6], ARGV[9]) end
 if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5])) then
   return 0
 end

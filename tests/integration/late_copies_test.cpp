@@ -272,3 +272,34 @@ TEST(LateCopies, TheUndoOfAHandOffTakesTheSeatItPlacedWithIt) {
     t.join();
     holder.unlock();
 }
+
+// That undo may come late (a retry), once the waiter behind has become the
+// head of its process's queue and asked for a place of its own: a new wait,
+// which the undo must leave alone (it names the seat's arrival, not the
+// waiter): the lock goes to that wait, first in line, not past it.
+TEST(LateCopies, TheUndoOfAHandOffLeavesALaterWaitOfTheSeatedWaiterInLine) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());
+    const std::string name = "ho-undone-later-wait", key = lock_key(name);
+    auto holder = client.lock(name, {.waiter_lease = 20s});
+    holder.lock();
+    const auto giver = server.cli({"HGET", key, "owner"});
+    const std::string fence = key + ":fence", line = key + ":line", places = key + ":places",
+                      giver_tombstone = key + ":done:" + giver, next_tombstone = key + ":done:x:head",
+                      channel = key + ":ch";
+    {
+        std::string_view keys[] = {key, fence, giver_tombstone, line, places, next_tombstone};
+        std::string_view args[] = {giver, "x:head", "30000", "999999", "600000", "", "x:behind", "20000"};
+        ASSERT_EQ(client.eval(dlock::detail::hand_off_script(), keys, args).elements.size(), 3u);
+    }
+    // Its own wait, as take_place makes a new one: a later arrival, the place kept.
+    const auto seat_arrival = std::stoull(server.cli({"ZSCORE", line, "x:behind"}));
+    const auto own_arrival = std::to_string(seat_arrival + 1000);
+    client.command({"ZADD", line, own_arrival, "x:behind"});
+    client.command({"ZADD", places, "99999999999999", "x:behind"});
+    std::string_view keys[] = {key, fence, channel, next_tombstone, line, places};
+    std::string_view args[] = {"x:head", "30000", "1000000", "1", "600000", "999999", "20000", "", "x:behind"};
+    EXPECT_EQ(client.eval(dlock::detail::release_script(), keys, args).integer, 0);
+    EXPECT_EQ(server.cli({"HGET", key, "owner"}), "x:behind") << "the undo took the waiter's own later place";
+    EXPECT_EQ(server.cli({"HGET", key, "granted"}), own_arrival);
+}
