@@ -236,41 +236,55 @@ TEST(LateCopies, AHandOffUndoneBeforeItsLateCopyArrivesNeverApplies) {
     EXPECT_EQ(server.cli({"HGET", key, "owner"}), giver);
 }
 
+namespace {
+
+// A lock held through the client, handed by the raw script (hand_off.lua as
+// LockCore::hand_off sends it) to "x:head", with "x:behind" placed behind it
+// (a seat); undo() is LockCore::undo of that hand-off naming the seat.
+struct SeatedHandOff {
+    explicit SeatedHandOff(const std::string& name) : key(lock_key(name)), holder(client.lock(name, {.waiter_lease = 20s})) {
+        holder.lock();
+        const auto giver = server.cli({"HGET", key, "owner"});
+        const std::string giver_tombstone = key + ":done:" + giver;
+        std::string_view keys[] = {key, fence, giver_tombstone, line, places, next_tombstone};
+        std::string_view args[] = {giver, "x:head", "30000", "999999", "600000", "", "x:behind", "20000"};
+        placed = client.eval(dlock::detail::hand_off_script(), keys, args).elements.size() == 3;
+    }
+    long long undo() {
+        std::string_view keys[] = {key, fence, channel, next_tombstone, line, places};
+        std::string_view args[] = {"x:head", "30000", "1000000", "1", "600000", "999999", "20000", "", "x:behind"};
+        return client.eval(dlock::detail::release_script(), keys, args).integer;
+    }
+    dlock::support::RedisServer server;
+    dlock::Client client{server.uri()};
+    const std::string key, fence = key + ":fence", line = key + ":line", places = key + ":places",
+                           next_tombstone = key + ":done:x:head", channel = key + ":ch";
+    dlock::Lock holder;
+    bool placed = false;
+};
+
+}  // namespace
+
 // The undo of a hand-off whose answer was lost also takes out the place that
 // hand-off took for the waiter behind the next owner (a seat, hand_off.lua
 // ARGV[7]; release.lua ARGV[9]): its client never learnt that place, so
 // nobody would hear the lock granted to it, and every waiter would wait out
 // that grant's lease.
 TEST(LateCopies, TheUndoOfAHandOffTakesTheSeatItPlacedWithIt) {
-    dlock::support::RedisServer server;
-    dlock::Client client(server.uri());
-    const std::string name = "ho-undone-seat", key = lock_key(name);
-    auto holder = client.lock(name, {.waiter_lease = 20s});
-    holder.lock();
-    const auto giver = server.cli({"HGET", key, "owner"});
-    const std::string fence = key + ":fence", line = key + ":line", places = key + ":places",
-                      giver_tombstone = key + ":done:" + giver, next_tombstone = key + ":done:x:head",
-                      channel = key + ":ch";
-    {
-        std::string_view keys[] = {key, fence, giver_tombstone, line, places, next_tombstone};
-        std::string_view args[] = {giver, "x:head", "30000", "999999", "600000", "", "x:behind", "20000"};
-        const auto handed = client.eval(dlock::detail::hand_off_script(), keys, args);
-        ASSERT_EQ(handed.elements.size(), 3u) << "the waiter behind was not placed";
-    }
-    ASSERT_EQ(server.cli({"ZCARD", line}), "1");
-    std::string_view keys[] = {key, fence, channel, next_tombstone, line, places};
-    std::string_view args[] = {"x:head", "30000", "1000000", "1", "600000", "999999", "20000", "", "x:behind"};
-    EXPECT_EQ(client.eval(dlock::detail::release_script(), keys, args).integer, 0);
-    EXPECT_EQ(server.cli({"EXISTS", key}), "0") << "granted to " << server.cli({"HGET", key, "owner"});
-    EXPECT_EQ(server.cli({"ZCARD", line}), "0");
-    auto head = client.lock(name, {.waiter_lease = 20s});
+    SeatedHandOff h("ho-undone-seat");
+    ASSERT_TRUE(h.placed) << "the waiter behind was not placed";
+    ASSERT_EQ(h.server.cli({"ZCARD", h.line}), "1");
+    EXPECT_EQ(h.undo(), 0);
+    EXPECT_EQ(h.server.cli({"EXISTS", h.key}), "0") << "granted to " << h.server.cli({"HGET", h.key, "owner"});
+    EXPECT_EQ(h.server.cli({"ZCARD", h.line}), "0");
+    auto head = h.client.lock("ho-undone-seat", {.waiter_lease = 20s});
     std::thread t([&] {
         const bool got = head.try_lock_for(1s);
         EXPECT_TRUE(got) << "the lock waits for a place nobody listens for";
         if (got) head.unlock();
     });
     t.join();
-    holder.unlock();
+    h.holder.unlock();
 }
 
 // That undo may come late (a retry), once the waiter behind has become the
@@ -278,28 +292,14 @@ TEST(LateCopies, TheUndoOfAHandOffTakesTheSeatItPlacedWithIt) {
 // which the undo must leave alone (it names the seat's arrival, not the
 // waiter): the lock goes to that wait, first in line, not past it.
 TEST(LateCopies, TheUndoOfAHandOffLeavesALaterWaitOfTheSeatedWaiterInLine) {
-    dlock::support::RedisServer server;
-    dlock::Client client(server.uri());
-    const std::string name = "ho-undone-later-wait", key = lock_key(name);
-    auto holder = client.lock(name, {.waiter_lease = 20s});
-    holder.lock();
-    const auto giver = server.cli({"HGET", key, "owner"});
-    const std::string fence = key + ":fence", line = key + ":line", places = key + ":places",
-                      giver_tombstone = key + ":done:" + giver, next_tombstone = key + ":done:x:head",
-                      channel = key + ":ch";
-    {
-        std::string_view keys[] = {key, fence, giver_tombstone, line, places, next_tombstone};
-        std::string_view args[] = {giver, "x:head", "30000", "999999", "600000", "", "x:behind", "20000"};
-        ASSERT_EQ(client.eval(dlock::detail::hand_off_script(), keys, args).elements.size(), 3u);
-    }
+    SeatedHandOff h("ho-undone-later-wait");
+    ASSERT_TRUE(h.placed) << "the waiter behind was not placed";
     // Its own wait, as take_place makes a new one: a later arrival, the place kept.
-    const auto seat_arrival = std::stoull(server.cli({"ZSCORE", line, "x:behind"}));
+    const auto seat_arrival = std::stoull(h.server.cli({"ZSCORE", h.line, "x:behind"}));
     const auto own_arrival = std::to_string(seat_arrival + 1000);
-    client.command({"ZADD", line, own_arrival, "x:behind"});
-    client.command({"ZADD", places, "99999999999999", "x:behind"});
-    std::string_view keys[] = {key, fence, channel, next_tombstone, line, places};
-    std::string_view args[] = {"x:head", "30000", "1000000", "1", "600000", "999999", "20000", "", "x:behind"};
-    EXPECT_EQ(client.eval(dlock::detail::release_script(), keys, args).integer, 0);
-    EXPECT_EQ(server.cli({"HGET", key, "owner"}), "x:behind") << "the undo took the waiter's own later place";
-    EXPECT_EQ(server.cli({"HGET", key, "granted"}), own_arrival);
+    h.client.command({"ZADD", h.line, own_arrival, "x:behind"});
+    h.client.command({"ZADD", h.places, "99999999999999", "x:behind"});
+    EXPECT_EQ(h.undo(), 0);
+    EXPECT_EQ(h.server.cli({"HGET", h.key, "owner"}), "x:behind") << "the undo took the waiter's own later place";
+    EXPECT_EQ(h.server.cli({"HGET", h.key, "granted"}), own_arrival);
 }
