@@ -72,7 +72,12 @@ void check_release(const Reply& reply) {
 
 void check_others(const Reply& reply) {
     if (read_renewed(reply)) FUZZ_CHECK(reply.is_integer() && reply.integer == 1);
-    if (read_hand_off(reply)) FUZZ_CHECK(reply.is_array() && reply.elements.size() == 2);
+    if (const auto handed = read_hand_off(reply)) {
+        // {1, token}, or {1, token, the arrival of the waiter it placed} (a seat).
+        FUZZ_CHECK(reply.is_array() && (reply.elements.size() == 2 || reply.elements.size() == 3));
+        FUZZ_CHECK(reply.elements[1].is_integer() && handed->token == static_cast<std::uint64_t>(reply.elements[1].integer));
+        FUZZ_CHECK((handed->placed_arrival != 0) == (reply.elements.size() == 3));
+    }
     try {
         const auto info = read_inspect(reply);
         FUZZ_CHECK(info.ttl >= std::chrono::milliseconds::zero());

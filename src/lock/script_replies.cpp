@@ -85,7 +85,7 @@ bool read_renewed(const Reply& reply) { return reply.is_integer() && reply.integ
 
 std::optional<HandOffAnswer> read_hand_off(const Reply& reply) {
     const auto size = reply.is_array() ? reply.elements.size() : 0;
-    if ((size != 2 && size != 3) || reply.elements[0].integer != 1) return std::nullopt;
+    if ((size != 2 && size != 3) || reply.elements[0].integer != 1 || !reply.elements[1].is_integer()) return std::nullopt;
     HandOffAnswer answer{static_cast<std::uint64_t>(reply.elements[1].integer)};
     if (size == 3) {
         if (!reply.elements[2].is_integer() || reply.elements[2].integer <= 0) return std::nullopt;

@@ -96,6 +96,7 @@ TEST(ScriptReplies, RenewAndHandOff) {
     EXPECT_FALSE(read_hand_off(array({integer(1)})));
     EXPECT_FALSE(read_hand_off(array({integer(1), integer(77), integer(-3)})));
     EXPECT_FALSE(read_hand_off(array({integer(1), integer(77), integer(5), integer(6)})));
+    EXPECT_FALSE(read_hand_off(array({integer(1), text("77")}))) << "a token that is not a number";
 }
 
 TEST(ScriptReplies, InspectAndForceRelease) {
