@@ -117,9 +117,16 @@ TEST(SemaphoreDirectGrant, AReleaseGrantsTheFirstWaiterInsideItAndTheWaiterRetur
 // returns holding its permit without asking again.
 TEST(SemaphoreDirectGrant, AGrantIsToldOnTheWaitersInboxNotOnTheSemaphoresChannel) {
     WaiterAndHolder s("inbox");
+    auto held = s.holder_sem.acquire();
+    // The waiter's client asks for notices on its inbox once that listens
+    // (before, on the channel): the only inbox but the holder's, so far.
+    const auto holder_inbox = "dlock:inbox:" + held.id().substr(0, held.id().find(':'));
+    ASSERT_TRUE(eventually([&] {
+        const auto inboxes = s.server.cli({"PUBSUB", "CHANNELS", "dlock:inbox:*"});
+        return !inboxes.empty() && inboxes != holder_inbox;
+    }));
     dlock::Client onlooker(s.server.uri());
     dlock::support::ChannelLog log(onlooker, "inbox");
-    auto held = s.holder_sem.acquire();
     std::string id;
     auto waited = s.first_waiter("inbox", id);
     EXPECT_NE(id.find("!!#1"), std::string::npos) << "not marked as hearing grants on its inbox: " << id;
