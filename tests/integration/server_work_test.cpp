@@ -105,7 +105,7 @@ struct Work {
     }
 };
 
-constexpr int runs = 200;
+constexpr int runs = 100;
 
 // Runs `setup` (not counted), then `path` (counted), `runs` times.
 Work measure(dlock::Client& stats, const std::function<void()>& setup, const std::function<void()>& path,
@@ -152,7 +152,7 @@ std::map<std::string, double> median_durations(dlock::Client& stats, const std::
     return medians;
 }
 
-constexpr int timed_runs = 2000;
+constexpr int timed_runs = 500;
 
 dlock::LockOptions fixed_lease() {
     dlock::LockOptions options;
