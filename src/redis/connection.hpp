@@ -318,8 +318,10 @@ private:
     void process_replies();
     void handle_handshake_reply(Reply& reply);
     void deliver(std::vector<Reply>& replies);
-    // The limit of the reply with this index since the reader was made.
-    ReplyLimit limit_of_reply(std::size_t index);
+    // The limit of the reply with this index in the session of `session`
+    // (its reader), whose handshake has handshake_replies; none once that
+    // session has ended. Any thread (it takes mutex_).
+    ReplyLimit limit_of_reply(const ReplyReader& session, std::size_t handshake_replies, std::size_t index);
     // The reader failed with ec. A reply past its own limit or its memory
     // budget fails its command with the reader's detail, those behind it as
     // a lost connection; anything else fails them all with ec.
@@ -354,11 +356,11 @@ private:
     std::optional<asio::ssl::context> tls_context_;
     std::string tls_setup_error_;
     std::shared_ptr<Stream> stream_;
-    std::shared_ptr<ReplyReader> reader_;  // the baton holder's
+    std::shared_ptr<ReplyReader> reader_;  // the baton holder's; replaced under mutex_, so read under it elsewhere
     std::vector<char> read_buffer_;
     std::vector<Reply> replies_;
     std::vector<Completion> completions_;
-    std::vector<HandshakeStep> handshake_;
+    std::vector<HandshakeStep> handshake_;  // I/O thread only: a session's reader carries its count
     std::size_t handshake_done_ = 0;
     std::size_t delivered_ = 0;  // replies handed to pending_'s completions since the reader was made
     std::uint64_t attempt_ = 0;

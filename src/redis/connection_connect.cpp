@@ -52,8 +52,6 @@ void Connection::connect(std::uint64_t attempt) {
         reader_ = std::move(reader);
         delivered_ = 0;
     }
-    if (mode_ == Mode::request_reply)
-        reader_->limit_replies([this](std::size_t index) { return limit_of_reply(index); });
     stream_ = std::make_shared<Stream>(io_, address_, tls_context_ ? &*tls_context_ : nullptr);
     connect_timer_.expires_after(options_.connect_timeout);
     connect_timer_.async_wait([self = shared_from_this(), attempt](std::error_code ec) {
@@ -112,6 +110,15 @@ void Connection::start_handshake(std::uint64_t attempt) {
         append_command(*bytes, std::vector<std::string_view>{"PING"});
         handshake_.push_back({HandshakeStep::Kind::ping});
     }
+    // The session's reader asks the limit of each reply by its index in
+    // this session: it knows how many the handshake has, so that it never
+    // reads handshake_, which the next session's handshake rewrites while a
+    // caller may still read what this one left in its socket. Set before
+    // the session is ready (under mutex_), so a caller that takes the baton
+    // sees it.
+    if (mode_ == Mode::request_reply)
+        reader_->limit_replies([this, session = reader_.get(), handshake_replies = handshake_.size()](
+                                   std::size_t index) { return limit_of_reply(*session, handshake_replies, index); });
     stream_->async_write(bytes, [self = shared_from_this(), attempt](std::error_code ec, std::size_t) {
         if (ec && attempt == self->attempt_)
             self->guarded([&] { self->fail_attempt(map_connect_error(ec), "handshake write failed: " + ec.message()); });

@@ -44,12 +44,15 @@ void Connection::process_replies() {
     drop_over_limit(ec);
 }
 
-ReplyLimit Connection::limit_of_reply(std::size_t index) {
+ReplyLimit Connection::limit_of_reply(const ReplyReader& session, std::size_t handshake_replies, std::size_t index) {
     // Replies come in the order of what was sent: the handshake's, then
     // pending_'s, of which delivered_ were handed out already.
-    if (index < handshake_.size()) return {};
-    const auto at = index - handshake_.size();
+    if (index < handshake_replies) return {};
+    const auto at = index - handshake_replies;
     std::lock_guard lock(mutex_);
+    // A session that ended (a caller reads what it left in its socket):
+    // pending_ is the next session's, owed nothing of this one's.
+    if (reader_.get() != &session) return {};
     if (at < delivered_ || at - delivered_ >= pending_.size()) return {};
     return pending_[at - delivered_].limit;
 }
