@@ -195,6 +195,37 @@ TEST(ReadBatonAttack, AnOverLimitReplyReadByTheCallerFailsOnlyItsCall) {
     }
 }
 
+// A reply over its own command's limit (a lock script answers with a few
+// numbers) read by the caller on a parked connection: refused from its
+// header, as when the I/O thread reads it, and the call fails with the
+// script named.
+TEST(ReadBatonAttack, AReplyOverItsCommandsOwnLimitReadByTheCallerFailsItsCall) {
+    std::string hostile = "*1000\r\n";
+    for (int i = 0; i < 1000; ++i) hostile += ":1\r\n";
+    dlock::support::ScriptedServer scripted([&](const std::vector<std::string>& command) -> std::string {
+        if (command.empty()) return "-ERR empty\r\n";
+        if (command[0] == "EVALSHA" || command[0] == "EVAL") return hostile;
+        if (command[0] == "CLIENT") return "+OK\r\n";
+        return "+PONG\r\n";
+    });
+    dlock::Client client("redis://127.0.0.1:" + std::to_string(scripted.port()), with_timeout(2000ms));
+    auto lock = client.lock("hostile-caller");
+    for (int i = 0; i < 5; ++i) {
+        client.wait_connected();
+        ASSERT_EQ(client.command({"PING"}).text, "PONG");  // parked: the caller reads the script's reply
+        std::error_code ec;
+        std::string what;
+        try {
+            static_cast<void>(lock.try_lock());
+        } catch (const dlock::Error& e) {
+            ec = e.code();
+            what = e.what();
+        }
+        EXPECT_EQ(ec, dlock::errc::reply_too_large) << ec.message() << ": " << what;
+        EXPECT_NE(what.find("lock script 'acquire'"), std::string::npos) << what;
+    }
+}
+
 // A hostile server that answers one command twice: the extra reply is
 // nobody's; the next caller must not take it for its own.
 TEST(ReadBatonAttack, AnExtraReplyIsNeverTakenForTheNextCallersReply) {
