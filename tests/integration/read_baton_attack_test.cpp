@@ -23,6 +23,7 @@
 #include "redis_server.hpp"
 #include "scripted_server.hpp"
 #include "tcp_proxy.hpp"
+#include "thrown.hpp"
 
 using namespace std::chrono_literals;
 
@@ -213,14 +214,7 @@ TEST(ReadBatonAttack, AReplyOverItsCommandsOwnLimitReadByTheCallerFailsItsCall) 
     for (int i = 0; i < 5; ++i) {
         client.wait_connected();
         ASSERT_EQ(client.command({"PING"}).text, "PONG");  // parked: the caller reads the script's reply
-        std::error_code ec;
-        std::string what;
-        try {
-            static_cast<void>(lock.try_lock());
-        } catch (const dlock::Error& e) {
-            ec = e.code();
-            what = e.what();
-        }
+        const auto [ec, what] = dlock::support::thrown_by([&] { return lock.try_lock(); });
         EXPECT_EQ(ec, dlock::errc::reply_too_large) << ec.message() << ": " << what;
         EXPECT_NE(what.find("lock script 'acquire'"), std::string::npos) << what;
     }

@@ -23,6 +23,7 @@
 #include "redis/reply_reader.hpp"
 #include "redis_server.hpp"
 #include "scripted_server.hpp"
+#include "thrown.hpp"
 
 namespace {
 
@@ -143,14 +144,7 @@ TEST(ReplyReaderAllocation, AHugeReplyToALockScriptIsRefusedFromItsHeader) {
     auto lock = client.lock("hostile");
     const std::size_t before = live_bytes;
     peak_bytes = before;
-    std::error_code ec;
-    std::string what;
-    try {
-        static_cast<void>(lock.try_lock());
-    } catch (const dlock::Error& e) {
-        ec = e.code();
-        what = e.what();
-    }
+    const auto [ec, what] = dlock::support::thrown_by([&] { return lock.try_lock(); });
     const std::size_t grew = peak_bytes - before;
     EXPECT_EQ(ec, dlock::errc::reply_too_large) << what;
     EXPECT_NE(what.find("lock script 'acquire'"), std::string::npos) << what;
