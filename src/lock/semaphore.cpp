@@ -35,6 +35,9 @@ void SemaphoreCore::release(const std::shared_ptr<Hold>& hold, std::error_code& 
         return;
     }
     std::string_view argv[] = {hold->owner, identity->retention_ms, "release"};
+    // This thread reads the release's reply itself when it can (the read
+    // baton, redis/connection.hpp): no wake-up of the I/O thread.
+    DriveScope driving(client->may_drive());
     auto call = RetriedCall::start(client, semaphore_release_script(), identity->keys_args(), argv,
                                    retry_window_end());
     Reply reply;

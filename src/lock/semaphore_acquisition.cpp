@@ -27,6 +27,9 @@ SemaphoreCore::Asked SemaphoreCore::ask(const std::string& permit, std::string_v
                                identity->waiter_lease_ms,
                                identity->retention_ms,
                                identity->set_limit ? "set" : ""};
+    // This thread reads the answer itself when it can (the read baton,
+    // redis/connection.hpp): no wake-up of the I/O thread.
+    DriveScope driving(client->may_drive());
     auto call = RetriedCall::start(client, semaphore_acquire_script(), identity->acquire_keys_args(), argv,
                                    retry_window_end(),
                                    RetriedCall::Send::evalsha, RetriedCall::Migration::while_awaited);
