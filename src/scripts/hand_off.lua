@@ -17,15 +17,20 @@
 -- once (lost, or still re-entered).
 -- A retry with the same operation id answers as the first copy did (the waiter's arrival read
 -- back from the line).
-local owner = redis.call('HGET', KEYS[1], 'owner')
+-- Server calls (docs/design/server-work.md, "A cheaper seat"): 11 for a hand-off that places
+-- nobody, 15-17 for one that places the waiter behind (24-27 before): the lock hash and the
+-- fence hash each read and written in one call, the server clock read once for the token
+-- and the arrival, and the fence's expiry set once.
+local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'granted', 'token')
+local owner, count, seq, granted = h[1], h[2], h[3], h[4]
 local placing = KEYS[5] and ARGV[7] and ARGV[7] ~= ''
-if owner == ARGV[2] and redis.call('HGET', KEYS[1], 'seq') == ARGV[4] then
-  local token = tonumber(redis.call('HGET', KEYS[1], 'token'))
+if owner == ARGV[2] and seq == ARGV[4] then
+  local token = tonumber(h[5])
   local arrival = placing and redis.call('ZSCORE', KEYS[4], ARGV[7])
   if arrival then return {1, token, tonumber(arrival)} end
   return {1, token}
 end
-if owner ~= ARGV[1] or redis.call('HGET', KEYS[1], 'count') ~= '1' then
+if owner ~= ARGV[1] or count ~= '1' then
   return {0}
 end
 if KEYS[6] and op_number(ARGV[4]) <= op_number(redis.call('GET', KEYS[6])) then
@@ -33,18 +38,34 @@ if KEYS[6] and op_number(ARGV[4]) <= op_number(redis.call('GET', KEYS[6])) then
 end
 -- A late copy of an older hand-off (the giver has acquired afresh since)
 -- must not take the new hold away from it.
-if op_number(ARGV[4]) <= op_number(redis.call('HGET', KEYS[1], 'seq')) then
+if op_number(ARGV[4]) <= op_number(seq) then
   return {0}
 end
 -- Granted to the caller from the line (its grant set no operation id of the owner's): a
 -- hand-off that does not name the grant is a late copy of one sent before the wait.
-local granted = redis.call('HGET', KEYS[1], 'granted')
 if granted and granted ~= ARGV[6] then
   return {0}
 end
-local token = next_token(KEYS[2], true)
+-- The next fencing token (next_token with its clock floor) and, when placing, the new wait's
+-- arrival (take_place's for a new wait): both past the fence's last one and at least the
+-- server's clock in microseconds, from one read of each.
+local fence = redis.call('HMGET', KEYS[2], 'token', 'arrival')
+local clock = redis.call('TIME')
+local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local last = tonumber(fence[1])
+local token = math.max(last and last + 1 or 0, now_us)
+local arrival = placing and math.max((tonumber(fence[2]) or 0) + 1, now_us)
 if KEYS[5] then leave_line(KEYS[4], KEYS[5], ARGV[2]) end
-local arrival = placing and take_place(KEYS[4], KEYS[5], KEYS[2], ARGV[7], server_ms(), tonumber(ARGV[8]), true)
+if arrival then
+  local place_ms = tonumber(ARGV[8])
+  redis.call('HSET', KEYS[2], 'token', string.format('%.0f', token), 'arrival', string.format('%.0f', arrival))
+  redis.call('ZADD', KEYS[4], string.format('%.0f', arrival), ARGV[7])
+  redis.call('ZADD', KEYS[5], math.floor(now_us / 1000) + place_ms, ARGV[7])
+  extend_expiry(KEYS[4], place_ms)
+  extend_expiry(KEYS[5], place_ms)
+else
+  redis.call('HSET', KEYS[2], 'token', string.format('%.0f', token))
+end
 -- The giver's undone operations ('u') are not the next owner's.
 if granted then redis.call('HDEL', KEYS[1], 'granted') end
 -- Someone stands in line: the next owner's release looks at it (mark_waited). The place's
@@ -57,7 +78,9 @@ else
              'u', '0', 'v', layout)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-keep_fence(KEYS[2], ARGV[3] + ARGV[5])
+-- The fence outlives the new hold by the retention, and any place taken above (keep_fence;
+-- take_place only ever lengthened it, and the fence's expiry was then set to this anyway).
+keep_fence(KEYS[2], math.max(ARGV[3] + ARGV[5], tonumber(ARGV[8]) or 0))
 -- The current owner's stale operations must not take the lock back later.
 redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
 if arrival then return {1, token, arrival} end

@@ -324,6 +324,56 @@ TEST_F(ServerWork, ExclusiveLockPaths) {
     EXPECT_LE(write.calls_per_run(), 16);  // its release always publishes: readers queue behind a waiting writer (was 21)
 }
 
+// A Lock's local hand-off (hand_off.lua) from a holder to the next owner
+// of its process, with and without the seat (the waiter behind that owner
+// placed at the end of the server's line), on a hash written as a hold's.
+// Before one read of each hash and one of the clock: 24-27 calls with the
+// seat, 14 without.
+TEST_F(ServerWork, HandOffPaths) {
+    const dlock::detail::LockKeys keys("work-handoff");
+    const std::string tombstone = keys.tombstone("giver:1"), next_tombstone = keys.tombstone("next:1");
+    const std::string fence(keys.fence()), line(keys.line()), places(keys.places());
+    std::string_view k[] = {keys.lock, fence, tombstone, line, places, next_tombstone};
+    int n = 0;
+    const auto hold = [&] {
+        (void)stats.command({"DEL", keys.lock, fence, tombstone, line, places, next_tombstone});
+        // A hold of giver:1 (its operation 5) with a token issued, as acquire.lua writes it.
+        (void)stats.command({"HSET", keys.lock, "owner", "giver:1", "count", "1", "seq", "5", "token", "10", "u", "0",
+                             "v", "2"});
+        (void)stats.command({"PEXPIRE", keys.lock, "30000"});
+        (void)stats.command({"HSET", fence, "token", "10"});
+        (void)stats.command({"PEXPIRE", fence, "630000"});
+    };
+    const auto hand_off = [&](bool seat) {
+        const std::string successor = "after:" + std::to_string(n++);
+        std::string_view a[] = {"giver:1", "next:1", "30000", "6", "600000", "", seat ? successor : "",
+                                seat ? "3000" : ""};
+        const auto answer = client.eval(dlock::detail::hand_off_script(), k, a);
+        EXPECT_EQ(answer.elements.size(), seat ? 3u : 2u) << "not the path measured";
+        if (!answer.elements.empty()) {
+            EXPECT_EQ(answer.elements[0].integer, 1);
+        }
+    };
+    const auto placing = measure(stats, hold, [&] { hand_off(true); });
+    report("hand-off placing the next waiter", placing);
+    const auto plain = measure(stats, hold, [&] { hand_off(false); });
+    report("hand-off, nobody to place", plain);
+    // What the cheaper seat writes: the new owner, the successor in line
+    // with its place kept, the arrival noted, and the fence outliving all.
+    hold();
+    hand_off(true);
+    const std::string successor = "after:" + std::to_string(n - 1);
+    EXPECT_EQ(stats.command({"HGET", keys.lock, "owner"}).text, "next:1");
+    EXPECT_EQ(stats.command({"HGET", keys.lock, "sa"}).text, stats.command({"ZSCORE", line, successor}).text);
+    EXPECT_EQ(stats.command({"HGET", fence, "arrival"}).text, stats.command({"ZSCORE", line, successor}).text);
+    EXPECT_FALSE(stats.command({"ZSCORE", places, successor}).is_nil());
+    EXPECT_GT(stats.command({"PTTL", line}).integer, 0);
+    EXPECT_GT(stats.command({"PTTL", fence}).integer, 600000);
+    EXPECT_GT(std::stoll(stats.command({"HGET", fence, "token"}).text), 10);
+    EXPECT_LE(placing.calls_per_run(), 17);
+    EXPECT_LE(plain.calls_per_run(), 11);
+}
+
 // The budget of each path of an RwLock's read side, and the same paths of
 // the previous version's scripts (tests/data/rw1/), counted and timed the
 // same way in the same run.
