@@ -14,6 +14,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "eventually.hpp"
 #include "lock/lock_scripts.hpp"
 #include "redis_server.hpp"
 #include "warm_up.hpp"
