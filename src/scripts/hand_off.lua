@@ -55,16 +55,21 @@ local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local last = tonumber(fence[1])
 local token = math.max(last and last + 1 or 0, now_us)
 local arrival = placing and math.max((tonumber(fence[2]) or 0) + 1, now_us)
+-- The fence's HSET is the script's first write: a server out of memory refuses it, and with
+-- it the whole hand-off, before anything is written. A write that frees memory first
+-- (leave_line's ZREM) would let every later write through (prelude.lua, prune_readers).
+if arrival then
+  redis.call('HSET', KEYS[2], 'token', string.format('%.0f', token), 'arrival', string.format('%.0f', arrival))
+else
+  redis.call('HSET', KEYS[2], 'token', string.format('%.0f', token))
+end
 if KEYS[5] then leave_line(KEYS[4], KEYS[5], ARGV[2]) end
 if arrival then
   local place_ms = tonumber(ARGV[8])
-  redis.call('HSET', KEYS[2], 'token', string.format('%.0f', token), 'arrival', string.format('%.0f', arrival))
   redis.call('ZADD', KEYS[4], string.format('%.0f', arrival), ARGV[7])
   redis.call('ZADD', KEYS[5], math.floor(now_us / 1000) + place_ms, ARGV[7])
   extend_expiry(KEYS[4], place_ms)
   extend_expiry(KEYS[5], place_ms)
-else
-  redis.call('HSET', KEYS[2], 'token', string.format('%.0f', token))
 end
 -- The giver's undone operations ('u') are not the next owner's.
 if granted then redis.call('HDEL', KEYS[1], 'granted') end
@@ -78,9 +83,10 @@ else
              'u', '0', 'v', layout)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
--- The fence outlives the new hold by the retention, and any place taken above (keep_fence;
--- take_place only ever lengthened it, and the fence's expiry was then set to this anyway).
-keep_fence(KEYS[2], math.max(ARGV[3] + ARGV[5], tonumber(ARGV[8]) or 0))
+-- The fence outlives the new hold by the retention (keep_fence), and the place taken above,
+-- whose arrival it counts (as take_place keeps it). Before, a second setting to lease +
+-- retention alone came after take_place's and won.
+keep_fence(KEYS[2], math.max(ARGV[3] + ARGV[5], arrival and tonumber(ARGV[8]) or 0))
 -- The current owner's stale operations must not take the lock back later.
 redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
 if arrival then return {1, token, arrival} end

@@ -9,6 +9,7 @@
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock.hpp"
+#include "hold/lock_keys.hpp"
 #include "lock/lock_scripts.hpp"
 #include "eventually.hpp"
 #include "lockable.hpp"
@@ -658,3 +659,45 @@ TEST(LockHandOff, AWaiterPlacedByAHandOffHearsItsGrantFromTheLine) {
     EXPECT_EQ(t.client.metrics().value("dlock_handoffs_total", {{"how", "direct"}}), 1);
     EXPECT_EQ(t.server.cli({"EXISTS", lock_key("seated-granted"), t.line_key}), "0");
 }
+
+// A server out of memory (noeviction) refuses a hand-off before it writes
+// anything: the fence's HSET comes first, which Redis refuses then. A ZREM
+// (which frees memory, so Redis lets it through) first let every later write
+// of the script through as well: the lock changed hands, a place was taken
+// and the fence written, past maxmemory.
+TEST(LockHandOff, AServerOutOfMemoryRefusesItBeforeAnyWrite) {
+    dlock::support::RedisServer server({.extra_args = {"--maxmemory-policy", "noeviction"}});
+    dlock::Client client(server.uri());
+    client.wait_connected();
+    const dlock::detail::LockKeys keys("oom-hand-off");
+    const std::string fence(keys.fence()), line(keys.line()), places(keys.places());
+    const std::string giver_tombstone = keys.tombstone("giver:1"), next_tombstone = keys.tombstone("next:1");
+    // A hold of giver:1, with next:1 in line as a waiter of its process.
+    client.command({"HSET", keys.lock, "owner", "giver:1", "count", "1", "seq", "5", "token", "10", "u", "0", "v", "2"});
+    client.command({"PEXPIRE", keys.lock, "30000"});
+    client.command({"HSET", fence, "token", "10", "arrival", "1"});
+    client.command({"ZADD", line, "1", "next:1"});
+    client.command({"ZADD", places, "99999999999999", "next:1"});
+    server.cli({"CONFIG", "SET", "maxmemory", "0"});
+    client.command({"SET", "filler", std::string(2 << 20, 'x')});
+    server.cli({"CONFIG", "SET", "maxmemory", "1mb"});
+    std::error_code refused;
+    std::string_view probe[] = {"HSET", "probe", "a", "b"};
+    (void)client.command(probe, refused);
+    ASSERT_TRUE(refused) << "the server is not out of memory";
+    std::string_view k[] = {keys.lock, fence, giver_tombstone, line, places, next_tombstone};
+    for (const bool placing : {true, false}) {
+        std::string_view a[] = {"giver:1", "next:1", "30000", "6", "600000", "", placing ? "after:1" : "",
+                                placing ? "3000" : ""};
+        std::error_code ec;
+        const auto answer = client.eval(dlock::detail::hand_off_script(), k, a, ec);
+        EXPECT_EQ(ec, dlock::errc::server_error) << (placing ? "placing: " : "") << ec.message();
+        EXPECT_NE(answer.text.find("OOM"), std::string::npos) << answer.text;
+        EXPECT_EQ(client.command({"HGET", keys.lock, "owner"}).text, "giver:1");
+        EXPECT_EQ(client.command({"ZSCORE", line, "next:1"}).text, "1") << "the next owner left the line";
+        EXPECT_TRUE(client.command({"ZSCORE", line, "after:1"}).is_nil());
+        EXPECT_EQ(client.command({"HGET", fence, "token"}).text, "10");
+        EXPECT_EQ(client.command({"EXISTS", giver_tombstone}).integer, 0);
+    }
+}
+
