@@ -148,6 +148,37 @@ TEST(SemaphoreFaults, AWaiterGivesUpAtItsDeadlineAgainstAPausedServer) {
     EXPECT_LT(took, 600ms);
 }
 
+// The waiting thread reads its request's answer itself (the read baton),
+// in ppoll on the socket: a stop must end that read as promptly as it ends
+// a sleep, for a wait with a deadline and one without, while a paused server holds
+// the answer back.
+TEST(SemaphoreFaults, AStopEndsAnAcquireWhoseAnswerAPausedServerHoldsBack) {
+    dlock::support::RedisServer server;
+    dlock::Client client(server.uri());  // a command timeout (5 s) far past the stop
+    dlock::Semaphore sem(client, "paused-stop", {.limit = 1});
+    auto held = sem.acquire();
+    for (const bool bounded : {true, false}) {
+        server.pause();
+        std::stop_source stop;
+        auto asked = std::async(std::launch::async, [&] {
+            return bounded ? sem.try_acquire_until(Clock::now() + 10s, 1, stop.get_token())
+                          : sem.acquire(1, stop.get_token());
+        });
+        std::this_thread::sleep_for(100ms);  // its request is sent, and unanswered
+        const auto at = Clock::now();
+        stop.request_stop();
+        const auto ended = asked.wait_for(2s);
+        const auto took = Clock::now() - at;
+        server.resume();
+        ASSERT_EQ(ended, std::future_status::ready) << (bounded ? "try_acquire_until" : "acquire") << " ignored its stop";
+        EXPECT_FALSE(asked.get());
+        EXPECT_LT(took, 500ms);
+    }
+    // Nothing of the two stopped calls stays: the permit comes back to the next one.
+    held.release();
+    EXPECT_TRUE(sem.try_acquire_for(3s));
+}
+
 TEST(SemaphoreFaults, ARestartWithoutDataLosesThePermitAndTheSemaphoreWorksAfter) {
     dlock::support::RedisServer server;
     dlock::Client client(server.uri(), cut_options());
