@@ -346,8 +346,9 @@ TEST_F(ServerWork, HandOffPaths) {
     };
     const auto hand_off = [&](bool seat) {
         const std::string successor = "after:" + std::to_string(n++);
-        std::string_view a[] = {"giver:1", "next:1", "30000", "6", "600000", "", seat ? successor : "",
-                                seat ? "3000" : ""};
+        // (Each a view of its own: `seat ? successor : ""` would be a temporary string.)
+        std::string_view a[] = {"giver:1", "next:1", "30000", "6", "600000", "",
+                                seat ? std::string_view(successor) : std::string_view(), seat ? "3000" : ""};
         const auto answer = client.eval(dlock::detail::hand_off_script(), k, a);
         EXPECT_EQ(answer.elements.size(), seat ? 3u : 2u) << "not the path measured";
         if (!answer.elements.empty()) {
