@@ -327,8 +327,8 @@ TEST_F(ServerWork, ExclusiveLockPaths) {
 // A Lock's local hand-off (hand_off.lua) from a holder to the next owner
 // of its process, with and without the seat (the waiter behind that owner
 // placed at the end of the server's line), on a hash written as a hold's.
-// Before one read of each hash and one of the clock: 24-27 calls with the
-// seat, 14 without.
+// Before each hash was read in one call and the clock once: 24-27 calls
+// with the seat, 14 without.
 TEST_F(ServerWork, HandOffPaths) {
     const dlock::detail::LockKeys keys("work-handoff");
     const std::string tombstone = keys.tombstone("giver:1"), next_tombstone = keys.tombstone("next:1");
