@@ -27,7 +27,8 @@
 -- (by an RwLock's readers, as a Semaphore); "DLOCK_LAYOUT ..." when the lock hash is of a
 -- later data layout than this script's (prelude.lua, layout).
 -- Server calls (docs/design/server-work.md): a fresh grant of a free name nobody waits for 9,
--- a re-entry 4, a busy answer 3 (4 for the first one of a hold).
+-- a re-entry 4, a busy answer 3 (4 for the first one of a hold), a new wait answered busy
+-- with a place at the end of a line of others 11.
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
 -- that one first answered busy may answer {-2} once the lock is free: it never grants.
 -- The common paths come first, with the few helpers they use: a call taking one creates
@@ -63,7 +64,7 @@ if not h[8] or (tonumber(h[8]) or layout + 1) <= layout then  -- else refused be
 end
 --@helpers
 if busy_pttl then
-  return {0, busy_pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_ms(), tonumber(ARGV[8]), ARGV[10] == 'new')}
+  return {0, busy_pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_us(), tonumber(ARGV[8]), ARGV[10] == 'new')}
 end
 local state = lock_state(h)
 local refusal = layout_refusal(state)
@@ -114,15 +115,15 @@ if not state.owner then
   end
   if others > 0 and KEYS[8] and redis.call('EXISTS', KEYS[7]) == 1 then
     -- Somebody stands in line (a lock nobody waits for has no line key).
-    local now = server_ms()
-    prune_line(KEYS[7], KEYS[8], now)
+    local now_us = server_us()
+    prune_line(KEYS[7], KEYS[8], ms_of(now_us))
     local first = first_in_line(KEYS[7])
     if first and first ~= ARGV[1] then
       -- Others were first: the first of them gets it, and the caller waits its turn.
-      grant_first_in_line(KEYS[1], KEYS[2], KEYS[7], KEYS[8], tonumber(ARGV[9]), tonumber(ARGV[5]), now)
+      grant_first_in_line(KEYS[1], KEYS[2], KEYS[7], KEYS[8], tonumber(ARGV[9]), tonumber(ARGV[5]), now_us)
       raise_tombstone(KEYS[3], ARGV[3], ARGV[5])
       if ARGV[8] ~= '' then
-        return {0, tonumber(ARGV[9]), take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], now, tonumber(ARGV[8]), ARGV[10] == 'new')}
+        return {0, tonumber(ARGV[9]), take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], now_us, tonumber(ARGV[8]), ARGV[10] == 'new')}
       end
       return {0, tonumber(ARGV[9])}
     end

@@ -14,7 +14,8 @@
 -- hold it; else {'released', holds}: holds is {holder, count, 'lock' | 'read', ...} ('lock': the
 -- exclusive hold, a Lock's or an RwLock's writer).
 -- The fence (last token) is left to expire by itself, retention after the last renewal.
-local now = server_ms()
+local now_us = server_us()
+local now = ms_of(now_us)
 local mode, only = ARGV[3], ARGV[4]
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local holds = {}
@@ -37,7 +38,8 @@ if mode == 'one' and #holds > 3 then return {'refused', holds} end
 if owner and holds[1] == owner and holds[3] ~= 'read' then
   local token = redis.call('HGET', KEYS[1], 'token') or '0'
   redis.call('DEL', KEYS[1])
-  if not grant_first_in_line(KEYS[1], KEYS[3], KEYS[4], KEYS[5], tonumber(ARGV[1]), tonumber(ARGV[2])) then
+  if not grant_first_in_line(KEYS[1], KEYS[3], KEYS[4], KEYS[5], tonumber(ARGV[1]), tonumber(ARGV[2]), now_us,
+                             true) then
     publish(KEYS[2], 'released')
   end
   publish(inbox_of(owner, KEYS[1]), 'revoked ' .. owner .. ' ' .. token .. ' ' .. KEYS[1])

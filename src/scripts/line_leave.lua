@@ -16,8 +16,8 @@ if ARGV[4] == '' or redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] or
   return 0
 end
 redis.call('DEL', KEYS[1])
-keep_fence(KEYS[2], tonumber(ARGV[3]))
-if not grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[2]), tonumber(ARGV[3])) then
+if not grant_first_in_line(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[2]), tonumber(ARGV[3]), nil, true) then
+  keep_fence(KEYS[2], tonumber(ARGV[3]))
   publish(KEYS[5], 'released')
 end
 return 1

@@ -10,18 +10,37 @@ local function op_number(op)
   return tonumber(op) or 0
 end
 
+-- The server's clock in microseconds, and in milliseconds. Every deadline a script stores (a
+-- reader's lease, a waiting writer's mark, a waiter's place) is server time: no client's clock
+-- decides anything here. A script that needs both reads TIME once (server_us) and derives the
+-- milliseconds (ms_of); server_ms reads it on its own, so that a common path that needs only
+-- milliseconds (acquire.lua, --@helpers) defines one helper for it, not two.
+local function server_us()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+
+local function ms_of(us)
+  return math.floor(us / 1000)
+end
+
+local function server_ms()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+
 -- A new fencing token, and its text: past the last one issued for this name and, with
 -- floor_always (or when the counter is gone), at least the server's clock
 -- in microseconds. Tokens therefore keep increasing after the counter is
 -- lost (retention expiry, eviction, a restart without persistence, a
 -- failover to a replica that lagged), as long as the server's clock does
 -- not step back.
-local function next_token(fence, floor_always)
+-- now_us: the server's clock (server_us), when the caller has read it already.
+local function next_token(fence, floor_always, now_us)
   local last = tonumber(redis.call('HGET', fence, 'token'))
   local token = last and last + 1 or 0
   if floor_always or not last then
-    local now = redis.call('TIME')
-    local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    now_us = now_us or server_us()
     if now_us > token then token = now_us end
   end
   local text = string.format('%.0f', token)  -- (tostring would write a token above 1e14 as 1.7e+15)
@@ -152,14 +171,6 @@ local function grant_exclusive(lock, fence, state, owner, op_id, lease, retentio
   return write_grant(lock, fence, owner, op_id, lease, retention, floor_always, label, waited)
 end
 
--- The server's clock in milliseconds. Every deadline a script stores (a
--- reader's lease, a waiting writer's mark) is server time: no client's clock
--- decides anything here.
-local function server_ms()
-  local now = redis.call('TIME')
-  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-end
-
 -- Pushes a key's expiry out to at least ms from now, never shortening it.
 -- (PEXPIRE GT would leave a key without expiry as it is: it counts as infinite.)
 local function extend_expiry(key, ms)
@@ -276,25 +287,25 @@ end
 -- A waiter's score in the line is its arrival number, which also names its
 -- wait: it never repeats for one lock, also after the line emptied (its key
 -- is then gone) or the fence expired, because each new one is at least the
--- server's clock in microseconds and above the last one given (kept in the
--- fence hash, whose expiry the line's keeps up with). A new wait (new_wait)
--- always gets a new arrival, at the end of the line, even if its owner
--- still stands there from a wait it gave up whose line_leave has not come
--- yet: that line_leave, or that wait's grant notice, can then never be
+-- server's clock in microseconds (now_us, server_us) and above the last one
+-- given (kept in the fence hash, whose expiry the line's keeps up with). A new
+-- wait (new_wait) always gets a new arrival, at the end of the line, even if
+-- its owner still stands there from a wait it gave up whose line_leave has not
+-- come yet: that line_leave, or that wait's grant notice, can then never be
 -- taken for the new wait's. Returns the arrival.
-local function take_place(line, places, fence, waiter, now, place_ms, new_wait)
-  local arrival = tonumber(redis.call('ZSCORE', line, waiter))
-  if new_wait or not arrival then
-    local clock = redis.call('TIME')
-    arrival = math.max((tonumber(redis.call('HGET', fence, 'arrival')) or 0) + 1,
-                       tonumber(clock[1]) * 1000000 + tonumber(clock[2]))
+-- The line's and the places' expiries grow with each place taken: lengthen_expiry, one call
+-- each while a crowd waits (each new place ends after the ones before it).
+local function take_place(line, places, fence, waiter, now_us, place_ms, new_wait)
+  local arrival = not new_wait and tonumber(redis.call('ZSCORE', line, waiter))
+  if not arrival then
+    arrival = math.max((tonumber(redis.call('HGET', fence, 'arrival')) or 0) + 1, now_us)
     redis.call('HSET', fence, 'arrival', string.format('%.0f', arrival))
     redis.call('ZADD', line, string.format('%.0f', arrival), waiter)
     extend_expiry(fence, place_ms)
   end
-  redis.call('ZADD', places, now + place_ms, waiter)
-  extend_expiry(line, place_ms)
-  extend_expiry(places, place_ms)
+  redis.call('ZADD', places, ms_of(now_us) + place_ms, waiter)
+  lengthen_expiry(line, place_ms)
+  lengthen_expiry(places, place_ms)
   return arrival
 end
 
@@ -317,20 +328,27 @@ end
 -- (confirm_grant.lua), and a waiter that missed its notice confirms the
 -- grant with its next acquisition. A waiter that died meanwhile blocks the
 -- lock that long at most. Returns the new owner, or nil when nobody is in line.
--- now (server ms) is read here when not given: a lock nobody waits for (no
--- line key) costs one EXISTS, nothing more.
-local function grant_first_in_line(lock, fence, line, places, grant_ms, retention, now)
-  if redis.call('EXISTS', line) == 0 then return nil end
-  now = now or server_ms()
-  prune_line(line, places, now)
-  local waiter = first_in_line(line)
-  if not waiter then return nil end
-  local place_left = (tonumber(redis.call('ZSCORE', places, waiter)) or now) - now
+-- now_us (server_us) is read here when not given; lock_gone: the caller deleted the lock hash.
+-- A lock nobody waits for (no line key) costs one ZRANGE, nothing more; the line is pruned
+-- (prune_line) only when its first waiter's place has ended.
+local function grant_first_in_line(lock, fence, line, places, grant_ms, retention, now_us, lock_gone)
+  local first = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
+  if not first[1] then return nil end
+  now_us = now_us or server_us()
+  local now = ms_of(now_us)
+  local place_end = tonumber(redis.call('ZSCORE', places, first[1]))
+  if not place_end or place_end <= now then
+    prune_line(line, places, now)
+    first = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
+    if not first[1] then return nil end
+    place_end = tonumber(redis.call('ZSCORE', places, first[1]))
+  end
+  local waiter, arrival = first[1], first[2]
+  local place_left = (place_end or now) - now
   if place_left > grant_ms then grant_ms = place_left end
-  local arrival = redis.call('ZSCORE', line, waiter)
   leave_line(line, places, waiter)
-  local token = next_token(fence, true)
-  redis.call('DEL', lock)
+  local token = next_token(fence, true, now_us)
+  if not lock_gone then redis.call('DEL', lock) end
   redis.call('HSET', lock, 'owner', waiter, 'count', 1, 'seq', '0', 'token', string.format('%.0f', token),
              'granted', arrival, 'w', '1', 'v', layout)
   redis.call('PEXPIRE', lock, grant_ms)

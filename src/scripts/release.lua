@@ -21,7 +21,7 @@
 -- answered busy while it was held ('w', prelude.lua). An operation undone while the owner
 -- holds the lock is noted in the hash ('u') too, so that a re-entry need not read the
 -- tombstone. Server calls (docs/design/server-work.md): a final release nobody waits for 4,
--- a release of a re-entry 4.
+-- a release of a re-entry 4, a final release granting the first in line 15.
 local undoing = ARGV[6] and ARGV[6] ~= ''
 -- The common paths come first, with the few helpers they use (acquire.lua): a release of
 -- the caller's own hold that nobody was answered busy for while it was held.
@@ -50,8 +50,10 @@ if releases then
   end
   redis.call('DEL', KEYS[1])
   tombstone_raised(KEYS[4], ARGV[3], ARGV[5])
-  keep_fence(KEYS[2], tonumber(ARGV[5]))
-  if not h[6] then return 0 end
+  if not h[6] then
+    keep_fence(KEYS[2], tonumber(ARGV[5]))
+    return 0
+  end
 end
 --@helpers
 if not releases then
@@ -80,8 +82,10 @@ if not releases then
 end
 -- A final release that someone was answered busy for: the first in line gets the lock, or
 -- the waiters are told.
-if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5])) then
+-- (The fence's expiry is set once: for the grant, or to the retention.)
+if KEYS[6] and grant_first_in_line(KEYS[1], KEYS[2], KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[5]), nil, true) then
   return 0
 end
+keep_fence(KEYS[2], tonumber(ARGV[5]))
 publish(KEYS[3], 'released')
 return 0
