@@ -397,14 +397,16 @@ TEST_F(ServerWork, LinePaths) {
         (void)stats.command({"PEXPIRE", keys.lock, "30000"});
         (void)stats.command({"HSET", fence, "token", "10", "arrival", "100"});
         (void)stats.command({"PEXPIRE", fence, "630000"});
-        const auto place_end = std::to_string(std::stoll(stats.command({"TIME"}).elements.at(0).text) * 1000 + 3000);
+        const auto place_end = std::to_string(std::stoll(stats.command({"TIME"}).elements.at(0).text) * 1000 + 30000);
         int arrival = 99;
         for (const char* in_line : {"waiter:1", "waiter:2", "waiter:3"}) {
             (void)stats.command({"ZADD", line, std::to_string(arrival++), in_line});
             (void)stats.command({"ZADD", places, place_end, in_line});
         }
-        (void)stats.command({"PEXPIRE", line, "2000"});
-        (void)stats.command({"PEXPIRE", places, "2000"});
+        // (Margins a slow machine cannot eat up; the newcomer's place, 60 s,
+        // ends after theirs, as a newcomer's does.)
+        (void)stats.command({"PEXPIRE", line, "30000"});
+        (void)stats.command({"PEXPIRE", places, "30000"});
     };
     std::string waiter, waiter_tombstone;
     const auto new_wait = [&] {
@@ -412,7 +414,7 @@ TEST_F(ServerWork, LinePaths) {
         waiter_tombstone = keys.tombstone(waiter);
         std::string_view k[] = {keys.lock, fence, waiter_tombstone, keys.readers(), keys.semaphore_permits(),
                                 keys.semaphore_waiters(), line, places};
-        std::string_view a[] = {waiter, "30000", "7", "fresh", "600000", "0", "", "3000", "1500", "new"};
+        std::string_view a[] = {waiter, "30000", "7", "fresh", "600000", "0", "", "60000", "1500", "new"};
         const auto answer = client.eval(dlock::detail::acquire_script(), k, a);
         ASSERT_EQ(answer.elements.size(), 3u) << "not the path measured";
         EXPECT_EQ(answer.elements[0].integer, 0);
@@ -436,8 +438,8 @@ TEST_F(ServerWork, LinePaths) {
     new_wait();
     EXPECT_EQ(stats.command({"ZRANGE", line, "-1", "-1"}).elements.at(0).text, waiter);
     EXPECT_FALSE(stats.command({"ZSCORE", places, waiter}).is_nil());
-    EXPECT_GT(stats.command({"PTTL", line}).integer, 2000);
-    EXPECT_GT(stats.command({"PTTL", places}).integer, 2000);
+    EXPECT_GT(stats.command({"PTTL", line}).integer, 30000);
+    EXPECT_GT(stats.command({"PTTL", places}).integer, 30000);
     granting_release();
     EXPECT_EQ(stats.command({"HGET", keys.lock, "owner"}).text, "waiter:1");
     EXPECT_EQ(stats.command({"HGET", keys.lock, "granted"}).text, "99");
