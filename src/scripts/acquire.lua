@@ -28,7 +28,7 @@
 -- later data layout than this script's (prelude.lua, layout).
 -- Server calls (docs/design/server-work.md): a fresh grant of a free name nobody waits for 9,
 -- a re-entry 4, a busy answer 3 (4 for the first one of a hold), a new wait answered busy
--- with a place at the end of a line of others 11.
+-- with a place at the end of a line of others 11, the first waiter of a hold 14.
 -- A retry with the same operation id answers as the first copy did and changes nothing, except
 -- that one first answered busy may answer {-2} once the lock is free: it never grants.
 -- The common paths come first, with the few helpers they use: a call taking one creates
@@ -64,7 +64,9 @@ if not h[8] or (tonumber(h[8]) or layout + 1) <= layout then  -- else refused be
 end
 --@helpers
 if busy_pttl then
-  return {0, busy_pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_us(), tonumber(ARGV[8]), ARGV[10] == 'new')}
+  -- (No 'w' yet: nobody was answered busy for this hold, so the line is most likely new.)
+  return {0, busy_pttl, take_place(KEYS[7], KEYS[8], KEYS[2], ARGV[1], server_us(), tonumber(ARGV[8]), ARGV[10] == 'new',
+                                   not h[6])}
 end
 local state = lock_state(h)
 local refusal = layout_refusal(state)

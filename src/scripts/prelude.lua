@@ -294,8 +294,10 @@ end
 -- come yet: that line_leave, or that wait's grant notice, can then never be
 -- taken for the new wait's. Returns the arrival.
 -- The line's and the places' expiries grow with each place taken: lengthen_expiry, one call
--- each while a crowd waits (each new place ends after the ones before it).
-local function take_place(line, places, fence, waiter, now_us, place_ms, new_wait)
+-- each while a crowd waits (each new place ends after the ones before it); extend_expiry, two,
+-- where the keys are new (three with lengthen_expiry): line_may_be_new, the first busy answer
+-- of a hold. Either never shortens an expiry and always leaves one.
+local function take_place(line, places, fence, waiter, now_us, place_ms, new_wait, line_may_be_new)
   local arrival = not new_wait and tonumber(redis.call('ZSCORE', line, waiter))
   if not arrival then
     arrival = math.max((tonumber(redis.call('HGET', fence, 'arrival')) or 0) + 1, now_us)
@@ -304,8 +306,9 @@ local function take_place(line, places, fence, waiter, now_us, place_ms, new_wai
     extend_expiry(fence, place_ms)
   end
   redis.call('ZADD', places, ms_of(now_us) + place_ms, waiter)
-  lengthen_expiry(line, place_ms)
-  lengthen_expiry(places, place_ms)
+  local keep_expiry = line_may_be_new and extend_expiry or lengthen_expiry
+  keep_expiry(line, place_ms)
+  keep_expiry(places, place_ms)
   return arrival
 end
 

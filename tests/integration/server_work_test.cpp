@@ -382,7 +382,8 @@ TEST_F(ServerWork, HandOffPaths) {
 // line, read the clock twice and the first waiter's arrival apart from its
 // name, deleted the hash twice and set the fence's expiry twice (21 calls);
 // the new wait read the clock twice, looked up a place it was not keeping
-// and set two expiries in two calls each (15).
+// and set two expiries in two calls each (15; 17 for the first waiter of a
+// hold, which also marks the hash).
 TEST_F(ServerWork, LinePaths) {
     const dlock::detail::LockKeys keys("work-line");
     const std::string holder_tombstone = keys.tombstone("holder:1");
@@ -425,8 +426,22 @@ TEST_F(ServerWork, LinePaths) {
         std::string_view a[] = {"holder:1", "30000", "6", "all", "600000", "", "1500"};
         EXPECT_EQ(client.eval(dlock::detail::release_script(), k, a).integer, 0);
     };
+    crowd();
+    new_wait();  // warm-up: the client connected, the script loaded
     const auto joining = measure(stats, crowd, new_wait);
     report("a new wait, answered busy with a place", joining);
+    // The first waiter of a hold: nobody was answered busy for it yet, and
+    // there is no line.
+    const auto alone = [&] {
+        (void)stats.command({"DEL", keys.lock, fence, holder_tombstone, line, places});
+        (void)stats.command({"HSET", keys.lock, "owner", "holder:1", "count", "1", "seq", "5", "token", "10", "u", "0",
+                             "v", "2"});
+        (void)stats.command({"PEXPIRE", keys.lock, "30000"});
+        (void)stats.command({"HSET", fence, "token", "10", "arrival", "100"});
+        (void)stats.command({"PEXPIRE", fence, "630000"});
+    };
+    const auto first_waiter = measure(stats, alone, new_wait);
+    report("the first waiter of a hold", first_waiter);
     const auto granting = measure(stats, crowd, granting_release);
     report("final release granting the first in line", granting);
 
@@ -447,7 +462,13 @@ TEST_F(ServerWork, LinePaths) {
     EXPECT_TRUE(stats.command({"ZSCORE", line, "waiter:1"}).is_nil());
     EXPECT_TRUE(stats.command({"ZSCORE", places, "waiter:1"}).is_nil());
     EXPECT_GT(stats.command({"PTTL", fence}).integer, 600000);
+    alone();
+    new_wait();
+    EXPECT_EQ(stats.command({"HGET", keys.lock, "w"}).text, "1");
+    EXPECT_GT(stats.command({"PTTL", line}).integer, 30000);
+    EXPECT_GT(stats.command({"PTTL", places}).integer, 30000);
     EXPECT_LE(joining.calls_per_run(), 11);
+    EXPECT_LE(first_waiter.calls_per_run(), 14);
     EXPECT_LE(granting.calls_per_run(), 15);
 }
 
