@@ -353,16 +353,20 @@ TEST(Async, ADeadlineEndsAWaitWithAnEmptyHoldAndAClosedClientEndsOperations) {
     AsyncHold none = get(timed);
     EXPECT_FALSE(none);
     EXPECT_GE(std::chrono::steady_clock::now() - before, 290ms);
-    auto waiting = dlock::async_lock(lock, asio::use_future);
+    // The wait's end comes to a handler, not as a future's exception: the
+    // fiber thread drops the promise's last hold on a stored exception after
+    // this thread read it, and ThreadSanitizer cannot see the reference count
+    // inside libstdc++ that orders the two (a data race reported on
+    // exception_ptr::_M_release, not one of the library's).
+    std::promise<std::pair<std::error_code, bool>> ended;
+    dlock::async_lock(lock, [&](std::error_code ec, AsyncHold hold) { ended.set_value({ec, bool(hold)}); });
+    auto waiting = ended.get_future();
     std::this_thread::sleep_for(100ms);
     client.reset();  // closes: the waiting operation ends
     ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
-    try {
-        (void)waiting.get();
-        ADD_FAILURE() << "a closed client's wait completed holding the lock";
-    } catch (const std::system_error& e) {
-        EXPECT_EQ(e.code(), dlock::errc::client_closed) << e.code().message();
-    }
+    const auto [ec, held] = waiting.get();
+    EXPECT_FALSE(held) << "a closed client's wait completed holding the lock";
+    EXPECT_EQ(ec, dlock::errc::client_closed) << ec.message();
 }
 
 TEST(Async, ADeferredOperationStartsWhenInvokedAndATryIsOneAttempt) {
