@@ -382,7 +382,7 @@ TEST_F(ServerWork, HandOffPaths) {
 // line, read the clock twice and the first waiter's arrival apart from its
 // name, deleted the hash twice and set the fence's expiry twice (21 calls);
 // the new wait read the clock twice, looked up a place it was not keeping
-// and set two expiries in two calls each (15; 17 for the first waiter of a
+// and set two expiries in two calls each (15; 16 for the first waiter of a
 // hold, which also marks the hash).
 TEST_F(ServerWork, LinePaths) {
     const dlock::detail::LockKeys keys("work-line");
