@@ -13,6 +13,11 @@
 # only the helpers those paths use (and theirs) are placed in front of it, the
 # others at that line, so a call that returns on a common path never creates
 # the closures of the rest.
+#
+# Each script comes in two texts, NAME_text and NAME_cluster_text: where it
+# carries publish.lua's `local sharded_pubsub = false`, the cluster text has
+# it true (the client of a Redis Cluster sends that one); otherwise both are
+# the same text.
 cmake_policy(SET CMP0057 NEW)
 string(REPLACE "," ";" SCRIPTS "${SCRIPTS}")
 string(REPLACE "," ";" PRELUDE "${PRELUDE}")
@@ -122,6 +127,17 @@ function(helpers_text names except out)
   set(${out} "${text}" PARENT_SCOPE)
 endfunction()
 
+# publish.lua's switch between plain and sharded pub/sub, as it stands in
+# the prelude and as the cluster text of a script has it.
+set(sharded_line_false "local sharded_pubsub = false")
+set(sharded_line_true "local sharded_pubsub = true")
+if(DEFINED helper_text_sharded_pubsub)
+  string(FIND "${helper_text_sharded_pubsub}" "\n${sharded_line_false}\n" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "publish.lua must define sharded_pubsub as the line '${sharded_line_false}'")
+  endif()
+endif()
+
 set(body "// Generated from src/scripts/*.lua by cmake/GenerateScriptsHeader.cmake. Do not edit.\n#pragma once\n\nnamespace dlock::detail::scripts {\n\n")
 foreach(script IN LISTS SCRIPTS)
   get_filename_component(name ${script} NAME_WE)
@@ -148,7 +164,19 @@ foreach(script IN LISTS SCRIPTS)
     message(FATAL_ERROR "${script} contains the raw-string delimiter )lua\"")
   endif()
   string(APPEND body "inline constexpr const char ${name}_text[] = R\"lua(${text})lua\";\n")
-  string(APPEND body "inline constexpr const char ${name}_sha1[] = \"${digest}\";\n\n")
+  string(APPEND body "inline constexpr const char ${name}_sha1[] = \"${digest}\";\n")
+  # The text for clients of a Redis Cluster (publish.lua): the same script
+  # with sharded pub/sub, where it carries the helper that chooses.
+  string(FIND "${text}" "\n${sharded_line_false}\n" sharded_at)
+  if(sharded_at EQUAL -1)
+    string(APPEND body "inline constexpr const char* ${name}_cluster_text = ${name}_text;\n")
+    string(APPEND body "inline constexpr const char* ${name}_cluster_sha1 = ${name}_sha1;\n\n")
+  else()
+    string(REPLACE "\n${sharded_line_false}\n" "\n${sharded_line_true}\n" cluster_text "${text}")
+    string(SHA1 cluster_digest "${cluster_text}")
+    string(APPEND body "inline constexpr const char ${name}_cluster_text[] = R\"lua(${cluster_text})lua\";\n")
+    string(APPEND body "inline constexpr const char ${name}_cluster_sha1[] = \"${cluster_digest}\";\n\n")
+  endif()
 endforeach()
 string(APPEND body "}  // namespace dlock::detail::scripts\n")
 file(WRITE ${OUTPUT}.tmp "${body}")

@@ -32,6 +32,8 @@ std::shared_ptr<RetriedCall> RetriedCall::start(const std::shared_ptr<ClientCore
 }
 
 void RetriedCall::begin(ClientCore::Args keys, ClientCore::Args argv, Send how, Migration migration) {
+    // The text this client sends (Script::for_cluster), kept for every copy and NOSCRIPT detour.
+    script_ = &client_core_->script_for_server(*script_);
     const Script& script = *script_;
     migration_ = migration;
     evalsha_.clear();  // a reused call keeps the room

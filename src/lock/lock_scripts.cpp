@@ -32,7 +32,9 @@ Script registered(Script script, std::string_view name, std::string_view what) {
 #define DLOCK_SCRIPT(name)                                                                          \
     const Script& name##_script() {                                                                 \
         static const Script script =                                                                \
-            registered(Script(scripts::name##_text, scripts::name##_sha1), #name, "lock script '" #name "'"); \
+            registered(Script(scripts::name##_text, scripts::name##_sha1, scripts::name##_cluster_text,   \
+                              scripts::name##_cluster_sha1),                                                  \
+                       #name, "lock script '" #name "'");                                                     \
         return script;                                                                              \
     }
 

@@ -221,7 +221,7 @@ void LockService::send_renewals(std::vector<std::shared_ptr<Hold>>& due, LockClo
         if (command.empty()) {
             const auto call = renewal_of(*hold);
             const HoldCallViews views(call);
-            append_eval(command, "EVALSHA", call.script->sha1(), views.keys, views.argv);
+            append_eval(command, "EVALSHA", core_.script_for_server(*call.script).sha1(), views.keys, views.argv);
         }
         commands.emplace_back(command);  // `due` keeps the hold alive through the submit
         deadline = std::min(deadline, LeaseKeeper::renewal_deadline(*hold, sent, core_.options().command_timeout));
@@ -240,7 +240,7 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
             const auto& id = *waiter->identity;
             std::string_view keys[] = {id.keys.lock, id.keys.fence(), id.keys.line(), id.keys.places()};
             std::string_view argv[] = {waiter->owner, id.waiter_lease_ms, id.retention_ms};
-            append_eval(command, "EVALSHA", line_refresh_script().sha1(), keys, argv);
+            append_eval(command, "EVALSHA", core_.script_for_server(line_refresh_script()).sha1(), keys, argv);
         }
         commands.emplace_back(command);
         // A deadline shorter than the command timeout would give up on the
@@ -255,11 +255,12 @@ void LockService::send_line_refreshes(std::vector<std::shared_ptr<LineWaiters::W
             // ask for the lock every tick.
             // Or behind an EVAL already sent, as EVALSHA (resend_after_no_script).
             ClientCore::ScriptResend resend;
-            auto bytes = core_.resend_after_no_script(line_refresh_script(), waiter->refresh_command, resend);
+            auto bytes = core_.resend_after_no_script(core_.script_for_server(line_refresh_script()),
+                                                     waiter->refresh_command, resend);
             core_.submit_formatted(
                 bytes,
                 [this, waiter, sent, eval = resend.eval](std::error_code e, Reply&& r) {
-                    if (eval) core_.note_eval_answered(line_refresh_script());
+                    if (eval) core_.note_eval_answered(core_.script_for_server(line_refresh_script()));
                     LineWaiters::refreshed(*waiter, e, r, sent);
                 },
                 LockClock::now() + core_.options().command_timeout);

@@ -16,7 +16,7 @@ void eval_acknowledged_async(ClientCore& client, const Script& script, std::span
     std::string eval;
     // EVAL, not EVALSHA: a NOSCRIPT here would need another round on this
     // connection. Redis caches EVAL'd scripts, so this costs only the bytes.
-    append_eval(eval, "EVAL", script.text(), keys, argv);
+    append_eval(eval, "EVAL", client.script_for_server(script).text(), keys, argv);
     auto then_wait = [needs_ack, replicas = std::to_string(ack.replicas), longest = ack.timeout,
                       wait_by](const Reply& reply) -> std::optional<std::string> {
         if (!needs_ack(reply)) return std::nullopt;

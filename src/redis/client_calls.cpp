@@ -81,7 +81,8 @@ void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completi
     eval_async(script, keys, argv, std::move(done), deadline());
 }
 
-void ClientCore::eval_async(const Script& script, Args keys, Args argv, Completion done, Clock::time_point deadline) {
+void ClientCore::eval_async(const Script& any_text, Args keys, Args argv, Completion done, Clock::time_point deadline) {
+    const Script& script = script_for_server(any_text);
     std::string fallback;
     auto& bytes = format_buffer(fallback);
     append_eval(bytes, "EVALSHA", script.sha1(), keys, argv);
@@ -173,8 +174,9 @@ Reply ClientCore::eval(const Script& script, Args keys, Args argv, std::error_co
         [&](Completion done, Clock::time_point until) { eval_async(script, keys, argv, std::move(done), until); }, ec);
 }
 
-void ClientCore::eval_many(const Script& script, std::vector<EvalCall>& calls) {
+void ClientCore::eval_many(const Script& any_text, std::vector<EvalCall>& calls) {
     if (calls.empty()) return;
+    const Script& script = script_for_server(any_text);
     const auto until = deadline();
     std::vector<std::string> formatted(calls.size());
     std::vector<Completion> dones;

@@ -104,6 +104,13 @@ public:
     // Until the connect attempt ends, at most a connect and a command timeout, or `deadline`.
     std::error_code wait_connected(Clock::time_point deadline = Clock::time_point::max());
 
+    // The text of script this client sends (Script::for_cluster): a
+    // client of a Redis Cluster sends the one that publishes by sharded
+    // pub/sub, as its subscriber listens. Every call that sends a script
+    // sends this one, and keeps it for a NOSCRIPT detour.
+    const Script& script_for_server(const Script& script) const noexcept {
+        return topology_->sharded() ? script.for_cluster() : script;
+    }
     // Whether the server has `script` cached as far as this client knows
     // (known_scripts.hpp), and noting that it has: call on an answer to the
     // script that was not NOSCRIPT, on the I/O thread as it arrives.

@@ -39,6 +39,7 @@ bool take_bulk(std::string_view& rest, std::string_view& out) noexcept {
 }  // namespace
 
 void limit_script_replies(const Script& script, ReplyLimit limit) {
+    if (&script.for_cluster() != &script) limit_script_replies(script.for_cluster(), limit);
     std::lock_guard lock(registering);
     const auto n = count.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < n; ++i)

@@ -13,7 +13,7 @@
 
 namespace dlock::detail {
 
-// Holds the replies to script to limit from now on. limit.what must name
+// Holds the replies to script (both its texts: Script::for_cluster) to limit from now on. limit.what must name
 // the script and outlive the process (a literal). Any thread; at most
 // max_limited_scripts scripts, further ones are not limited.
 void limit_script_replies(const Script& script, ReplyLimit limit);

@@ -23,10 +23,16 @@ std::string sha1_hex(std::string_view data) {
 
 Script::Script(std::string text) {
     auto sha1 = sha1_hex(text);
-    data_ = std::make_shared<const Data>(Data{std::move(text), std::move(sha1)});
+    data_ = std::make_shared<const Data>(Data{std::move(text), std::move(sha1), nullptr});
 }
 
 Script::Script(std::string text, std::string sha1)
-    : data_(std::make_shared<const Data>(Data{std::move(text), std::move(sha1)})) {}
+    : data_(std::make_shared<const Data>(Data{std::move(text), std::move(sha1), nullptr})) {}
+
+Script::Script(std::string text, std::string sha1, std::string cluster_text, std::string cluster_sha1) {
+    std::shared_ptr<const Script> cluster;
+    if (cluster_sha1 != sha1) cluster = std::make_shared<const Script>(std::move(cluster_text), std::move(cluster_sha1));
+    data_ = std::make_shared<const Data>(Data{std::move(text), std::move(sha1), std::move(cluster)});
+}
 
 }  // namespace dlock

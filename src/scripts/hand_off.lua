@@ -18,10 +18,11 @@
 -- A retry with the same operation id answers as the first copy did (the waiter's arrival read
 -- back from the line).
 -- Server calls (docs/design/server-work.md, "A cheaper seat"): 11 for a hand-off that places
--- nobody, 15-17 for one that places the waiter behind (24-27 before): the lock hash and the
+-- nobody, 15-17 for one that places the waiter behind (24-27 before; 15 where someone was
+-- answered busy for the hold and the line stands, 17 before that was told apart): the lock hash and the
 -- fence hash each read and written in one call, the server clock read once for the token
 -- and the arrival, and the fence's expiry set once.
-local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'granted', 'token')
+local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'seq', 'granted', 'token', 'w')
 local owner, count, seq, granted = h[1], h[2], h[3], h[4]
 local placing = KEYS[5] and ARGV[7] and ARGV[7] ~= ''
 if owner == ARGV[2] and seq == ARGV[4] then
@@ -68,8 +69,13 @@ if arrival then
   local place_ms = tonumber(ARGV[8])
   redis.call('ZADD', KEYS[4], string.format('%.0f', arrival), ARGV[7])
   redis.call('ZADD', KEYS[5], math.floor(now_us / 1000) + place_ms, ARGV[7])
-  extend_expiry(KEYS[4], place_ms)
-  extend_expiry(KEYS[5], place_ms)
+  -- Someone was answered busy for this hold ('w'): the line most likely stands already, with
+  -- an expiry that the new place, the last to end, lengthens in one call each (lengthen_expiry).
+  -- Otherwise the line is most likely new: extend_expiry sets it in two, where lengthen_expiry
+  -- would take three. Either leaves the same expiry; 'w' only picks the cheaper.
+  local set_expiry = h[6] and lengthen_expiry or extend_expiry
+  set_expiry(KEYS[4], place_ms)
+  set_expiry(KEYS[5], place_ms)
 end
 -- The giver's undone operations ('u') are not the next owner's.
 if granted then redis.call('HDEL', KEYS[1], 'granted') end

@@ -695,6 +695,35 @@ TEST(Cluster, AReplicaAckLockRightAfterTheClientIsMadeWaitsForTheSlotMap) {
 // inbox in its name's slot (inbox_of in publish.lua), the permits of a
 // Semaphore too: before, a permit's holder learnt of it only at its next
 // renewal (a third of its 30 s lease here).
+// A waiter in line on a cluster hears of its grant by the releasing
+// script's sharded notice, as it listens, not at its next refresh: a
+// waiter lease of 60 s refreshes every 20 s, so the grant reaches it within
+// 5 s of the release only by the notice. Each client of a cluster sends the
+// scripts' cluster text (Script::for_cluster), and the one of a single
+// server the plain one (ServerWork.LinePaths: no CLUSTER MYID, no error).
+TEST(Cluster, AWaiterIsToldOfItsGrantByTheReleasesNotice) {
+    auto& cluster = shared_cluster();
+    dlock::Client a(cluster.uri()), b(cluster.uri());
+    const dlock::LockOptions options{.waiter_lease = 60s};
+    dlock::FairLock held(a, "told-grant", options), waiter(b, "told-grant", options);
+    held.lock();
+    std::atomic<bool> got{false};
+    std::atomic<std::int64_t> got_at_ns{0};
+    std::thread waiting([&] {
+        got = waiter.try_lock_for(30s);
+        got_at_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    });
+    std::this_thread::sleep_for(500ms);  // in line: its first refresh is 20 s away
+    const auto released_at = std::chrono::steady_clock::now();
+    held.unlock();
+    waiting.join();
+    ASSERT_TRUE(got);
+    const auto told_after = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(got_at_ns.load())) -
+                            released_at;
+    EXPECT_LT(told_after, 5s) << "the grant came at a refresh, not by the notice";
+    waiter.unlock();
+}
+
 TEST(Cluster, AForceReleaseIsToldAtOnceToEveryKindsHolder) {
     auto& cluster = shared_cluster();
     dlock::Client client(cluster.uri()), admin(cluster.uri());
