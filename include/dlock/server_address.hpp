@@ -12,7 +12,10 @@
 // master that they monitor under master-name; the credentials and db are the
 // master's (sentinels that want a password of their own get it from
 // ClientOptions::sentinel_password). Cluster: the hosts are seed nodes
-// (default port 6379), asked for the slot map; a cluster has only db 0.
+// (default port 6379), asked for the slot map; a cluster has only db 0. Every
+// client of a cluster takes a cluster URI: the URI decides how its lock scripts
+// publish notices (Script::for_cluster), and a redis:// client of one cluster
+// node and a redis-cluster:// client do not hear each other's.
 // host may be a name, an IPv4 address or a bracketed IPv6 address ([::1]).
 // user and password may be percent-encoded (%40 for '@'). An empty user with a
 // password (redis://:secret@host) means the default user. Ports are 1..65535,
