@@ -212,17 +212,20 @@ def scenario_flags(scenario, server, masters, quick):
 
 def server_usage(server):
     """The server's CPU so far (used_cpu_sys + used_cpu_user: the process, all
-    its threads) and each command's (calls, usec) from INFO commandstats, where
-    the calls a script makes count under their own names too."""
-    cpu, commands = 0.0, {}
-    for line in server.cli("INFO", "cpu", "commandstats").splitlines():
+    its threads), each command's (calls, usec) from INFO commandstats, where
+    the calls a script makes count under their own names too, and the error
+    replies it has given (INFO stats; those of commands inside scripts too)."""
+    cpu, commands, errors = 0.0, {}, 0
+    for line in server.cli("INFO", "cpu", "commandstats", "stats").splitlines():
         key, _, value = line.strip().partition(":")
         if key in ("used_cpu_sys", "used_cpu_user"):
             cpu += float(value)
+        elif key == "total_error_replies":
+            errors = int(value)
         elif key.startswith("cmdstat_"):
             fields = dict(item.split("=", 1) for item in value.split(","))
             commands[key[len("cmdstat_"):]] = (int(fields["calls"]), int(fields["usec"]))
-    return {"cpu_seconds": cpu, "commands": commands}
+    return {"cpu_seconds": cpu, "commands": commands, "error_replies": errors}
 
 
 def server_cost(before, after, ops, prefix="server_"):
@@ -236,6 +239,7 @@ def server_cost(before, after, ops, prefix="server_"):
         if calls > calls0 and name != "info":
             delta[name] = (calls - calls0, usec - usec0)
     return {prefix + "cpu_us_per_op": (after["cpu_seconds"] - before["cpu_seconds"]) * 1e6 / n,
+            prefix + "error_replies_per_op": (after["error_replies"] - before["error_replies"]) / n,
             prefix + "script_us_per_op": sum(delta.get(k, (0, 0))[1] for k in ("evalsha", "eval")) / n,
             prefix + "calls_per_op": {name: round(calls / n, 4) for name, (calls, _) in sorted(delta.items())}}
 
@@ -728,6 +732,15 @@ def markdown(report):
                          fmt(m.get("server_script_us_per_op"), 2), fmt(cap["server_cpu_us_per_pair"], 2),
                          fmt(cap.get("script_us_per_pair"), 2),
                          fmt(m["server_cpu_us_per_op"] / cap["server_cpu_us_per_pair"], 2)))
+    contended_costs = [(label, runs["contended"]) for label, runs in results.items()
+                       if "server_cpu_us_per_op" in runs.get("contended", {})]
+    if contended_costs:
+        lines.append("")
+        lines.append("Server per contended acquisition (INFO cpu, commandstats and stats over the run): " + "; ".join(
+            "%s %s µs CPU, %s commands, %s error replies" % (
+                label, fmt(c["server_cpu_us_per_op"], 1),
+                fmt(sum(v for k, v in c.get("server_calls_per_op", {}).items()), 1),
+                fmt(c.get("server_error_replies_per_op", 0), 2)) for label, c in contended_costs) + ".")
     mu, mc = (results["dlock"].get(k, {}) for k in ("multi", "multi_contended"))
     if "three_p50_us" in mu:
         lines.append("")
@@ -1017,6 +1030,10 @@ def main():
                     # The whole run, set-up included: a few commands next to
                     # the seconds of lock+unlock after it.
                     value.update(server_cost(before, server_usage(server), value["ops"]))
+                elif scenario == "contended" and "acquisitions" in value:
+                    # Per acquisition, the same way: where a hand-over's server
+                    # work goes (a notice, a wait in line), and its error replies.
+                    value.update(server_cost(before, server_usage(server), value["acquisitions"]))
                 report["results"][label][scenario] = value
         report["results"][CLUSTER_LABEL] = {"many": many_on_cluster(args.build, args.quick, limit)}
         report["floor"] = floor(args.build, server, masters, args.quick, False, limit)
